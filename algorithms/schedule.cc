@@ -1,0 +1,131 @@
+#include "algorithms/schedule.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace hoccl {
+
+const char* collName(CollKind k) {
+  switch (k) {
+    case CollKind::AllReduce: return "AllReduce";
+    case CollKind::ReduceScatter: return "ReduceScatter";
+    case CollKind::AllGather: return "AllGather";
+    case CollKind::Broadcast: return "Broadcast";
+    case CollKind::Reduce: return "Reduce";
+  }
+  return "unknown";
+}
+
+const char* stepKindName(const Step& s) {
+  const bool recv = s.recvPeer >= 0;
+  const bool send = s.sendPeer >= 0;
+  const bool src = s.src.present();
+  const bool dst = s.dst.present();
+  if (recv) {
+    if (s.reduce) {
+      // The received value is combined with src, so src is required.
+      if (!src) return "invalid";
+      if (dst && send) return "recvReduceCopySend";
+      if (dst) return "recvReduce";
+      if (send) return "recvReduceSend";
+      return "invalid";
+    }
+    // A plain receive ignores src; naming one is a builder mistake.
+    if (src || !dst) return "invalid";
+    return send ? "recvCopySend" : "recv";
+  }
+  if (s.reduce || !src) return "invalid";
+  if (dst && send) return "copySend";
+  if (dst) return "copy";
+  if (send) return "send";
+  return "invalid";
+}
+
+size_t Schedule::stepCount() const {
+  size_t n = 0;
+  for (const Channel& c : channels) n += c.steps.size();
+  return n;
+}
+
+namespace {
+
+const char* bufName(Buf b) {
+  switch (b) {
+    case Buf::None: return "-";
+    case Buf::Input: return "in";
+    case Buf::Output: return "out";
+    case Buf::Scratch: return "scr";
+  }
+  return "?";
+}
+
+void putSlice(std::ostringstream& os, const Slice& s, uint64_t count) {
+  if (!s.present()) {
+    os << '-';
+    return;
+  }
+  os << bufName(s.buf) << '[' << s.offset << '+' << count << ']';
+}
+
+void putPeer(std::ostringstream& os, int32_t peer) {
+  if (peer < 0) {
+    os << '-';
+  } else {
+    os << peer;
+  }
+}
+
+}  // namespace
+
+std::string Schedule::toString() const {
+  std::ostringstream os;
+  os << (algorithm && *algorithm ? algorithm : "?") << ' ' << collName(key.coll) << " nranks "
+     << key.nranks << " rank " << key.rank << " count " << key.count;
+  if (key.coll == CollKind::Broadcast || key.coll == CollKind::Reduce) os << " root " << key.root;
+  os << " inPlace " << (key.inPlace ? 1 : 0) << " channels " << channels.size() << " scratch "
+     << scratchCount << " steps " << stepCount() << '\n';
+  for (size_t c = 0; c < channels.size(); ++c) {
+    const std::vector<Step>& steps = channels[c].steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& s = steps[i];
+      os << "rank " << key.rank << " ch " << c << " step " << i << ' ' << stepKindName(s)
+         << " from ";
+      putPeer(os, s.recvPeer);
+      os << " to ";
+      putPeer(os, s.sendPeer);
+      os << " src ";
+      putSlice(os, s.src, s.count);
+      os << " dst ";
+      putSlice(os, s.dst, s.count);
+      os << " n " << s.count;
+      if (s.depChannel >= 0) os << " after ch " << s.depChannel << " step " << s.depStep;
+      os << '\n';
+    }
+  }
+  return os.str();
+}
+
+uint64_t inputCount(const ScheduleKey& k) {
+  if (k.coll == CollKind::ReduceScatter) return static_cast<uint64_t>(k.nranks) * k.count;
+  return k.count;
+}
+
+uint64_t outputCount(const ScheduleKey& k) {
+  if (k.coll == CollKind::AllGather) return static_cast<uint64_t>(k.nranks) * k.count;
+  return k.count;
+}
+
+uint64_t inPlaceOffset(const ScheduleKey& k) {
+  if (k.coll == CollKind::ReduceScatter || k.coll == CollKind::AllGather) {
+    return static_cast<uint64_t>(k.rank) * k.count;
+  }
+  return 0;
+}
+
+uint64_t partStart(uint64_t count, uint64_t parts, uint64_t i) {
+  if (parts == 0) return 0;
+  if (i >= parts) return count;
+  return i * (count / parts) + std::min(i, count % parts);
+}
+
+}  // namespace hoccl

@@ -1,0 +1,111 @@
+// Schedules: what every rank does for one collective, as pure data.
+//
+// A schedule is built by a pure function of (collective, nranks, rank, count,
+// options); it can be printed, verified symbolically (verifier.h) and run by
+// the executor (src/exec) without the builder knowing which transport sits
+// underneath. Offsets and counts are in elements, never bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hoccl {
+
+enum class CollKind : uint8_t {
+  AllReduce = 0,
+  ReduceScatter = 1,
+  AllGather = 2,
+  Broadcast = 3,
+  Reduce = 4,
+};
+const char* collName(CollKind k);
+
+// The buffers a step can name. Input is the caller's send buffer, Output its
+// receive buffer (they may alias: in-place calls), Scratch is owned by the
+// executor and sized by Schedule::scratchCount.
+enum class Buf : uint8_t { None = 0, Input = 1, Output = 2, Scratch = 3 };
+
+struct Slice {
+  Buf buf = Buf::None;
+  uint64_t offset = 0;  // elements
+  bool present() const { return buf != Buf::None; }
+};
+
+// One step of a channel. Per element, with v the value it produces:
+//   v = recv ? (reduce ? recv (op) src : recv) : src
+//   if dst present: dst = v
+//   if send:        send v to sendPeer
+// Named kinds (see stepKindName): send, recv, recvReduce, recvReduceSend,
+// recvCopySend, copy, copySend, recvReduceCopySend.
+struct Step {
+  int32_t recvPeer = -1;  // rank to receive `count` elements from, or -1
+  int32_t sendPeer = -1;  // rank to send `count` elements to, or -1
+  bool reduce = false;    // combine the received value with src
+  Slice src;              // local operand (reduce) or the data to copy/send
+  Slice dst;              // where the produced value is stored, if anywhere
+  uint64_t count = 0;     // elements
+  // Cross-channel dependency: this step starts only after step `depStep` of
+  // channel `depChannel` has completed (-1: none).
+  int32_t depChannel = -1;
+  int32_t depStep = -1;
+};
+const char* stepKindName(const Step& s);
+
+// Channels run concurrently; the steps of one channel run in order. Two
+// channels never exchange messages with each other: a message sent by
+// channel c of rank a is received by channel c of rank b.
+struct Channel {
+  std::vector<Step> steps;
+};
+
+struct ScheduleKey {
+  CollKind coll = CollKind::AllReduce;
+  int nranks = 1;
+  int rank = 0;
+  uint64_t count = 0;  // NCCL meaning: total for all-reduce/broadcast/reduce,
+                       // per-rank for reduce-scatter (recvcount) and
+                       // all-gather (sendcount)
+  int root = 0;        // broadcast/reduce only
+  bool inPlace = false;
+  int nchannels = 1;
+  // Largest message (elements) one step may carry; 0: unlimited. A ring is
+  // a cycle: every rank sends before it receives, so each connection must
+  // hold two whole messages or the ring stalls. Builders cut ring phases
+  // into rounds whose messages fit; the executor sets this to half of a
+  // connection's slots.
+  uint64_t maxStepCount = 0;
+};
+
+struct Schedule {
+  ScheduleKey key;
+  const char* algorithm = "";
+  uint64_t scratchCount = 0;  // elements of scratch the executor must provide
+  std::vector<Channel> channels;
+
+  size_t stepCount() const;
+  // Human-readable listing, one line per step, e.g.
+  //   rank 1 ch 0 step 2 recvReduceSend  from 0 to 2 src in[6+3] dst - n 3
+  std::string toString() const;
+};
+
+// Number of elements in the input and output buffers a rank passes for a key.
+uint64_t inputCount(const ScheduleKey& k);
+uint64_t outputCount(const ScheduleKey& k);
+
+// Offset of this rank's piece inside the other buffer when a call is
+// in-place, as NCCL defines it (reduce-scatter: recvbuff == sendbuff +
+// rank*recvcount; all-gather: sendbuff == recvbuff + rank*sendcount).
+// Returns the offset of Input inside Output (all-gather) or of Output inside
+// Input (reduce-scatter); 0 for the others.
+uint64_t inPlaceOffset(const ScheduleKey& k);
+
+// Near-equal partition of `count` elements into `parts` pieces; piece i
+// starts at partStart(count, parts, i) and the first (count % parts) pieces
+// are one element longer.
+uint64_t partStart(uint64_t count, uint64_t parts, uint64_t i);
+inline uint64_t partSize(uint64_t count, uint64_t parts, uint64_t i) {
+  return partStart(count, parts, i + 1) - partStart(count, parts, i);
+}
+
+}  // namespace hoccl

@@ -1,0 +1,581 @@
+// Symbolic execution of the schedules of all ranks. A value is (set of ranks
+// whose contributions it sums, element index); input element i of rank r is
+// ({r}, i). Buffers hold runs of values whose index rises by one per element,
+// so a step costs O(runs touched), not O(count): P = 256 with large counts
+// stays cheap. Sets are interned, and unions of two sets memoised.
+#include "algorithms/verifier.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <deque>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+namespace hoccl {
+namespace {
+
+constexpr uint32_t kUndef = UINT32_MAX;
+
+template <class... A>
+std::string cat(const A&... a) {
+  std::ostringstream os;
+  (os << ... << a);
+  return os.str();
+}
+
+// len elements holding elements idx, idx+1, ... of set `set` (idx is 0 when
+// the run is undefined).
+struct Seg {
+  uint64_t len;
+  uint64_t idx;
+  uint32_t set;
+};
+using Segs = std::vector<Seg>;
+
+void append(Segs& out, Seg s) {
+  if (s.len == 0) return;
+  if (!out.empty()) {
+    Seg& b = out.back();
+    if (b.set == s.set && (s.set == kUndef || b.idx + b.len == s.idx)) {
+      b.len += s.len;
+      return;
+    }
+  }
+  out.push_back(s);
+}
+
+class SetPool {
+ public:
+  explicit SetPool(int nranks) : n_(nranks), words_((nranks + 63) / 64), tmp_(words_) {
+    for (int r = 0; r < n_; ++r) {
+      std::fill(tmp_.begin(), tmp_.end(), 0);
+      tmp_[r / 64] = uint64_t{1} << (r % 64);
+      intern();  // singleton {r} gets id r
+    }
+    std::fill(tmp_.begin(), tmp_.end(), 0);
+    for (int r = 0; r < n_; ++r) tmp_[r / 64] |= uint64_t{1} << (r % 64);
+    full_ = intern();
+  }
+  uint32_t full() const { return full_; }
+  bool has(uint32_t id, int r) const { return (bits(id)[r / 64] >> (r % 64)) & 1; }
+
+  // Union of two disjoint sets; kUndef with *dup set to a shared rank otherwise.
+  uint32_t unite(uint32_t a, uint32_t b, int* dup) {
+    const uint64_t key = a < b ? (uint64_t{a} << 32 | b) : (uint64_t{b} << 32 | a);
+    if (auto it = unions_.find(key); it != unions_.end()) return it->second;
+    const uint64_t *A = bits(a), *B = bits(b);
+    for (int w = 0; w < words_; ++w) {
+      if (A[w] & B[w]) {
+        *dup = w * 64 + std::countr_zero(A[w] & B[w]);
+        return kUndef;
+      }
+      tmp_[w] = A[w] | B[w];
+    }
+    const uint32_t id = intern();
+    unions_.emplace(key, id);
+    return id;
+  }
+
+  std::string describe(uint32_t id) const {
+    if (id == kUndef) return "undefined";
+    if (id == full_) return "all ranks";
+    std::ostringstream os;
+    int shown = 0, total = 0;
+    for (int r = 0; r < n_; ++r) {
+      if (!has(id, r)) continue;
+      ++total;
+      if (shown < 8) os << (shown++ ? "," : "") << r;
+    }
+    return cat("ranks {", os.str(), total > shown ? cat(",... (", total, ")") : "", "}");
+  }
+
+  // First rank in `want` but not `got`, or in `got` but not `want`.
+  std::string difference(uint32_t want, uint32_t got) const {
+    for (int r = 0; r < n_; ++r) {
+      if (has(want, r) && !has(got, r)) return cat("it misses the contribution of rank ", r);
+      if (!has(want, r) && has(got, r)) return cat("it holds a contribution of rank ", r);
+    }
+    return "";
+  }
+
+ private:
+  const uint64_t* bits(uint32_t id) const { return &bits_[size_t{id} * words_]; }
+  uint32_t intern() {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t w : tmp_) h = (h ^ w) * 1099511628211ull;
+    std::vector<uint32_t>& bucket = byHash_[h];
+    for (uint32_t id : bucket) {
+      if (std::equal(tmp_.begin(), tmp_.end(), bits(id))) return id;
+    }
+    const auto id = static_cast<uint32_t>(bits_.size() / words_);
+    bits_.insert(bits_.end(), tmp_.begin(), tmp_.end());
+    bucket.push_back(id);
+    return id;
+  }
+
+  int n_, words_;
+  uint32_t full_ = kUndef;
+  std::vector<uint64_t> tmp_, bits_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> byHash_;
+  std::unordered_map<uint64_t, uint32_t> unions_;
+};
+
+// One memory area as an ordered map of runs covering [0, size).
+class RunBuffer {
+ public:
+  void reset(uint64_t size) {
+    runs_.clear();
+    size_ = size;
+    if (size) runs_[0] = Seg{size, 0, kUndef};
+  }
+  void read(uint64_t off, uint64_t n, Segs& out) const {
+    if (n == 0) return;
+    auto it = std::prev(runs_.upper_bound(off));
+    for (uint64_t pos = off, end = off + n; pos < end; ++it) {
+      const uint64_t start = it->first;
+      const Seg& r = it->second;
+      const uint64_t take = std::min(start + r.len, end) - pos;
+      append(out, Seg{take, r.set == kUndef ? 0 : r.idx + (pos - start), r.set});
+      pos += take;
+    }
+  }
+  void write(uint64_t off, const Segs& v) {
+    uint64_t n = 0;
+    for (const Seg& s : v) n += s.len;
+    if (n == 0) return;
+    splitAt(off);
+    splitAt(off + n);
+    runs_.erase(runs_.lower_bound(off), runs_.lower_bound(off + n));
+    uint64_t pos = off;
+    for (const Seg& s : v) {
+      runs_.emplace(pos, s);
+      pos += s.len;
+    }
+    mergeAt(off + n);
+    mergeAt(off);
+  }
+
+ private:
+  void splitAt(uint64_t pos) {
+    if (pos == 0 || pos >= size_) return;
+    auto it = std::prev(runs_.upper_bound(pos));
+    if (it->first == pos) return;
+    Seg& r = it->second;
+    const uint64_t k = pos - it->first;
+    const Seg tail{r.len - k, r.set == kUndef ? 0 : r.idx + k, r.set};
+    r.len = k;
+    runs_.emplace_hint(std::next(it), pos, tail);
+  }
+  void mergeAt(uint64_t pos) {
+    auto it = runs_.find(pos);
+    if (it == runs_.end() || it == runs_.begin()) return;
+    Seg& a = std::prev(it)->second;
+    const Seg& b = it->second;
+    if (a.set == b.set && (b.set == kUndef || a.idx + a.len == b.idx)) {
+      a.len += b.len;
+      runs_.erase(it);
+    }
+  }
+
+  uint64_t size_ = 0;
+  std::map<uint64_t, Seg> runs_;
+};
+
+const char* bufName(Buf b) {
+  switch (b) {
+    case Buf::Input: return "Input";
+    case Buf::Output: return "Output";
+    case Buf::Scratch: return "Scratch";
+    default: return "None";
+  }
+}
+
+// Where a named buffer lives: store 0 = input memory, 1 = output, 2 = scratch.
+struct View {
+  int store = 0;
+  uint64_t base = 0, size = 0;
+};
+
+struct Msg {
+  uint64_t count;
+  size_t step;  // sender's step index
+  Segs vals;
+};
+
+enum class Progress { Ran, Blocked, Failed };
+
+class Verifier {
+ public:
+  Verifier(const std::vector<Schedule>& s, int slots) : sch_(s), slots_(slots) {}
+
+  VerifyResult run() {
+    VerifyResult res;
+    if (!checkKeys() || !checkSteps()) {
+      res.ok = false;
+      res.error = err_;
+      return res;
+    }
+    pool_.emplace(key_.nranks);
+    setupBuffers();
+    res.ok = execute() && checkFinal();
+    res.error = err_;
+    return res;
+  }
+
+ private:
+  bool fail(const std::string& msg) {
+    if (err_.empty()) err_ = msg;
+    return false;
+  }
+  std::string where(int r, int c, size_t i) const {
+    const Step& s = sch_[r].channels[c].steps[i];
+    return cat("rank ", r, " ch ", c, " step ", i, " (", stepKindName(s), " n ", s.count, ")");
+  }
+  uint64_t edge(int from, int to, int c) const {
+    return (uint64_t(from) * key_.nranks + to) * maxCh_ + c;
+  }
+  uint64_t bufSize(int r, Buf b) const {
+    if (b == Buf::Input) return inputCount(sch_[r].key);
+    if (b == Buf::Output) return outputCount(sch_[r].key);
+    return sch_[r].scratchCount;
+  }
+
+  bool checkKeys();
+  bool checkSteps();
+  void setupBuffers();
+  bool execute();
+  Progress tryStep(int r, int c);
+  bool readSlice(int r, int c, size_t i, Slice s, uint64_t n, Segs& out);
+  bool writeSlice(int r, int c, size_t i, Slice s, const Segs& v);
+  bool combine(int r, int c, size_t i, const Segs& a, const Segs& b, Segs& out);
+  std::string blockedReason(int r, int c);
+  bool checkFinal();
+  // Output of rank r is blocks of blockLen elements; expect(j) gives the set
+  // and first element index block j must hold.
+  struct Expect {
+    uint32_t set;
+    uint64_t idx;
+  };
+  template <class F>
+  bool checkOutput(int r, uint64_t blockLen, F expect);
+
+  const std::vector<Schedule>& sch_;
+  const int slots_;
+  ScheduleKey key_;
+  int maxCh_ = 0;
+  std::string err_;
+  std::optional<SetPool> pool_;
+  std::vector<std::array<RunBuffer, 3>> stores_;
+  std::vector<std::array<View, 4>> views_;  // indexed by Buf
+  std::vector<std::vector<size_t>> pc_;     // next step per rank and channel
+  std::unordered_map<uint64_t, std::deque<Msg>> queues_;
+  std::deque<std::pair<int, int>> work_;
+  std::vector<char> queued_;
+};
+
+bool Verifier::checkKeys() {
+  if (sch_.empty()) return fail("no schedules");
+  key_ = sch_[0].key;
+  const int P = key_.nranks;
+  if (P < 1 || static_cast<size_t>(P) != sch_.size()) {
+    return fail(cat("key.nranks is ", P, " but there are ", sch_.size(), " schedules"));
+  }
+  const bool rooted = key_.coll == CollKind::Broadcast || key_.coll == CollKind::Reduce;
+  if (rooted && (key_.root < 0 || key_.root >= P)) return fail("root out of range");
+  for (int r = 0; r < P; ++r) {
+    const ScheduleKey& k = sch_[r].key;
+    if (k.rank != r) return fail(cat("schedule ", r, " has key.rank ", k.rank));
+    if (k.coll != key_.coll || k.nranks != P || k.count != key_.count || k.inPlace != key_.inPlace ||
+        (rooted && k.root != key_.root)) {
+      return fail(cat("rank ", r, " has a different key from rank 0"));
+    }
+    maxCh_ = std::max(maxCh_, static_cast<int>(sch_[r].channels.size()));
+  }
+  return true;
+}
+
+bool Verifier::checkSteps() {
+  const int P = key_.nranks;
+  for (int r = 0; r < P; ++r) {
+    const std::vector<Channel>& chs = sch_[r].channels;
+    for (int c = 0; c < static_cast<int>(chs.size()); ++c) {
+      for (size_t i = 0; i < chs[c].steps.size(); ++i) {
+        const Step& s = chs[c].steps[i];
+        if (std::string(stepKindName(s)) == "invalid") return fail(where(r, c, i) + ": invalid step kind");
+        if (s.count == 0) return fail(where(r, c, i) + ": moves 0 elements (omit such steps)");
+        for (int32_t peer : {s.recvPeer, s.sendPeer}) {
+          if (peer >= P || peer == r) return fail(cat(where(r, c, i), ": peer ", peer, " is invalid"));
+        }
+        for (const Slice& sl : {s.src, s.dst}) {
+          if (!sl.present()) continue;
+          if (sl.buf > Buf::Scratch) return fail(where(r, c, i) + ": unknown buffer");
+          const uint64_t size = bufSize(r, sl.buf);
+          if (sl.offset > size || s.count > size - sl.offset) {
+            return fail(cat(where(r, c, i), ": ", bufName(sl.buf), "[", sl.offset, "+", s.count,
+                            "] is outside the buffer of ", size, " elements"));
+          }
+        }
+        if (s.depChannel >= 0 &&
+            (s.depChannel >= static_cast<int>(chs.size()) || s.depStep < 0 ||
+             static_cast<size_t>(s.depStep) >= chs[s.depChannel].steps.size())) {
+          return fail(where(r, c, i) + ": depends on a step that does not exist");
+        }
+      }
+    }
+  }
+  return true;
+}
+
+void Verifier::setupBuffers() {
+  const int P = key_.nranks;
+  stores_.resize(P);
+  views_.resize(P);
+  for (int r = 0; r < P; ++r) {
+    const ScheduleKey& k = sch_[r].key;
+    const uint64_t in = inputCount(k), out = outputCount(k);
+    const bool inputDefined = !(k.coll == CollKind::Broadcast && r != k.root);
+    const Segs inputVals{Seg{in, 0, inputDefined ? static_cast<uint32_t>(r) : kUndef}};
+    auto& st = stores_[r];
+    auto& v = views_[r];
+    st[2].reset(sch_[r].scratchCount);
+    v[size_t(Buf::Scratch)] = View{2, 0, sch_[r].scratchCount};
+    if (!k.inPlace) {
+      st[0].reset(in);
+      st[0].write(0, inputVals);
+      st[1].reset(out);
+      v[size_t(Buf::Input)] = View{0, 0, in};
+      v[size_t(Buf::Output)] = View{1, 0, out};
+    } else if (k.coll == CollKind::ReduceScatter) {
+      st[0].reset(in);
+      st[0].write(0, inputVals);
+      v[size_t(Buf::Input)] = View{0, 0, in};
+      v[size_t(Buf::Output)] = View{0, inPlaceOffset(k), out};
+    } else {
+      // All-gather: Input is a piece of Output; the others share one buffer.
+      const uint64_t inBase = k.coll == CollKind::AllGather ? inPlaceOffset(k) : 0;
+      st[1].reset(out);
+      st[1].write(inBase, inputVals);
+      v[size_t(Buf::Input)] = View{1, inBase, in};
+      v[size_t(Buf::Output)] = View{1, 0, out};
+    }
+  }
+}
+
+bool Verifier::readSlice(int r, int c, size_t i, Slice s, uint64_t n, Segs& out) {
+  const View& v = views_[r][size_t(s.buf)];
+  stores_[r][v.store].read(v.base + s.offset, n, out);
+  uint64_t pos = s.offset;
+  for (const Seg& g : out) {
+    if (g.set == kUndef) {
+      return fail(cat(where(r, c, i), ": reads ", bufName(s.buf), "[", pos, "] before anything wrote it"));
+    }
+    pos += g.len;
+  }
+  return true;
+}
+
+bool Verifier::writeSlice(int r, int c, size_t i, Slice s, const Segs& vals) {
+  const View& v = views_[r][size_t(s.buf)];
+  if (s.buf == Buf::Input) {
+    const View& o = views_[r][size_t(Buf::Output)];
+    const uint64_t n = sch_[r].channels[c].steps[i].count;
+    const bool aliased = key_.inPlace && o.store == v.store && v.base + s.offset >= o.base &&
+                         v.base + s.offset + n <= o.base + o.size;
+    if (!aliased) return fail(where(r, c, i) + ": writes the input buffer where it is not the output");
+  }
+  stores_[r][v.store].write(v.base + s.offset, vals);
+  return true;
+}
+
+bool Verifier::combine(int r, int c, size_t i, const Segs& a, const Segs& b, Segs& out) {
+  size_t ia = 0, ib = 0;
+  uint64_t ua = 0, ub = 0, pos = 0;  // elements used of a[ia], b[ib]
+  while (ia < a.size() && ib < b.size()) {
+    const Seg &x = a[ia], &y = b[ib];
+    const uint64_t take = std::min(x.len - ua, y.len - ub);
+    const uint64_t xi = x.idx + ua, yi = y.idx + ub;
+    if (xi != yi) {
+      return fail(cat(where(r, c, i), ": combines element ", xi, " with element ", yi, " at position ", pos));
+    }
+    int dup = -1;
+    const uint32_t set = pool_->unite(x.set, y.set, &dup);
+    if (set == kUndef) {
+      return fail(cat(where(r, c, i), ": contribution of rank ", dup, " counted twice (element ", xi, ")"));
+    }
+    append(out, Seg{take, xi, set});
+    pos += take;
+    if ((ua += take) == x.len) ++ia, ua = 0;
+    if ((ub += take) == y.len) ++ib, ub = 0;
+  }
+  return true;
+}
+
+Progress Verifier::tryStep(int r, int c) {
+  const std::vector<Step>& steps = sch_[r].channels[c].steps;
+  const size_t i = pc_[r][c];
+  if (i >= steps.size()) return Progress::Blocked;
+  const Step& s = steps[i];
+  if (s.depChannel >= 0 && pc_[r][s.depChannel] <= static_cast<size_t>(s.depStep)) return Progress::Blocked;
+  std::deque<Msg>* in = nullptr;
+  if (s.recvPeer >= 0) {
+    in = &queues_[edge(s.recvPeer, r, c)];
+    if (in->empty()) return Progress::Blocked;
+    if (in->front().count != s.count) {
+      fail(cat(where(r, c, i), ": count mismatch: receives ", s.count, " elements from rank ", s.recvPeer,
+               " whose step ", in->front().step, " sent ", in->front().count));
+      return Progress::Failed;
+    }
+  }
+  std::deque<Msg>* out = s.sendPeer >= 0 ? &queues_[edge(r, s.sendPeer, c)] : nullptr;
+  if (out && slots_ > 0 && out->size() >= static_cast<size_t>(slots_)) return Progress::Blocked;
+
+  Segs local, vals;
+  if ((!in || s.reduce) && !readSlice(r, c, i, s.src, s.count, local)) return Progress::Failed;
+  if (in && s.reduce) {
+    if (!combine(r, c, i, in->front().vals, local, vals)) return Progress::Failed;
+  } else {
+    vals = in ? std::move(in->front().vals) : std::move(local);
+  }
+  if (in) in->pop_front();
+  if (s.dst.present() && !writeSlice(r, c, i, s.dst, vals)) return Progress::Failed;
+  if (out) out->push_back(Msg{s.count, i, std::move(vals)});
+  ++pc_[r][c];
+
+  auto wake = [&](int rank, int ch) {
+    if (ch >= static_cast<int>(sch_[rank].channels.size())) return;
+    char& q = queued_[size_t(rank) * maxCh_ + ch];
+    if (!q) q = 1, work_.emplace_back(rank, ch);
+  };
+  if (s.recvPeer >= 0) wake(s.recvPeer, c);
+  if (s.sendPeer >= 0) wake(s.sendPeer, c);
+  for (int d = 0; d < static_cast<int>(sch_[r].channels.size()); ++d) {
+    if (d != c) wake(r, d);
+  }
+  return Progress::Ran;
+}
+
+std::string Verifier::blockedReason(int r, int c) {
+  const size_t i = pc_[r][c];
+  const Step& s = sch_[r].channels[c].steps[i];
+  std::string why = where(r, c, i);
+  if (s.depChannel >= 0 && pc_[r][s.depChannel] <= static_cast<size_t>(s.depStep)) {
+    return cat(why, " waits for ch ", s.depChannel, " step ", s.depStep);
+  }
+  if (s.recvPeer >= 0 && queues_[edge(s.recvPeer, r, c)].empty()) {
+    return cat(why, " waits for a message from rank ", s.recvPeer);
+  }
+  return cat(why, " waits for room to send to rank ", s.sendPeer, " (", queues_[edge(r, s.sendPeer, c)].size(),
+             " queued)");
+}
+
+bool Verifier::execute() {
+  const int P = key_.nranks;
+  pc_.assign(P, {});
+  queued_.assign(size_t(P) * maxCh_, 1);
+  for (int r = 0; r < P; ++r) {
+    pc_[r].assign(sch_[r].channels.size(), 0);
+    for (int c = 0; c < static_cast<int>(sch_[r].channels.size()); ++c) work_.emplace_back(r, c);
+  }
+  while (!work_.empty()) {
+    const auto [r, c] = work_.front();
+    work_.pop_front();
+    queued_[size_t(r) * maxCh_ + c] = 0;
+    for (Progress p; (p = tryStep(r, c)) != Progress::Blocked;) {
+      if (p == Progress::Failed) return false;
+    }
+  }
+  std::string stuck;
+  int nstuck = 0;
+  for (int r = 0; r < P; ++r) {
+    for (int c = 0; c < static_cast<int>(pc_[r].size()); ++c) {
+      if (pc_[r][c] >= sch_[r].channels[c].steps.size()) continue;
+      if (nstuck++ < 6) stuck += (stuck.empty() ? "" : "; ") + blockedReason(r, c);
+    }
+  }
+  if (nstuck) {
+    return fail(cat("deadlock: ", stuck, nstuck > 6 ? cat("; and ", nstuck - 6, " more") : ""));
+  }
+  for (auto& [e, q] : queues_) {
+    if (q.empty()) continue;
+    const uint64_t c = e % maxCh_, to = (e / maxCh_) % P, from = e / maxCh_ / P;
+    return fail(cat("rank ", from, " ch ", c, " step ", q.front().step, " sends ", q.front().count,
+                    " elements to rank ", to, " that are never received"));
+  }
+  return true;
+}
+
+template <class F>
+bool Verifier::checkOutput(int r, uint64_t blockLen, F expect) {
+  const View& v = views_[r][size_t(Buf::Output)];
+  Segs got;
+  stores_[r][v.store].read(v.base, v.size, got);
+  uint64_t pos = 0;
+  for (const Seg& g : got) {
+    for (uint64_t used = 0; used < g.len;) {
+      const uint64_t block = pos / blockLen, inBlock = pos % blockLen;
+      const uint64_t take = std::min(g.len - used, blockLen - inBlock);
+      const Expect want = expect(block);
+      const uint64_t gotIdx = g.idx + used, wantIdx = want.idx + inBlock;
+      if (g.set != want.set || (g.set != kUndef && gotIdx != wantIdx)) {
+        std::string detail = g.set == kUndef ? "it was never written"
+                             : g.set != want.set ? pool_->difference(want.set, g.set)
+                                                 : cat("it holds element ", gotIdx);
+        return fail(cat("rank ", r, " Output[", pos, "] should hold element ", wantIdx, " of ",
+                        pool_->describe(want.set), ", but ", detail));
+      }
+      used += take;
+      pos += take;
+    }
+  }
+  return true;
+}
+
+bool Verifier::checkFinal() {
+  const int P = key_.nranks;
+  const uint64_t n = key_.count;
+  const uint32_t all = pool_->full();
+  for (int r = 0; r < P; ++r) {
+    bool ok = true;
+    switch (key_.coll) {
+      case CollKind::AllReduce:
+        ok = checkOutput(r, n, [&](uint64_t) { return Expect{all, 0}; });
+        break;
+      case CollKind::ReduceScatter:
+        ok = checkOutput(r, n, [&](uint64_t) { return Expect{all, uint64_t(r) * n}; });
+        break;
+      case CollKind::AllGather:
+        ok = checkOutput(r, n, [&](uint64_t j) { return Expect{static_cast<uint32_t>(j), 0}; });
+        break;
+      case CollKind::Broadcast:
+        ok = checkOutput(r, n, [&](uint64_t) { return Expect{static_cast<uint32_t>(key_.root), 0}; });
+        break;
+      case CollKind::Reduce:
+        if (r == key_.root) ok = checkOutput(r, n, [&](uint64_t) { return Expect{all, 0}; });
+        break;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+VerifyResult verifySchedules(const std::vector<Schedule>& schedules, int slotsPerEdge) {
+  return Verifier(schedules, slotsPerEdge).run();
+}
+
+VerifyResult verifyBuilder(Schedule (*build)(const ScheduleKey&), ScheduleKey key, int slotsPerEdge) {
+  if (key.nranks < 1) return VerifyResult{false, "nranks must be at least 1"};
+  std::vector<Schedule> all;
+  all.reserve(key.nranks);
+  for (int r = 0; r < key.nranks; ++r) {
+    key.rank = r;
+    all.push_back(build(key));
+  }
+  return verifySchedules(all, slotsPerEdge);
+}
+
+}  // namespace hoccl

@@ -1,0 +1,39 @@
+// Symbolic verifier: runs the schedules of all ranks of one collective
+// without data and checks that
+//   - every message sent is received, by the matching channel and step, with
+//     the same element count (no deadlock with `slotsPerEdge` messages of
+//     buffering per directed edge and channel; steps are atomic). A ring
+//     needs 2: the message the next rank is consuming plus the one being
+//     produced (NCCL sizes its chunk to half the buffer for this reason).
+//     0 means unbounded buffering;
+//   - nothing is read before it is written (output and scratch start
+//     undefined; input holds this rank's contribution);
+//   - every output element ends holding exactly the contributions the
+//     collective defines (each rank's element exactly once for reductions,
+//     the right rank's element for gathers and broadcast), in place and out
+//     of place (in-place buffers alias as NCCL defines);
+//   - reductions only combine the same element index and never count a
+//     contribution twice; no step writes the input buffer unless it aliases
+//     the output.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+
+namespace hoccl {
+
+struct VerifyResult {
+  bool ok = true;
+  std::string error;  // first problem found, naming rank, channel, step
+};
+
+// `schedules[r]` is rank r's schedule; all share one key apart from `rank`.
+VerifyResult verifySchedules(const std::vector<Schedule>& schedules, int slotsPerEdge = 2);
+
+// Builds the schedule of every rank with `build` and verifies them.
+VerifyResult verifyBuilder(Schedule (*build)(const ScheduleKey&), ScheduleKey key,
+                           int slotsPerEdge = 2);
+
+}  // namespace hoccl

@@ -1,0 +1,171 @@
+/*
+ * hoccl: collective communication for training jobs that cross nodes and
+ * switches. The API mirrors NCCL's: every function has the signature of its
+ * NCCL counterpart with "nccl" replaced by "hoccl", and every enum carries
+ * NCCL's numbering, so switching is a rename.
+ *
+ * Where NCCL takes a cudaStream_t, hoccl takes a hocclStream_t (void*). With
+ * host buffers and a NULL stream a collective returns once it is complete.
+ */
+#ifndef HOCCL_H_
+#define HOCCL_H_
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define HOCCL_API __attribute__((visibility("default")))
+#else
+#define HOCCL_API
+#endif
+
+#define HOCCL_MAJOR 0
+#define HOCCL_MINOR 1
+#define HOCCL_PATCH 0
+#define HOCCL_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define HOCCL_VERSION_CODE HOCCL_VERSION(HOCCL_MAJOR, HOCCL_MINOR, HOCCL_PATCH)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hocclComm* hocclComm_t;
+typedef void* hocclStream_t;
+
+#define HOCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[HOCCL_UNIQUE_ID_BYTES];
+} hocclUniqueId;
+
+typedef enum {
+  hocclSuccess = 0,
+  hocclUnhandledCudaError = 1,
+  hocclSystemError = 2,
+  hocclInternalError = 3,
+  hocclInvalidArgument = 4,
+  hocclInvalidUsage = 5,
+  hocclRemoteError = 6,
+  hocclInProgress = 7,
+  hocclTimeout = 8,
+  hocclNumResults = 9
+} hocclResult_t;
+
+typedef enum {
+  hocclInt8 = 0,
+  hocclChar = 0,
+  hocclUint8 = 1,
+  hocclInt32 = 2,
+  hocclInt = 2,
+  hocclUint32 = 3,
+  hocclInt64 = 4,
+  hocclUint64 = 5,
+  hocclFloat16 = 6,
+  hocclHalf = 6,
+  hocclFloat32 = 7,
+  hocclFloat = 7,
+  hocclFloat64 = 8,
+  hocclDouble = 8,
+  hocclBfloat16 = 9,
+  hocclNumTypes = 10
+} hocclDataType_t;
+
+typedef enum {
+  hocclSum = 0,
+  hocclProd = 1,
+  hocclMax = 2,
+  hocclMin = 3,
+  hocclAvg = 4,
+  hocclNumOps = 5
+} hocclRedOp_t;
+
+#define HOCCL_CONFIG_UNDEF_INT INT_MIN
+#define HOCCL_CONFIG_UNDEF_PTR NULL
+#define HOCCL_SPLIT_NOCOLOR -1
+
+/* Communicator configuration. The leading fields follow ncclConfig_t;
+ * fields NCCL uses for GPUs are accepted and ignored on host memory. */
+typedef struct hocclConfig_v1 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;        /* 0: init and collectives may return hocclInProgress */
+  int cgaClusterSize;  /* GPU only */
+  int minCTAs;         /* GPU only */
+  int maxCTAs;         /* GPU only */
+  const char* netName; /* network transport to use, e.g. "Socket" */
+  int splitShare;
+  /* hoccl extensions */
+  int timeoutSec; /* bound on every wait; overrides HOCCL_TIMEOUT */
+  const char* commName;
+} hocclConfig_t;
+
+#define HOCCL_CONFIG_INITIALIZER                                                        \
+  {                                                                                     \
+    sizeof(hocclConfig_t),              /* size */                                      \
+        0xcafebeef,                     /* magic */                                     \
+        HOCCL_VERSION_CODE,             /* version */                                   \
+        HOCCL_CONFIG_UNDEF_INT,         /* blocking */                                  \
+        HOCCL_CONFIG_UNDEF_INT,         /* cgaClusterSize */                            \
+        HOCCL_CONFIG_UNDEF_INT,         /* minCTAs */                                   \
+        HOCCL_CONFIG_UNDEF_INT,         /* maxCTAs */                                   \
+        HOCCL_CONFIG_UNDEF_PTR,         /* netName */                                   \
+        HOCCL_CONFIG_UNDEF_INT,         /* splitShare */                                \
+        HOCCL_CONFIG_UNDEF_INT,         /* timeoutSec */                                \
+        HOCCL_CONFIG_UNDEF_PTR          /* commName */                                  \
+  }
+
+/* Version as HOCCL_VERSION(major, minor, patch). */
+HOCCL_API hocclResult_t hocclGetVersion(int* version);
+
+/* Creates a unique id on one rank; pass it to all others by any means. The
+ * calling process serves the rendezvous until all ranks have joined. */
+HOCCL_API hocclResult_t hocclGetUniqueId(hocclUniqueId* uniqueId);
+
+HOCCL_API hocclResult_t hocclCommInitRank(hocclComm_t* comm, int nranks, hocclUniqueId commId,
+                                          int rank);
+HOCCL_API hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks,
+                                                hocclUniqueId commId, int rank,
+                                                hocclConfig_t* config);
+/* Ranks with the same color form a new communicator, ordered by key then by
+ * rank in comm; color HOCCL_SPLIT_NOCOLOR returns *newcomm = NULL. */
+HOCCL_API hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm,
+                                       hocclConfig_t* config);
+HOCCL_API hocclResult_t hocclCommFinalize(hocclComm_t comm);
+HOCCL_API hocclResult_t hocclCommDestroy(hocclComm_t comm);
+HOCCL_API hocclResult_t hocclCommAbort(hocclComm_t comm);
+HOCCL_API hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError);
+HOCCL_API hocclResult_t hocclCommCount(const hocclComm_t comm, int* count);
+HOCCL_API hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device);
+HOCCL_API hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank);
+
+HOCCL_API const char* hocclGetErrorString(hocclResult_t result);
+/* The message of the last error seen by this thread (or by comm, if given). */
+HOCCL_API const char* hocclGetLastError(hocclComm_t comm);
+
+HOCCL_API hocclResult_t hocclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                       hocclDataType_t datatype, hocclRedOp_t op,
+                                       hocclComm_t comm, hocclStream_t stream);
+HOCCL_API hocclResult_t hocclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           hocclDataType_t datatype, hocclRedOp_t op,
+                                           hocclComm_t comm, hocclStream_t stream);
+HOCCL_API hocclResult_t hocclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       hocclDataType_t datatype, hocclComm_t comm,
+                                       hocclStream_t stream);
+HOCCL_API hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                       hocclDataType_t datatype, int root, hocclComm_t comm,
+                                       hocclStream_t stream);
+HOCCL_API hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    hocclDataType_t datatype, hocclRedOp_t op, int root,
+                                    hocclComm_t comm, hocclStream_t stream);
+
+/* Between GroupStart and GroupEnd collectives are queued, not run; GroupEnd
+ * runs them all together, so one thread may drive several communicators. */
+HOCCL_API hocclResult_t hocclGroupStart(void);
+HOCCL_API hocclResult_t hocclGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HOCCL_H_ */

@@ -1,0 +1,326 @@
+// The C API: argument checks, error reporting, and dispatch to the core.
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "hoccl.h"
+#include "src/api/api_internal.h"
+#include "src/core/log.h"
+
+using namespace hoccl;
+
+namespace hoccl {
+namespace {
+
+thread_local std::string tlsLastError;
+std::mutex registryMutex;
+std::set<hocclComm*>& registry() {
+  static std::set<hocclComm*> live;
+  return live;
+}
+
+}  // namespace
+
+hocclResult_t report(hocclComm* comm, const Status& st) {
+  if (st.ok()) return hocclSuccess;
+  tlsLastError = st.message();
+  if (comm) {
+    std::lock_guard<std::mutex> lock(comm->errMutex);
+    comm->lastError = st.message();
+  }
+  HWARN(kSubAll, "%s: %s", resultName(st.code()), st.message().c_str());
+  return st.code();
+}
+
+void registerComm(hocclComm* comm) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  registry().insert(comm);
+}
+
+void unregisterComm(hocclComm* comm) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  registry().erase(comm);
+}
+
+Status checkComm(hocclComm* comm, const char* fn) {
+  if (!comm) return errorf(hocclInvalidArgument, "%s: comm is NULL", fn);
+  std::lock_guard<std::mutex> lock(registryMutex);
+  if (!registry().count(comm))
+    return errorf(hocclInvalidUsage, "%s: comm %p is not a live communicator (destroyed, aborted or never created)",
+                  fn, static_cast<void*>(comm));
+  return Status();
+}
+
+Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
+                       size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key) {
+  const char* fn = collName(coll);
+  HOCCL_TRY(checkComm(comm, fn));
+  if (comm->fatalCode != hocclSuccess)
+    return Status(comm->fatalCode, std::string(fn) + ": the communicator is unusable after an earlier error (" +
+                                       comm->fatalMsg + "); destroy or abort it");
+  if (dtype < 0 || dtype >= hocclNumTypes)
+    return errorf(hocclInvalidArgument, "%s: datatype %d is not a valid hocclDataType_t (0..%d)", fn, dtype,
+                  hocclNumTypes - 1);
+  bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
+  if (reduces && (op < 0 || op >= hocclNumOps))
+    return errorf(hocclInvalidArgument, "%s: op %d is not a valid hocclRedOp_t (0..%d)", fn, op, hocclNumOps - 1);
+  bool rooted = coll == CollKind::Broadcast || coll == CollKind::Reduce;
+  if (rooted && (root < 0 || root >= comm->nranks))
+    return errorf(hocclInvalidArgument, "%s: root %d is out of range [0, %d)", fn, root, comm->nranks);
+  size_t esize = dtypeSize(static_cast<DType>(dtype));
+  size_t factor = (coll == CollKind::ReduceScatter || coll == CollKind::AllGather) ? comm->nranks : 1;
+  // Keep every byte offset well inside size_t and ptrdiff_t.
+  if (count > (static_cast<size_t>(1) << 62) / esize / factor)
+    return errorf(hocclInvalidArgument, "%s: count %zu is too large: %zu x %zu-byte elements x %zu overflows",
+                  fn, count, count, esize, factor);
+  bool needSend = !(coll == CollKind::Broadcast && comm->rank != root);
+  bool needRecv = !(coll == CollKind::Reduce && comm->rank != root);
+  if (count > 0 && needSend && !sendbuff) return errorf(hocclInvalidArgument, "%s: sendbuff is NULL", fn);
+  if (count > 0 && needRecv && !recvbuff) return errorf(hocclInvalidArgument, "%s: recvbuff is NULL", fn);
+
+  key->coll = coll;
+  key->nranks = comm->nranks;
+  key->rank = comm->rank;
+  key->count = count;
+  key->root = rooted ? root : 0;
+  key->nchannels = comm->settings.nchannels;
+  // Two messages must fit in a connection's slots (see ScheduleKey).
+  key->maxStepCount = static_cast<uint64_t>(comm->settings.slots / 2) * (comm->settings.sliceBytes / esize);
+  uint64_t inBytes = inputCount(*key) * esize, outBytes = outputCount(*key) * esize;
+  auto s = reinterpret_cast<uintptr_t>(sendbuff), r = reinterpret_cast<uintptr_t>(recvbuff);
+  uintptr_t expectedSend = r;  // where sendbuff sits for an in-place call
+  if (coll == CollKind::ReduceScatter) expectedSend = r - comm->rank * count * esize;
+  if (coll == CollKind::AllGather) expectedSend = r + comm->rank * count * esize;
+  key->inPlace = needSend && needRecv && count > 0 && s == expectedSend;
+  if (count > 0 && needSend && needRecv && !key->inPlace && s < r + outBytes && r < s + inBytes)
+    return errorf(hocclInvalidArgument,
+                  "%s: sendbuff and recvbuff overlap but the call is not in place (in place means %s)", fn,
+                  coll == CollKind::ReduceScatter ? "recvbuff == sendbuff + rank*recvcount"
+                  : coll == CollKind::AllGather   ? "sendbuff == recvbuff + rank*sendcount"
+                                                  : "sendbuff == recvbuff");
+  call->coll = coll;
+  call->sendbuff = sendbuff;
+  call->recvbuff = recvbuff;
+  call->count = count;
+  call->dtype = static_cast<DType>(dtype);
+  call->op = reduces ? static_cast<RedOp>(op) : RedOp::Sum;
+  call->root = key->root;
+  return Status();
+}
+
+Status runCalls(const std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>>& calls) {
+  std::vector<std::unique_ptr<CollTask>> owned;
+  std::vector<std::pair<hocclComm*, CollTask*>> tasks;
+  for (const auto& [comm, call0, key] : calls) {
+    CollCall call = call0;
+    call.opSeq = ++comm->opSeq;
+    std::shared_ptr<const Schedule> sched;
+    Status st = comm->prepare(key, &sched);
+    if (!st.ok()) {
+      comm->fail(st, true);
+      return st;
+    }
+    owned.push_back(std::make_unique<CollTask>(call, sched, comm, comm->settings.sliceBytes,
+                                               comm->settings.checkCalls));
+    tasks.emplace_back(comm, owned.back().get());
+  }
+  return runTasks(tasks);
+}
+
+}  // namespace hoccl
+
+namespace {
+
+hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, size_t count, int dtype,
+                         int op, int root, hocclComm_t comm, hocclStream_t stream) {
+  (void)stream;  // host buffers: the call completes before returning
+  CollCall call;
+  ScheduleKey key;
+  Status st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &call, &key);
+  if (!st.ok()) return report(nullptr, st);
+  setLogRank(comm->rank);
+  if (groupActive()) {
+    groupEnqueue(comm, call, key);
+    return hocclSuccess;
+  }
+  HTRACE(kSubColl, "%s call #%llu", describeCall(call.coll, count, call.dtype, call.op, call.root).c_str(),
+         static_cast<unsigned long long>(comm->opSeq + 1));
+  return report(comm, runCalls({{comm, call, key}}));
+}
+
+}  // namespace
+
+extern "C" {
+
+hocclResult_t hocclGetVersion(int* version) {
+  if (!version) return report(nullptr, errorf(hocclInvalidArgument, "hocclGetVersion: version is NULL"));
+  *version = HOCCL_VERSION_CODE;
+  return hocclSuccess;
+}
+
+hocclResult_t hocclGetUniqueId(hocclUniqueId* uniqueId) {
+  if (!uniqueId) return report(nullptr, errorf(hocclInvalidArgument, "hocclGetUniqueId: uniqueId is NULL"));
+  Settings s;
+  std::string why;
+  if (!loadSettings(&s, &why)) return report(nullptr, Status(hocclInvalidArgument, why));
+  UniqueIdData id;
+  if (!s.commId.empty()) {
+    // Every rank derives the same id from HOCCL_COMM_ID; rank 0's init
+    // starts the rendezvous there.
+    Status st = parseHostPort(s.commId, &id.root);
+    if (!st.ok()) return report(nullptr, st.context("HOCCL_COMM_ID"));
+    id.magic = fnv1a64(s.commId.data(), s.commId.size());
+    id.rootStartedByInit = 1;
+  } else {
+    SockAddr local;
+    std::string ifname;
+    Status st = chooseLocalAddress(s.socketIfname, &local, &ifname);
+    if (st.ok()) st = startRoot(local, id.magic = randomU64(), s.timeoutSec, &id.root);
+    if (!st.ok()) return report(nullptr, st.context("hocclGetUniqueId"));
+  }
+  memset(uniqueId, 0, sizeof *uniqueId);
+  memcpy(uniqueId->internal, &id, sizeof id);
+  return hocclSuccess;
+}
+
+hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUniqueId commId, int rank,
+                                      hocclConfig_t* config) {
+  const char* fn = "hocclCommInitRank";
+  if (!comm) return report(nullptr, errorf(hocclInvalidArgument, "%s: comm is NULL", fn));
+  *comm = nullptr;
+  if (nranks < 1) return report(nullptr, errorf(hocclInvalidArgument, "%s: nranks %d must be >= 1", fn, nranks));
+  if (rank < 0 || rank >= nranks)
+    return report(nullptr, errorf(hocclInvalidArgument, "%s: rank %d is out of range [0, %d)", fn, rank, nranks));
+  UniqueIdData id;
+  memcpy(&id, commId.internal, sizeof id);
+  if (id.tag != kUniqueIdTag || id.protocol != kBootstrapProtocol)
+    return report(nullptr, errorf(hocclInvalidArgument,
+                                  "%s: the unique id is not one made by hocclGetUniqueId of this hoccl version", fn));
+  hocclComm* c = nullptr;
+  Status st = commInit(id, nranks, rank, config, &c);
+  if (!st.ok()) return report(nullptr, st.context("rank " + std::to_string(rank) + " init"));
+  registerComm(c);
+  *comm = c;
+  return hocclSuccess;
+}
+
+hocclResult_t hocclCommInitRank(hocclComm_t* comm, int nranks, hocclUniqueId commId, int rank) {
+  return hocclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm,
+                             hocclConfig_t* config) {
+  Status st = checkComm(comm, "hocclCommSplit");
+  if (st.ok() && !newcomm) st = errorf(hocclInvalidArgument, "hocclCommSplit: newcomm is NULL");
+  if (st.ok() && color < 0 && color != HOCCL_SPLIT_NOCOLOR)
+    st = errorf(hocclInvalidArgument, "hocclCommSplit: color %d must be >= 0 or HOCCL_SPLIT_NOCOLOR", color);
+  if (!st.ok()) return report(nullptr, st);
+  hocclComm* c = nullptr;
+  st = commSplit(comm, color, key, config, &c);
+  if (!st.ok()) return report(comm, st);
+  if (c) registerComm(c);
+  *newcomm = c;
+  return hocclSuccess;
+}
+
+hocclResult_t hocclCommFinalize(hocclComm_t comm) {
+  // Host calls complete before they return: nothing is left to flush.
+  return report(nullptr, checkComm(comm, "hocclCommFinalize"));
+}
+
+hocclResult_t hocclCommDestroy(hocclComm_t comm) {
+  if (!comm) return hocclSuccess;  // as NCCL: destroying NULL is a no-op
+  Status st = checkComm(comm, "hocclCommDestroy");
+  if (!st.ok()) return report(nullptr, st);
+  unregisterComm(comm);
+  commFree(comm);
+  return hocclSuccess;
+}
+
+hocclResult_t hocclCommAbort(hocclComm_t comm) {
+  if (!comm) return hocclSuccess;
+  Status st = checkComm(comm, "hocclCommAbort");
+  if (!st.ok()) return report(nullptr, st);
+  comm->abortRequested.store(true);
+  comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true);
+  unregisterComm(comm);
+  commFree(comm);
+  return hocclSuccess;
+}
+
+hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError) {
+  Status st = checkComm(comm, "hocclCommGetAsyncError");
+  if (st.ok() && !asyncError) st = errorf(hocclInvalidArgument, "hocclCommGetAsyncError: asyncError is NULL");
+  if (!st.ok()) return report(nullptr, st);
+  *asyncError = comm->fatalCode;
+  if (*asyncError == hocclSuccess) {
+    Status peer = comm->peerAbort();
+    if (!peer.ok()) *asyncError = peer.code();
+  }
+  return hocclSuccess;
+}
+
+hocclResult_t hocclCommCount(const hocclComm_t comm, int* count) {
+  Status st = checkComm(comm, "hocclCommCount");
+  if (st.ok() && !count) st = errorf(hocclInvalidArgument, "hocclCommCount: count is NULL");
+  if (!st.ok()) return report(nullptr, st);
+  *count = comm->nranks;
+  return hocclSuccess;
+}
+
+hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
+  Status st = checkComm(comm, "hocclCommCuDevice");
+  if (st.ok() && !device) st = errorf(hocclInvalidArgument, "hocclCommCuDevice: device is NULL");
+  if (!st.ok()) return report(nullptr, st);
+  *device = -1;  // host-memory communicator
+  return hocclSuccess;
+}
+
+hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank) {
+  Status st = checkComm(comm, "hocclCommUserRank");
+  if (st.ok() && !rank) st = errorf(hocclInvalidArgument, "hocclCommUserRank: rank is NULL");
+  if (!st.ok()) return report(nullptr, st);
+  *rank = comm->rank;
+  return hocclSuccess;
+}
+
+const char* hocclGetErrorString(hocclResult_t result) { return resultName(result); }
+
+const char* hocclGetLastError(hocclComm_t comm) {
+  if (comm && checkComm(comm, "hocclGetLastError").ok()) {
+    std::lock_guard<std::mutex> lock(comm->errMutex);
+    if (!comm->lastError.empty()) {
+      tlsLastError = comm->lastError;
+      return tlsLastError.c_str();
+    }
+  }
+  return tlsLastError.c_str();
+}
+
+hocclResult_t hocclAllReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
+                             hocclRedOp_t op, hocclComm_t comm, hocclStream_t stream) {
+  return collective(CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+
+hocclResult_t hocclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 hocclDataType_t datatype, hocclRedOp_t op, hocclComm_t comm,
+                                 hocclStream_t stream) {
+  return collective(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+}
+
+hocclResult_t hocclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, hocclDataType_t datatype,
+                             hocclComm_t comm, hocclStream_t stream) {
+  return collective(CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, hocclSum, 0, comm, stream);
+}
+
+hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
+                             int root, hocclComm_t comm, hocclStream_t stream) {
+  return collective(CollKind::Broadcast, sendbuff, recvbuff, count, datatype, hocclSum, root, comm, stream);
+}
+
+hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
+                          hocclRedOp_t op, int root, hocclComm_t comm, hocclStream_t stream) {
+  return collective(CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+}  // extern "C"

@@ -1,0 +1,29 @@
+// Shared between the C entry points: argument checks, last-error records
+// and the registry of live communicators.
+#pragma once
+
+#include "src/core/comm.h"
+
+namespace hoccl {
+
+// Records `st` as this thread's (and comm's) last error, logs it once at
+// WARN, and returns its code.
+hocclResult_t report(hocclComm* comm, const Status& st);
+// comm must be a live communicator: not NULL, not destroyed.
+Status checkComm(hocclComm* comm, const char* fn);
+void registerComm(hocclComm* comm);
+void unregisterComm(hocclComm* comm);
+
+// Validates a collective's arguments and fills `call` and `key`.
+Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
+                       size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key);
+
+// Group support (group.cc): true if the call was queued for hocclGroupEnd.
+bool groupActive();
+void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key);
+
+// Builds the task of a validated call and runs it, with the others of its
+// group if any.
+Status runCalls(const std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>>& calls);
+
+}  // namespace hoccl

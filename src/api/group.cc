@@ -1,0 +1,41 @@
+// hocclGroupStart/End: calls made in between are queued and run together,
+// so one thread can drive several communicators (or ranks) at once.
+#include <vector>
+
+#include "src/api/api_internal.h"
+
+using namespace hoccl;
+
+namespace hoccl {
+namespace {
+thread_local int groupDepth = 0;
+thread_local std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>> pending;
+}  // namespace
+
+bool groupActive() { return groupDepth > 0; }
+
+void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key) {
+  pending.emplace_back(comm, call, key);
+}
+
+}  // namespace hoccl
+
+extern "C" {
+
+hocclResult_t hocclGroupStart(void) {
+  ++groupDepth;
+  return hocclSuccess;
+}
+
+hocclResult_t hocclGroupEnd(void) {
+  if (groupDepth == 0)
+    return report(nullptr, errorf(hocclInvalidUsage, "hocclGroupEnd without a matching hocclGroupStart"));
+  if (--groupDepth > 0) return hocclSuccess;
+  auto calls = std::move(pending);
+  pending.clear();
+  if (calls.empty()) return hocclSuccess;
+  Status st = runCalls(calls);
+  return report(st.ok() ? nullptr : std::get<0>(calls[0]), st);
+}
+
+}  // extern "C"

@@ -1,0 +1,222 @@
+#include "src/bootstrap/bootstrap.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "hoccl.h"
+#include "src/bootstrap/wire.h"
+#include "src/core/log.h"
+
+namespace hoccl {
+namespace {
+constexpr uint32_t kTagCollBase = 0x10000000;  // allGather / barrier steps
+}
+
+Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
+                       std::unique_ptr<Bootstrap>* out) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = opt.rank;
+  b->magic_ = id.magic;
+  b->timeoutSec_ = opt.timeoutSec;
+  b->connectRetries_ = opt.connectRetries;
+  Deadline dl = Deadline::in(opt.timeoutSec);
+
+  // Listen on the interface that reaches the root: same family as the root.
+  SockAddr local;
+  std::string ifname;
+  HOCCL_TRY(chooseLocalAddress(opt.ifnameRule, &local, &ifname));
+  if (local.u.sa.sa_family != id.root.u.sa.sa_family) {
+    // Fall back to the wildcard of the root's family.
+    local = SockAddr{};
+    local.u.sa.sa_family = id.root.u.sa.sa_family;
+    if (local.u.sa.sa_family == AF_INET) local.u.in4.sin_addr.s_addr = htonl(INADDR_ANY);
+  }
+  HOCCL_TRY(Socket::listen(local, &b->listener_, &b->listenAddr_).context("bootstrap listener"));
+
+  Socket root;
+  Status st = Socket::connect(id.root, std::max(opt.connectRetries, 1 << 20), dl, &root);
+  if (!st.ok()) return st.context("cannot reach the rendezvous (unique id or HOCCL_COMM_ID)");
+  RootHello h{};
+  h.protocol = kBootstrapProtocol;
+  h.rank = opt.rank;
+  h.nranks = opt.nranks;
+  h.libVersion = opt.libVersion ? opt.libVersion : HOCCL_VERSION_CODE;
+  snprintf(h.info.hostId, sizeof h.info.hostId, "%s", opt.hostId.c_str());
+  h.info.pid = getpid();
+  h.info.listenAddr = b->listenAddr_;
+  snprintf(h.fingerprint, sizeof h.fingerprint, "%s", opt.fingerprint.c_str());
+  HOCCL_TRY(sendFrame(root, id.magic, kTagRootHello, &h, sizeof h, dl).context("rendezvous"));
+  uint32_t tag = 0;
+  std::string payload;
+  st = recvFrame(root, id.magic, &tag, &payload, dl);
+  if (!st.ok()) {
+    if (st.code() == hocclTimeout)
+      return errorf(hocclTimeout, "rank %d: timed out after %.0f s waiting for all %d ranks to join the rendezvous at %s",
+                    opt.rank, opt.timeoutSec, opt.nranks, id.root.toString().c_str());
+    return st.context("rendezvous at " + id.root.toString());
+  }
+  if (tag == kTagRootError) return Status(hocclInvalidUsage, "rendezvous refused rank " + std::to_string(opt.rank) + ": " + payload);
+  if (tag != kTagRootTable || payload.size() != static_cast<size_t>(opt.nranks) * sizeof(RankInfo))
+    return errorf(hocclInternalError, "rendezvous sent a malformed table (%zu bytes)", payload.size());
+  b->table_.resize(opt.nranks);
+  memcpy(b->table_.data(), payload.data(), payload.size());
+  b->out_.resize(opt.nranks);
+  b->in_.resize(opt.nranks);
+  HINFO(kSubBootstrap, "rank %d of %d joined via %s, listening on %s (%s)", opt.rank, opt.nranks,
+        id.root.toString().c_str(), b->listenAddr_.toString().c_str(), ifname.c_str());
+  *out = std::move(b);
+  return Status();
+}
+
+Status Bootstrap::fromTable(uint64_t magic, int rank, std::vector<RankInfo> table, Socket listener,
+                            double timeoutSec, std::unique_ptr<Bootstrap>* out) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = rank;
+  b->magic_ = magic;
+  b->timeoutSec_ = timeoutSec;
+  b->listenAddr_ = table[rank].listenAddr;
+  b->listener_ = std::move(listener);
+  b->table_ = std::move(table);
+  b->out_.resize(b->table_.size());
+  b->in_.resize(b->table_.size());
+  *out = std::move(b);
+  return Status();
+}
+
+Status Bootstrap::newListener(Socket* sock, SockAddr* addr) const {
+  SockAddr local = listenAddr_;
+  local.setPort(0);
+  return Socket::listen(local, sock, addr);
+}
+
+Status Bootstrap::connectTo(int peer) {
+  if (out_[peer].valid()) return Status();
+  Deadline dl = Deadline::in(timeoutSec_);
+  Socket s;
+  HOCCL_TRY(Socket::connect(table_[peer].listenAddr, connectRetries_, dl, &s)
+                .context("bootstrap connection to rank " + std::to_string(peer)));
+  int32_t me = rank_;
+  HOCCL_TRY(sendFrame(s, magic_, kTagPeerHello, &me, sizeof me, dl));
+  out_[peer] = std::move(s);
+  return Status();
+}
+
+Status Bootstrap::send(int peer, uint32_t tag, const void* data, size_t bytes) {
+  if (peer < 0 || peer >= nranks())
+    return errorf(hocclInternalError, "bootstrap send to invalid rank %d", peer);
+  if (peer == rank_) {
+    inbox_[{peer, tag}].emplace_back(static_cast<const char*>(data), bytes);
+    return Status();
+  }
+  HOCCL_TRY(connectTo(peer));
+  Status st = sendFrame(out_[peer], magic_, tag, data, bytes, Deadline::in(timeoutSec_));
+  if (!st.ok()) out_[peer].close();
+  return st.context("bootstrap send to rank " + std::to_string(peer));
+}
+
+Status Bootstrap::acceptOne(const Deadline& dl) {
+  Socket s;
+  HOCCL_TRY(listener_.accept(dl, &s));
+  uint32_t tag = 0;
+  std::string payload;
+  HOCCL_TRY(recvFrame(s, magic_, &tag, &payload, Deadline::in(std::min(10.0, timeoutSec_)))
+                .context("bootstrap: refused an incoming connection"));
+  int32_t from = -1;
+  if (tag != kTagPeerHello || payload.size() != sizeof from)
+    return errorf(hocclInvalidUsage, "bootstrap: malformed hello from a peer");
+  memcpy(&from, payload.data(), sizeof from);
+  if (from < 0 || from >= nranks())
+    return errorf(hocclInvalidUsage, "bootstrap: hello from unknown rank %d", from);
+  in_[from] = std::move(s);
+  return Status();
+}
+
+// Reads whatever has arrived into the inbox, waiting up to the deadline for
+// at least one event.
+Status Bootstrap::pump(const Deadline& dl, int waitPeer) {
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  fds.push_back({listener_.fd(), POLLIN, 0});
+  who.push_back(-1);
+  for (int r = 0; r < nranks(); ++r) {
+    if (in_[r].valid()) {
+      fds.push_back({in_[r].fd(), POLLIN, 0});
+      who.push_back(r);
+    }
+  }
+  int rc;
+  do rc = poll(fds.data(), fds.size(), dl.remainingMs(100)); while (rc < 0 && errno == EINTR);
+  if (rc <= 0) return Status();
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (!fds[i].revents) continue;
+    if (who[i] < 0) {
+      Status st = acceptOne(dl);
+      if (!st.ok()) HWARN(kSubBootstrap, "%s", st.message().c_str());
+      continue;
+    }
+    int from = who[i];
+    uint32_t tag = 0;
+    std::string payload;
+    Status st = recvFrame(in_[from], magic_, &tag, &payload, Deadline::in(timeoutSec_));
+    if (!st.ok()) {
+      in_[from].close();
+      if (from == waitPeer)
+        return Status(hocclRemoteError, "rank " + std::to_string(from) + " (pid " +
+                                            std::to_string(table_[from].pid) + " on " +
+                                            table_[from].hostId + ") closed its bootstrap connection: " +
+                                            st.message());
+      continue;
+    }
+    inbox_[{from, tag}].push_back(std::move(payload));
+  }
+  return Status();
+}
+
+Status Bootstrap::recv(int peer, uint32_t tag, std::string* data) {
+  if (peer < 0 || peer >= nranks())
+    return errorf(hocclInternalError, "bootstrap recv from invalid rank %d", peer);
+  Deadline dl = Deadline::in(timeoutSec_);
+  for (;;) {
+    auto it = inbox_.find({peer, tag});
+    if (it != inbox_.end() && !it->second.empty()) {
+      *data = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) inbox_.erase(it);
+      return Status();
+    }
+    if (dl.expired())
+      return errorf(hocclTimeout, "rank %d: timed out after %.0f s waiting for a bootstrap message from rank %d (pid %d on %s)",
+                    rank_, timeoutSec_, peer, table_[peer].pid, table_[peer].hostId);
+    HOCCL_TRY(pump(dl, peer));
+  }
+}
+
+Status Bootstrap::allGather(void* all, size_t bytes) {
+  int n = nranks();
+  if (n == 1) return Status();
+  char* base = static_cast<char*>(all);
+  int next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
+  uint32_t tag = kTagCollBase + (collTag_++ & 0x0fffffff);
+  // Ring: at step s, forward the block that originated s ranks back.
+  for (int s = 0; s < n - 1; ++s) {
+    int sendBlock = (rank_ - s + n) % n;
+    int recvBlock = (rank_ - s - 1 + n) % n;
+    HOCCL_TRY(send(next, tag, base + sendBlock * bytes, bytes));
+    std::string got;
+    HOCCL_TRY(recv(prev, tag, &got));
+    if (got.size() != bytes)
+      return errorf(hocclInvalidUsage, "bootstrap allgather: rank %d sent %zu bytes, expected %zu (mismatched calls?)",
+                    prev, got.size(), bytes);
+    memcpy(base + recvBlock * bytes, got.data(), bytes);
+  }
+  return Status();
+}
+
+Status Bootstrap::barrier() {
+  std::vector<char> dummy(nranks());
+  return allGather(dummy.data(), 1);
+}
+
+}  // namespace hoccl

@@ -1,0 +1,103 @@
+// Bootstrap: how ranks find each other before any transport exists.
+//
+// One process serves a rendezvous (the "root", started by hocclGetUniqueId
+// or, with HOCCL_COMM_ID, by rank 0's init). Every rank connects to it and
+// sends a hello (job magic, rank, library version, wire settings, node id,
+// its own listening address); the root checks that they agree and returns
+// the table of all ranks, or an error naming the rank and value that differ.
+// Afterwards ranks talk to each other directly over tagged TCP messages.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/bootstrap/socket.h"
+#include "src/core/error.h"
+
+namespace hoccl {
+
+constexpr uint32_t kUniqueIdTag = 0x49434f48;  // "HOCI"
+constexpr uint32_t kBootstrapProtocol = 1;
+
+// The contents of an hocclUniqueId.
+struct UniqueIdData {
+  uint32_t tag = kUniqueIdTag;
+  uint32_t protocol = kBootstrapProtocol;
+  uint64_t magic = 0;          // per job: a stale or foreign peer is refused
+  SockAddr root;               // where the rendezvous listens
+  uint8_t rootStartedByInit = 0;  // HOCCL_COMM_ID: rank 0 starts the root
+};
+static_assert(sizeof(UniqueIdData) <= 128, "must fit an hocclUniqueId");
+
+// What each rank tells all others (fixed size: it travels as bytes).
+struct RankInfo {
+  char hostId[128] = {0};
+  int32_t pid = 0;
+  SockAddr listenAddr;
+};
+
+uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull);
+uint64_t randomU64();
+
+// Starts the rendezvous thread for `nranks` unknown until the first hello.
+// It exits once it has answered every rank or after `timeoutSec`.
+Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound);
+
+struct BootstrapOptions {
+  int rank = 0;
+  int nranks = 1;
+  double timeoutSec = 300;
+  int connectRetries = 100;
+  std::string hostId;
+  std::string fingerprint;  // wire settings, "NAME=value\n" lines
+  std::string ifnameRule;   // HOCCL_SOCKET_IFNAME
+  int libVersion = 0;       // 0: this library's (tests pretend to be others)
+};
+
+class Bootstrap {
+ public:
+  // Joins the rendezvous described by `id`.
+  static Status join(const UniqueIdData& id, const BootstrapOptions& opt,
+                     std::unique_ptr<Bootstrap>* out);
+  // A bootstrap among ranks whose table is already known (communicator
+  // split); `listener` is this rank's already-listening socket.
+  static Status fromTable(uint64_t magic, int rank, std::vector<RankInfo> table, Socket listener,
+                          double timeoutSec, std::unique_ptr<Bootstrap>* out);
+  // A listening socket on the same interface as this bootstrap (for splits).
+  Status newListener(Socket* sock, SockAddr* addr) const;
+
+  int rank() const { return rank_; }
+  int nranks() const { return static_cast<int>(table_.size()); }
+  uint64_t magic() const { return magic_; }
+  const std::vector<RankInfo>& table() const { return table_; }
+
+  Status send(int peer, uint32_t tag, const void* data, size_t bytes);
+  Status recv(int peer, uint32_t tag, std::string* data);
+  // `all` holds nranks blocks of `bytes`; this rank's block is filled in.
+  Status allGather(void* all, size_t bytes);
+  Status barrier();
+
+ private:
+  Bootstrap() = default;
+  Status connectTo(int peer);
+  Status pump(const Deadline& dl, int waitPeer);
+  Status acceptOne(const Deadline& dl);
+
+  int rank_ = 0;
+  uint64_t magic_ = 0;
+  double timeoutSec_ = 300;
+  int connectRetries_ = 100;
+  uint32_t collTag_ = 0;
+  std::vector<RankInfo> table_;
+  Socket listener_;
+  SockAddr listenAddr_;
+  std::vector<Socket> out_;  // per peer, connections this rank opened
+  std::vector<Socket> in_;   // per peer, connections the peer opened
+  std::map<std::pair<int, uint32_t>, std::deque<std::string>> inbox_;
+};
+
+}  // namespace hoccl

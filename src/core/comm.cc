@@ -1,0 +1,366 @@
+#include "src/core/comm.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "src/core/clock.h"
+#include "src/core/log.h"
+
+namespace hoccl {
+namespace {
+
+constexpr uint32_t kSplitTag = 0x30000000;
+
+int onlineCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+const AlgoInfo* chooseAlgorithm(const Settings& s) {
+  if (s.algo == "auto") return &algorithmInfo(AlgoId::Ring);
+  return findAlgorithm(s.algo.c_str());
+}
+
+// Everything after the bootstrap exists: node grouping, shared memory, the
+// ring connections every ring and chain schedule uses.
+Status finishInit(hocclComm* c) {
+  double t0 = nowSec();
+  const auto& table = c->boot->table();
+  std::vector<int> remote;
+  for (int r = 0; r < c->nranks; ++r) {
+    if (c->hostId == table[r].hostId) c->localRanks.push_back(r);
+    else remote.push_back(r);
+  }
+  if (!remote.empty())
+    return errorf(hocclInvalidUsage,
+                  "rank %d (node \"%s\") and rank %d (node \"%s\") are on different nodes, and this "
+                  "build has no network transport yet: run all ranks on one node (same HOCCL_HOSTID)",
+                  c->rank, c->hostId.c_str(), remote[0], table[remote[0]].hostId);
+  ShmOptions so;
+  so.commHash = c->commHash;
+  so.rank = c->rank;
+  so.slotBytes = c->settings.sliceBytes;
+  so.slots = c->settings.slots;
+  HOCCL_TRY(ShmDomain::create(*c->boot, so, c->localRanks, &c->shm));
+  if (c->nranks > 1) {
+    std::vector<EdgeRequest> ring;
+    int next = (c->rank + 1) % c->nranks, prev = (c->rank + c->nranks - 1) % c->nranks;
+    for (int ch = 0; ch < c->settings.nchannels; ++ch) {
+      ring.push_back({next, ch, true});
+      ring.push_back({prev, ch, false});
+    }
+    HOCCL_TRY(c->shm->connect(*c->boot, ring));
+  }
+  c->algo = chooseAlgorithm(c->settings);
+  int spin = c->settings.spinIters;
+  if (spin < 0) spin = static_cast<int>(c->localRanks.size()) > onlineCpus() ? 64 : 20000;
+  c->spinIters = spin;
+  HINFO(kSubInit, "rank %d/%d: %zu local ranks, %d cpus, algorithm %s, slice %llu B x %d slots, spin %d, "
+        "transport setup %.1f ms",
+        c->rank, c->nranks, c->localRanks.size(), onlineCpus(), c->algo->name,
+        static_cast<unsigned long long>(c->settings.sliceBytes), c->settings.slots, spin,
+        (nowSec() - t0) * 1e3);
+  return Status();
+}
+
+Status applyConfig(const hocclConfig_t* config, Settings* s) {
+  if (!config) return Status();
+  if (config->magic != 0xcafebeef || config->size < offsetof(hocclConfig_t, timeoutSec))
+    return errorf(hocclInvalidArgument,
+                  "config was not initialised with HOCCL_CONFIG_INITIALIZER (magic %#x, size %zu)",
+                  config->magic, config->size);
+  if (config->size >= offsetof(hocclConfig_t, commName) && config->timeoutSec != HOCCL_CONFIG_UNDEF_INT) {
+    if (config->timeoutSec <= 0)
+      return errorf(hocclInvalidArgument, "config->timeoutSec=%d must be > 0", config->timeoutSec);
+    s->timeoutSec = config->timeoutSec;
+  }
+  if (config->blocking != HOCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
+    return errorf(hocclInvalidArgument, "config->blocking=%d must be 0 or 1", config->blocking);
+  return Status();
+}
+
+}  // namespace
+
+Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config,
+                hocclComm** out) {
+  double t0 = nowSec();
+  setLogRank(rank);
+  std::unique_ptr<hocclComm> c(new hocclComm());
+  std::string why;
+  if (!loadSettings(&c->settings, &why)) return Status(hocclInvalidArgument, why);
+  HOCCL_TRY(applyConfig(config, &c->settings));
+  if (!chooseAlgorithm(c->settings))
+    return errorf(hocclInvalidArgument, "HOCCL_ALGO=%s names no algorithm", c->settings.algo.c_str());
+  c->rank = rank;
+  c->nranks = nranks;
+  c->hostId = localHostId(c->settings);
+  c->commHash = id.magic;
+  if (id.rootStartedByInit && rank == 0) {
+    SockAddr bound;
+    Status st = startRoot(id.root, id.magic, c->settings.timeoutSec, &bound);
+    if (!st.ok() && st.message().find("in use") == std::string::npos) {
+      // The host named in HOCCL_COMM_ID may not be a local address we can
+      // bind; listen on every interface at that port instead.
+      SockAddr any{};
+      any.u.sa.sa_family = id.root.u.sa.sa_family;
+      any.setPort(id.root.port());
+      st = startRoot(any, id.magic, c->settings.timeoutSec, &bound);
+    }
+    HOCCL_TRY(st.context("HOCCL_COMM_ID rendezvous"));
+  }
+  BootstrapOptions bo;
+  bo.rank = rank;
+  bo.nranks = nranks;
+  bo.timeoutSec = c->settings.timeoutSec;
+  bo.connectRetries = c->settings.connectRetries;
+  bo.hostId = c->hostId;
+  bo.fingerprint = c->settings.fingerprint();
+  bo.ifnameRule = c->settings.socketIfname;
+  HOCCL_TRY(Bootstrap::join(id, bo, &c->boot));
+  double t1 = nowSec();
+  HOCCL_TRY(finishInit(c.get()));
+  HINFO(kSubInit, "rank %d/%d ready: bootstrap %.1f ms, total %.1f ms", rank, nranks, (t1 - t0) * 1e3,
+        (nowSec() - t0) * 1e3);
+  *out = c.release();
+  return Status();
+}
+
+Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out) {
+  struct SplitEntry {
+    int32_t color;
+    int32_t key;
+    RankInfo info;
+  };
+  Socket listener;
+  SockAddr addr;
+  HOCCL_TRY(parent->boot->newListener(&listener, &addr));
+  std::vector<SplitEntry> all(parent->nranks);
+  SplitEntry& me = all[parent->rank];
+  me.color = color;
+  me.key = key;
+  me.info = parent->boot->table()[parent->rank];
+  me.info.listenAddr = addr;
+  HOCCL_TRY(parent->boot->allGather(all.data(), sizeof(SplitEntry)).context("hocclCommSplit"));
+  int generation = parent->splitCount++;
+  *out = nullptr;
+  if (color == HOCCL_SPLIT_NOCOLOR) return Status();
+  std::vector<int> members;
+  for (int r = 0; r < parent->nranks; ++r)
+    if (all[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[a].key < all[b].key; });
+  std::vector<RankInfo> table;
+  int newRank = -1;
+  for (int r : members) {
+    if (r == parent->rank) newRank = static_cast<int>(table.size());
+    table.push_back(all[r].info);
+  }
+  std::unique_ptr<hocclComm> c(new hocclComm());
+  c->settings = parent->settings;
+  HOCCL_TRY(applyConfig(config, &c->settings));
+  c->rank = newRank;
+  c->nranks = static_cast<int>(table.size());
+  c->hostId = parent->hostId;
+  uint64_t seed[3] = {parent->commHash, static_cast<uint64_t>(generation), static_cast<uint64_t>(color)};
+  c->commHash = fnv1a64(seed, sizeof seed);
+  HOCCL_TRY(Bootstrap::fromTable(c->commHash, newRank, std::move(table), std::move(listener),
+                                 c->settings.timeoutSec, &c->boot));
+  HOCCL_TRY(finishInit(c.get()).context("hocclCommSplit"));
+  (void)kSplitTag;
+  *out = c.release();
+  return Status();
+}
+
+void commFree(hocclComm* comm) {
+  comm->liveMagic = 0;
+  delete comm;
+}
+
+}  // namespace hoccl
+
+using namespace hoccl;
+
+namespace hoccl {
+void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s);
+}
+
+Status hocclComm::prepare(const ScheduleKey& key, std::shared_ptr<const Schedule>* out) {
+  auto k = std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace, key.maxStepCount);
+  auto it = schedules.find(k);
+  if (it != schedules.end()) {
+    *out = it->second;
+    return Status();
+  }
+  Schedule built = algo->build(key);
+  if (nranks > 1 && settings.checkCalls) addSyncSteps(*algo, key, &built);
+  auto sched = std::make_shared<const Schedule>(std::move(built));
+  std::set<EdgeRequest> edges;
+  for (size_t ch = 0; ch < sched->channels.size(); ++ch) {
+    for (const Step& s : sched->channels[ch].steps) {
+      if (s.recvPeer >= 0 && !shm->recvConn(s.recvPeer, static_cast<int>(ch)))
+        edges.insert({s.recvPeer, static_cast<int>(ch), false});
+      if (s.sendPeer >= 0 && !shm->sendConn(s.sendPeer, static_cast<int>(ch)))
+        edges.insert({s.sendPeer, static_cast<int>(ch), true});
+    }
+  }
+  if (!edges.empty()) HOCCL_TRY(shm->connect(*boot, std::vector<EdgeRequest>(edges.begin(), edges.end())));
+  if (schedules.size() > 256) schedules.clear();
+  schedules[k] = sched;
+  *out = sched;
+  return Status();
+}
+
+void hocclComm::fail(const Status& st, bool tellPeers) {
+  {
+    std::lock_guard<std::mutex> lock(errMutex);
+    if (fatalCode == hocclSuccess) {
+      fatalCode = st.code();
+      fatalMsg = st.message();
+    }
+  }
+  if (tellPeers && shm) shm->broadcastAbort(st.code(), "rank " + std::to_string(rank) + ": " + st.message());
+}
+
+Status hocclComm::peerAbort() {
+  ControlBlock* cb = shm ? shm->self() : nullptr;
+  if (!cb || cb->aborted.load(std::memory_order_acquire) != 1) return Status();
+  std::string msg(cb->abortMsg, strnlen(cb->abortMsg, sizeof cb->abortMsg));
+  return Status(static_cast<hocclResult_t>(cb->abortCode),
+                "rank " + std::to_string(rank) + " stopped because " + msg);
+}
+
+namespace hoccl {
+
+bool scheduleReceives(const Schedule& s) {
+  for (const Channel& ch : s.channels)
+    for (const Step& st : ch.steps)
+      if (st.recvPeer >= 0) return true;
+  return false;
+}
+
+// A rank whose schedule receives nothing (a broadcast root, the head of a
+// reduce chain, any rank of a zero-count call) could not notice a call that
+// differs on other ranks. Each such rank gets one empty message from its
+// ring predecessor, which carries the predecessor's call signature. The
+// predecessor learns the need by building its successor's schedule (a pure
+// function), so no extra message is needed to agree on it.
+void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s) {
+  const int next = (key.rank + 1) % key.nranks, prev = (key.rank + key.nranks - 1) % key.nranks;
+  ScheduleKey nk = key;
+  nk.rank = next;
+  bool nextReceives = scheduleReceives(algo.build(nk));
+  bool receives = scheduleReceives(*s);
+  if (nextReceives && receives) return;
+  if (s->channels.empty()) s->channels.resize(1);
+  if (!nextReceives) {
+    Step send;
+    send.sendPeer = next;
+    s->channels[0].steps.push_back(send);
+  }
+  if (!receives) {
+    Step recv;
+    recv.recvPeer = prev;
+    s->channels[0].steps.push_back(recv);
+  }
+}
+
+namespace {
+
+bool processAlive(int pid) { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; }
+
+Status deadPeer(hocclComm* c, const CollTask& t) {
+  for (int peer : t.waitingOn()) {
+    ControlBlock* cb = c->shm->control(peer);
+    if (cb && !processAlive(cb->pid))
+      return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s (call #%llu)",
+                    c->rank, peer, cb->pid, c->hostId.c_str(),
+                    describeCall(t.call().coll, t.call().count, t.call().dtype, t.call().op, t.call().root).c_str(),
+                    static_cast<unsigned long long>(t.call().opSeq));
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status runTasks(const std::vector<std::pair<hocclComm*, CollTask*>>& tasks) {
+  if (tasks.empty()) return Status();
+  hocclComm* first = tasks[0].first;
+  bool multiComm = false;
+  for (const auto& [c, t] : tasks) multiComm |= c != first;
+  double lastProgress = nowSec();
+  double lastHealthCheck = lastProgress;
+  int spins = 0;
+  for (;;) {
+    uint32_t seen = first->shm->self()->doorbell.load(std::memory_order_acquire);
+    bool allDone = true, progressed = false;
+    // Calls on one communicator share its connections, so they run one
+    // after another; calls on different communicators run together.
+    std::vector<hocclComm*> busy;
+    for (const auto& [c, t] : tasks) {
+      if (t->done()) continue;
+      allDone = false;
+      if (std::find(busy.begin(), busy.end(), c) != busy.end()) continue;
+      busy.push_back(c);
+      if (c->abortRequested.load(std::memory_order_relaxed))
+        return errorf(hocclInvalidUsage, "rank %d: communicator aborted by hocclCommAbort during %s (call #%llu)",
+                      c->rank, describeCall(t->call().coll, t->call().count, t->call().dtype, t->call().op, t->call().root).c_str(),
+                      static_cast<unsigned long long>(t->call().opSeq));
+      Status st = c->peerAbort();
+      if (!st.ok()) {
+        c->fail(st, false);
+        return st;
+      }
+      st = t->progress(&progressed);
+      if (!st.ok()) {
+        c->fail(st, true);
+        return st;
+      }
+    }
+    if (allDone) return Status();
+    if (progressed) {
+      lastProgress = nowSec();
+      spins = 0;
+      continue;
+    }
+    if (++spins < first->spinIters) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    double now = nowSec();
+    for (const auto& [c, t] : tasks) {
+      if (t->done()) continue;
+      double limit = c->settings.timeoutSec;
+      if (now - lastProgress > limit) {
+        Status st = errorf(hocclTimeout,
+                           "rank %d (pid %d on %s) made no progress for %.0f s (HOCCL_TIMEOUT) in %s, call #%llu: %s",
+                           c->rank, getpid(), c->hostId.c_str(), limit,
+                           describeCall(t->call().coll, t->call().count, t->call().dtype, t->call().op, t->call().root).c_str(),
+                           static_cast<unsigned long long>(t->call().opSeq), t->describeWait().c_str());
+        c->fail(st, true);
+        return st;
+      }
+      if (now - lastHealthCheck > 0.1) {
+        Status st = deadPeer(c, *t);
+        if (!st.ok()) {
+          c->fail(st, true);
+          return st;
+        }
+      }
+    }
+    if (now - lastHealthCheck > 0.1) lastHealthCheck = now;
+    int sleepMs = multiComm ? 1 : 100;
+    waitDoorbell(first->shm->self(), seen, sleepMs);
+  }
+}
+
+}  // namespace hoccl

@@ -1,0 +1,80 @@
+// The communicator: what one rank knows about its job, and the loop that
+// runs collective tasks to completion with bounded waits.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "hoccl.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/config.h"
+#include "src/core/error.h"
+#include "src/exec/executor.h"
+#include "transport/shm/shm.h"
+
+namespace hoccl {
+
+// Node identity: HOCCL_HOSTID if set, else host name + boot id.
+std::string localHostId(const Settings& s);
+
+}  // namespace hoccl
+
+struct hocclComm : public hoccl::ExecLinks {
+  static constexpr uint32_t kLiveMagic = 0x484f434d;  // "HOCM"
+
+  uint32_t liveMagic = kLiveMagic;
+  int rank = 0;
+  int nranks = 1;
+  uint64_t commHash = 0;
+  int splitCount = 0;
+  hoccl::Settings settings;
+  std::string hostId;
+  std::unique_ptr<hoccl::Bootstrap> boot;
+  std::unique_ptr<hoccl::ShmDomain> shm;
+  std::vector<int> localRanks;
+  const hoccl::AlgoInfo* algo = nullptr;
+  int spinIters = 0;
+  uint64_t opSeq = 0;
+
+  // A fatal error (mismatch, dead peer, timeout, abort) leaves the
+  // communicator unusable; every later call returns it.
+  hocclResult_t fatalCode = hocclSuccess;
+  std::string fatalMsg;
+  std::atomic<bool> abortRequested{false};
+  std::mutex errMutex;
+  std::string lastError;
+
+  std::map<std::tuple<int, uint64_t, int, bool, uint64_t>, std::shared_ptr<const hoccl::Schedule>> schedules;
+
+  hoccl::SendConn* sendConn(int peer, int channel) override { return shm->sendConn(peer, channel); }
+  hoccl::RecvConn* recvConn(int peer, int channel) override { return shm->recvConn(peer, channel); }
+
+  // Builds (or reuses) this rank's schedule for a call and makes sure every
+  // connection it uses exists.
+  hoccl::Status prepare(const hoccl::ScheduleKey& key, std::shared_ptr<const hoccl::Schedule>* out);
+  // Records a fatal error and tells the local peers, so none of them waits.
+  void fail(const hoccl::Status& st, bool tellPeers);
+  // An abort recorded by a peer, if any.
+  hoccl::Status peerAbort();
+};
+
+namespace hoccl {
+
+// Creates a communicator (collective over the ranks of the unique id).
+Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config,
+                hocclComm** out);
+Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out);
+void commFree(hocclComm* comm);
+
+// Runs tasks (possibly of several communicators) to completion: polls,
+// spins briefly, then sleeps on the doorbell; ends with an error on a
+// mismatch, a peer's abort, a dead peer, an abort request or a stall longer
+// than the timeout.
+Status runTasks(const std::vector<std::pair<hocclComm*, CollTask*>>& tasks);
+
+}  // namespace hoccl

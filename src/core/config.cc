@@ -1,0 +1,214 @@
+#include "src/core/config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+namespace hoccl {
+namespace {
+
+std::string anyValue(const std::string&) { return ""; }
+
+bool parseDouble(const std::string& v, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  double d = strtod(v.c_str(), &end);
+  if (errno != 0 || end == v.c_str() || *end != '\0') return false;
+  *out = d;
+  return true;
+}
+
+bool parseInt(const std::string& v, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long x = strtoll(v.c_str(), &end, 0);
+  if (errno != 0 || end == v.c_str()) return false;
+  // Accept K/M/G suffixes (powers of 1024).
+  if (*end == 'K' || *end == 'k') { x <<= 10; ++end; }
+  else if (*end == 'M' || *end == 'm') { x <<= 20; ++end; }
+  else if (*end == 'G' || *end == 'g') { x <<= 30; ++end; }
+  if (*end != '\0') return false;
+  *out = x;
+  return true;
+}
+
+std::string positiveSeconds(const std::string& v) {
+  double d;
+  if (!parseDouble(v, &d) || !(d > 0) || d > 1e7) return "a number of seconds > 0";
+  return "";
+}
+
+std::string sliceBytesRange(const std::string& v) {
+  long long x;
+  if (!parseInt(v, &x) || x < 4096 || x > (64ll << 20) || (x % 64) != 0)
+    return "a byte count from 4096 to 64M, a multiple of 64 (K/M suffixes allowed)";
+  return "";
+}
+
+std::string slotsRange(const std::string& v) {
+  long long x;
+  if (!parseInt(v, &x) || x < 2 || x > 64) return "an integer from 2 to 64";
+  return "";
+}
+
+std::string channelsRange(const std::string& v) {
+  long long x;
+  if (!parseInt(v, &x) || x < 1 || x > 32) return "an integer from 1 to 32";
+  return "";
+}
+
+std::string spinRange(const std::string& v) {
+  long long x;
+  if (!parseInt(v, &x) || x < -1 || x > 100000000) return "-1 (automatic) or an iteration count >= 0";
+  return "";
+}
+
+std::string retriesRange(const std::string& v) {
+  long long x;
+  if (!parseInt(v, &x) || x < 0 || x > 1000000) return "an integer >= 0";
+  return "";
+}
+
+std::string boolValue(const std::string& v) {
+  if (v == "0" || v == "1") return "";
+  return "0 or 1";
+}
+
+std::string debugLevel(const std::string& v) {
+  static const char* levels[] = {"NONE", "VERSION", "WARN", "INFO", "TRACE"};
+  for (const char* l : levels)
+    if (strcasecmp(v.c_str(), l) == 0) return "";
+  return "one of NONE, VERSION, WARN, INFO, TRACE";
+}
+
+std::string algoName(const std::string& v) {
+  static const char* names[] = {"auto", "ring"};
+  for (const char* n : names)
+    if (strcasecmp(v.c_str(), n) == 0) return "";
+  return "one of auto, ring";
+}
+
+std::string isaName(const std::string& v) {
+  static const char* names[] = {"auto", "scalar", "avx2", "avx512"};
+  for (const char* n : names)
+    if (strcasecmp(v.c_str(), n) == 0) return "";
+  return "one of auto, scalar, avx2, avx512";
+}
+
+std::string hostPort(const std::string& v) {
+  if (v.empty()) return "";
+  size_t colon = v.rfind(':');
+  long long port;
+  if (colon == std::string::npos || colon == 0 || !parseInt(v.substr(colon + 1), &port) ||
+      port < 1 || port > 65535)
+    return "host:port (port 1-65535)";
+  return "";
+}
+
+const std::vector<SettingDecl> kSettings = {
+    {"HOCCL_DEBUG", "NONE", "Log level: NONE, VERSION, WARN, INFO or TRACE.", debugLevel, false},
+    {"HOCCL_DEBUG_SUBSYS", "ALL",
+     "Comma-separated subsystems to log (INIT, COLL, BOOTSTRAP, SHM, NET, TUNE, ENV, ALL); a "
+     "leading ^ excludes the listed ones.",
+     anyValue, false},
+    {"HOCCL_DEBUG_FILE", "",
+     "Write the log to this file instead of stderr; %h expands to the host name, %p to the pid.",
+     anyValue, false},
+    {"HOCCL_TIMEOUT", "300",
+     "Seconds any wait (bootstrap, connection, a collective making no progress) may last before "
+     "it becomes an error.",
+     positiveSeconds, false},
+    {"HOCCL_COMM_ID", "",
+     "host:port of the rendezvous: rank 0 listens there, the others connect; replaces passing a "
+     "unique id.",
+     hostPort, false},
+    {"HOCCL_HOSTID", "",
+     "Node identity; ranks with equal ids share memory. Default: host name + boot id. Set it to "
+     "make one machine act as several nodes.",
+     anyValue, false},
+    {"HOCCL_SOCKET_IFNAME", "",
+     "Network interface for the bootstrap: a prefix list (eth,ib), ^ to exclude, = for exact "
+     "names. Default: the first non-loopback interface that is up, else loopback.",
+     anyValue, false},
+    {"HOCCL_CONNECT_RETRIES", "50",
+     "Times a bootstrap connection is retried (with back-off) before giving up.", retriesRange,
+     false},
+    {"HOCCL_SLICE_BYTES", "128K",
+     "Bytes per pipeline slice (and per shared-memory slot).", sliceBytesRange, true},
+    {"HOCCL_SLOTS", "8", "Slots per connection: slices in flight between two ranks.", slotsRange,
+     true},
+    {"HOCCL_NCHANNELS", "1", "Channels (independent rings over disjoint parts of the data).",
+     channelsRange, true},
+    {"HOCCL_ALGO", "auto", "Force an algorithm: auto or ring.", algoName, true},
+    {"HOCCL_SPIN", "-1",
+     "Polls before a waiting rank sleeps; -1 picks a value from the number of local ranks and "
+     "cores.",
+     spinRange, false},
+    {"HOCCL_CHECK_CALLS", "1",
+     "1: every message carries the collective's signature, so calls that differ across ranks "
+     "are reported instead of corrupting data.",
+     boolValue, true},
+    {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.", isaName,
+     false},
+};
+
+}  // namespace
+
+const std::vector<SettingDecl>& allSettings() { return kSettings; }
+
+std::string settingValue(const char* name) {
+  for (const SettingDecl& d : kSettings) {
+    if (strcmp(d.name, name) != 0) continue;
+    const char* env = getenv(name);
+    return (env && *env) ? std::string(env) : std::string(d.defaultValue);
+  }
+  fprintf(stderr, "hoccl: internal error: undeclared setting %s\n", name);
+  abort();
+}
+
+bool loadSettings(Settings* out, std::string* error) {
+  for (const SettingDecl& d : kSettings) {
+    std::string v = settingValue(d.name);
+    std::string why = d.validate(v);
+    if (!why.empty()) {
+      *error = std::string(d.name) + "=\"" + v + "\" is invalid: expected " + why;
+      return false;
+    }
+  }
+  Settings s;
+  long long x;
+  parseDouble(settingValue("HOCCL_TIMEOUT"), &s.timeoutSec);
+  parseInt(settingValue("HOCCL_SLICE_BYTES"), &x);
+  s.sliceBytes = static_cast<uint64_t>(x);
+  parseInt(settingValue("HOCCL_SLOTS"), &x);
+  s.slots = static_cast<int>(x);
+  parseInt(settingValue("HOCCL_NCHANNELS"), &x);
+  s.nchannels = static_cast<int>(x);
+  parseInt(settingValue("HOCCL_SPIN"), &x);
+  s.spinIters = static_cast<int>(x);
+  parseInt(settingValue("HOCCL_CONNECT_RETRIES"), &x);
+  s.connectRetries = static_cast<int>(x);
+  s.algo = settingValue("HOCCL_ALGO");
+  for (char& c : s.algo) c = static_cast<char>(tolower(c));
+  s.hostId = settingValue("HOCCL_HOSTID");
+  s.commId = settingValue("HOCCL_COMM_ID");
+  s.socketIfname = settingValue("HOCCL_SOCKET_IFNAME");
+  s.checkCalls = settingValue("HOCCL_CHECK_CALLS") == "1";
+  *out = s;
+  return true;
+}
+
+std::string Settings::fingerprint() const {
+  char buf[256];
+  snprintf(buf, sizeof buf,
+           "HOCCL_SLICE_BYTES=%llu\nHOCCL_SLOTS=%d\nHOCCL_NCHANNELS=%d\nHOCCL_ALGO=%s\n"
+           "HOCCL_CHECK_CALLS=%d\n",
+           static_cast<unsigned long long>(sliceBytes), slots, nchannels, algo.c_str(),
+           checkCalls ? 1 : 0);
+  return buf;
+}
+
+}  // namespace hoccl

@@ -1,0 +1,29 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "src/core/comm.h"
+
+namespace hoccl {
+
+std::string localHostId(const Settings& s) {
+  if (!s.hostId.empty()) return s.hostId;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::string id = host;
+  // The boot id tells apart two containers or VMs that share a host name.
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    char boot[64] = {0};
+    if (fgets(boot, sizeof boot, f)) {
+      boot[strcspn(boot, "\n")] = '\0';
+      id += ":";
+      id += boot;
+    }
+    fclose(f);
+  }
+  return id.substr(0, 127);
+}
+
+}  // namespace hoccl

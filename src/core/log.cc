@@ -1,0 +1,121 @@
+#include "src/core/log.h"
+
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "src/core/config.h"
+
+namespace hoccl {
+namespace {
+
+struct LogState {
+  LogLevel level = LogLevel::None;
+  uint32_t subsys = kSubAll;
+  FILE* out = stderr;
+  char host[64] = {0};
+};
+
+uint32_t parseSubsys(const std::string& spec) {
+  static const struct {
+    const char* name;
+    uint32_t bit;
+  } kNames[] = {{"INIT", kSubInit}, {"COLL", kSubColl}, {"BOOTSTRAP", kSubBootstrap},
+                {"SHM", kSubShm},   {"NET", kSubNet},   {"TUNE", kSubTune},
+                {"ENV", kSubEnv},   {"ALL", kSubAll}};
+  bool invert = !spec.empty() && spec[0] == '^';
+  uint32_t mask = 0;
+  size_t pos = invert ? 1 : 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    if (comma == std::string::npos) comma = spec.size();
+    std::string word = spec.substr(pos, comma - pos);
+    for (const auto& n : kNames)
+      if (strcasecmp(word.c_str(), n.name) == 0) mask |= n.bit;
+    pos = comma + 1;
+  }
+  return invert ? ~mask : mask;
+}
+
+std::string expandPath(const std::string& pattern, const char* host) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size()) {
+      char c = pattern[++i];
+      if (c == 'h') { out += host; continue; }
+      if (c == 'p') { out += std::to_string(getpid()); continue; }
+      if (c == '%') { out += '%'; continue; }
+      out += '%';
+    }
+    out += pattern[i];
+  }
+  return out;
+}
+
+LogState& state() {
+  static LogState s = [] {
+    LogState st;
+    gethostname(st.host, sizeof st.host - 1);
+    char* dot = strchr(st.host, '.');
+    if (dot) *dot = '\0';
+    std::string level = settingValue("HOCCL_DEBUG");
+    if (strcasecmp(level.c_str(), "VERSION") == 0) st.level = LogLevel::Version;
+    else if (strcasecmp(level.c_str(), "WARN") == 0) st.level = LogLevel::Warn;
+    else if (strcasecmp(level.c_str(), "INFO") == 0) st.level = LogLevel::Info;
+    else if (strcasecmp(level.c_str(), "TRACE") == 0) st.level = LogLevel::Trace;
+    st.subsys = parseSubsys(settingValue("HOCCL_DEBUG_SUBSYS"));
+    std::string file = settingValue("HOCCL_DEBUG_FILE");
+    if (!file.empty() && st.level != LogLevel::None) {
+      std::string path = expandPath(file, st.host);
+      FILE* f = fopen(path.c_str(), "w");
+      if (f) {
+        setvbuf(f, nullptr, _IOLBF, 0);
+        st.out = f;
+      } else {
+        fprintf(stderr, "hoccl: cannot open HOCCL_DEBUG_FILE %s: %s; logging to stderr\n",
+                path.c_str(), strerror(errno));
+      }
+    }
+    return st;
+  }();
+  return s;
+}
+
+thread_local int tlsRank = -1;
+std::mutex logMutex;
+
+}  // namespace
+
+void setLogRank(int rank) { tlsRank = rank; }
+
+bool logEnabled(LogLevel level, uint32_t subsys) {
+  const LogState& s = state();
+  return static_cast<int>(level) <= static_cast<int>(s.level) && (s.subsys & subsys) != 0;
+}
+
+void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
+  LogState& s = state();
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  const char* lv = level == LogLevel::Warn ? "WARN" : level == LogLevel::Info ? "INFO" : "TRACE";
+  const char* base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  long tid = syscall(SYS_gettid);
+  std::lock_guard<std::mutex> lock(logMutex);
+  if (level == LogLevel::Trace)
+    fprintf(s.out, "%s:%d:%ld [%d] hoccl %s %s:%d %s\n", s.host, getpid(), tid, tlsRank, lv, base,
+            line, msg);
+  else
+    fprintf(s.out, "%s:%d:%ld [%d] hoccl %s %s\n", s.host, getpid(), tid, tlsRank, lv, msg);
+}
+
+}  // namespace hoccl

@@ -1,0 +1,38 @@
+// Logging: HOCCL_DEBUG picks the level, HOCCL_DEBUG_SUBSYS the subsystems,
+// HOCCL_DEBUG_FILE the destination. Quiet unless asked.
+#pragma once
+
+#include <cstdint>
+
+namespace hoccl {
+
+enum class LogLevel : int { None = 0, Version = 1, Warn = 2, Info = 3, Trace = 5 };
+
+enum Subsys : uint32_t {
+  kSubInit = 1u << 0,
+  kSubColl = 1u << 1,
+  kSubBootstrap = 1u << 2,
+  kSubShm = 1u << 3,
+  kSubNet = 1u << 4,
+  kSubTune = 1u << 5,
+  kSubEnv = 1u << 6,
+  kSubAll = ~0u,
+};
+
+bool logEnabled(LogLevel level, uint32_t subsys);
+void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+// The rank shown in log lines written by this thread (-1: none).
+void setLogRank(int rank);
+
+}  // namespace hoccl
+
+#define HOCCL_LOG(level, subsys, ...)                                          \
+  do {                                                                         \
+    if (::hoccl::logEnabled(level, subsys))                                    \
+      ::hoccl::logMessage(level, subsys, __FILE__, __LINE__, __VA_ARGS__);     \
+  } while (0)
+#define HWARN(subsys, ...) HOCCL_LOG(::hoccl::LogLevel::Warn, subsys, __VA_ARGS__)
+#define HINFO(subsys, ...) HOCCL_LOG(::hoccl::LogLevel::Info, subsys, __VA_ARGS__)
+#define HTRACE(subsys, ...) HOCCL_LOG(::hoccl::LogLevel::Trace, subsys, __VA_ARGS__)

@@ -1,0 +1,148 @@
+// Data type helpers, fp16/bf16 conversions and the run-time choice of the
+// reduce kernels' instruction set (see dataops_kernels.h for the kernels).
+#include "src/exec/dataops.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "src/exec/dataops_kernels.h"
+
+namespace hoccl {
+
+size_t dtypeSize(DType t) {
+  switch (t) {
+    case DType::Int8: case DType::Uint8: return 1;
+    case DType::Float16: case DType::Bfloat16: return 2;
+    case DType::Int32: case DType::Uint32: case DType::Float32: return 4;
+    case DType::Int64: case DType::Uint64: case DType::Float64: return 8;
+  }
+  return 0;
+}
+
+const char* dtypeName(DType t) {
+  switch (t) {
+    case DType::Int8: return "int8";
+    case DType::Uint8: return "uint8";
+    case DType::Int32: return "int32";
+    case DType::Uint32: return "uint32";
+    case DType::Int64: return "int64";
+    case DType::Uint64: return "uint64";
+    case DType::Float16: return "half";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::Bfloat16: return "bfloat16";
+  }
+  return "unknown";
+}
+
+const char* redOpName(RedOp op) {
+  switch (op) {
+    case RedOp::Sum: return "sum";
+    case RedOp::Prod: return "prod";
+    case RedOp::Max: return "max";
+    case RedOp::Min: return "min";
+    case RedOp::Avg: return "avg";
+  }
+  return "unknown";
+}
+
+const char* isaName(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+float halfToFloat(uint16_t h) { return fpbits::halfBitsToFloat<uint32_t, float>(h); }
+uint16_t floatToHalf(float f) {
+  return static_cast<uint16_t>(fpbits::floatToHalfBits<uint32_t, float>(f));
+}
+float bf16ToFloat(uint16_t b) { return fpbits::bf16BitsToFloat<uint32_t, float>(b); }
+uint16_t floatToBf16(float f) {
+  return static_cast<uint16_t>(fpbits::floatToBf16Bits<uint32_t, float>(f));
+}
+
+void copyBytes(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0 && dst != src) std::memcpy(dst, src, bytes);
+}
+
+namespace {
+
+Isa detectIsa() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  // libgcc's checks include the OS (XCR0) enabling the ymm / zmm state.
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  if (!avx2) return Isa::Scalar;
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return avx512 ? Isa::Avx512 : Isa::Avx2;
+#else
+  return Isa::Scalar;
+#endif
+}
+
+bool equalsIgnoreCase(const char* a, const char* b) {
+  for (; *a && *b; ++a, ++b) {
+    char x = *a, y = *b;
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return *a == *b;
+}
+
+std::atomic<const DataOps*> gForced{nullptr};
+
+}  // namespace
+
+Isa bestSupportedIsa() {
+  static const Isa best = detectIsa();
+  return best;
+}
+
+Isa resolveIsaRequest(const char* request, Isa best) {
+  if (request == nullptr) return best;
+  Isa want;
+  if (equalsIgnoreCase(request, "scalar")) {
+    want = Isa::Scalar;
+  } else if (equalsIgnoreCase(request, "avx2")) {
+    want = Isa::Avx2;
+  } else if (equalsIgnoreCase(request, "avx512")) {
+    want = Isa::Avx512;
+  } else {
+    return best;
+  }
+  return static_cast<uint8_t>(want) <= static_cast<uint8_t>(best) ? want : best;
+}
+
+const DataOps* dataOpsFor(Isa isa) {
+  const Isa best = bestSupportedIsa();
+  if (static_cast<uint8_t>(isa) > static_cast<uint8_t>(best)) return nullptr;
+  switch (isa) {
+    case Isa::Scalar: return &dataOpsScalar();
+    case Isa::Avx2: return &dataOpsAvx2();
+    case Isa::Avx512: return &dataOpsAvx512();
+  }
+  return nullptr;
+}
+
+void setForcedIsa(Isa isa) {
+  gForced.store(dataOpsFor(resolveIsaRequest(isaName(isa), bestSupportedIsa())),
+                std::memory_order_release);
+}
+
+void clearForcedIsa() { gForced.store(nullptr, std::memory_order_release); }
+
+const DataOps& dataOps() {
+  if (const DataOps* forced = gForced.load(std::memory_order_acquire)) return *forced;
+  static const DataOps* const chosen =
+      dataOpsFor(resolveIsaRequest(std::getenv("HOCCL_ISA"), bestSupportedIsa()));
+  return *chosen;
+}
+
+}  // namespace hoccl

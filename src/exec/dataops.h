@@ -1,0 +1,63 @@
+// Host data operations: element-wise reduce and copy for every hoccl data type
+// and reduction, with the instruction set chosen at run time (scalar, AVX2,
+// AVX-512). The library is never built with -march=native; each ISA variant
+// is compiled in its own translation unit with its own target flags and the
+// best one the CPU supports is picked once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hoccl {
+
+// Numbering matches hocclDataType_t / ncclDataType_t.
+enum class DType : uint8_t {
+  Int8 = 0, Uint8 = 1, Int32 = 2, Uint32 = 3, Int64 = 4, Uint64 = 5,
+  Float16 = 6, Float32 = 7, Float64 = 8, Bfloat16 = 9,
+};
+constexpr int kNumDTypes = 10;
+
+// Numbering matches hocclRedOp_t / ncclRedOp_t.
+enum class RedOp : uint8_t { Sum = 0, Prod = 1, Max = 2, Min = 3, Avg = 4 };
+constexpr int kNumRedOps = 5;
+
+size_t dtypeSize(DType t);
+const char* dtypeName(DType t);  // nccl-tests spelling: int8 ... half float double bfloat16
+const char* redOpName(RedOp op); // sum prod max min avg
+
+enum class Isa : uint8_t { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+const char* isaName(Isa isa);
+
+// out[i] = a[i] (op) b[i] for i < n. `out` may equal `a` or `b` (in place);
+// other overlaps are not allowed. For Avg this performs a sum: the division
+// is a separate pass (avgFinish) applied once the reduction is complete.
+using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);
+// out[i] = a[i] / nranks as NCCL defines avg: integers divide the (wrapped)
+// sum, truncating toward zero; floating types divide in their own precision
+// (fp16/bf16 through fp32, rounded to nearest even).
+using AvgFinishFn = void (*)(void* out, const void* in, size_t n, int nranks);
+
+struct DataOps {
+  Isa isa;
+  ReduceFn reduce[kNumDTypes][kNumRedOps];
+  AvgFinishFn avgFinish[kNumDTypes];
+};
+
+// The table for the best ISA this CPU supports, unless HOCCL_ISA (or
+// setForcedIsa) asks for a lower one. Thread-safe; cheap after the first call.
+const DataOps& dataOps();
+// The table for one ISA, or nullptr if the CPU (or the build) lacks it.
+const DataOps* dataOpsFor(Isa isa);
+Isa bestSupportedIsa();
+
+// Copy that the compiler may not elide; plain memcpy is already vectorised by
+// libc, so copies go through it.
+void copyBytes(void* dst, const void* src, size_t bytes);
+
+// fp16 / bf16 conversions, round to nearest even, NaN preserved (quiet).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+float bf16ToFloat(uint16_t b);
+uint16_t floatToBf16(float f);
+
+}  // namespace hoccl

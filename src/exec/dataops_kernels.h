@@ -1,0 +1,377 @@
+// Private to src/exec: the per-ISA table constructors, the fp16/bf16 bit
+// conversions shared by every translation unit, and the reduce kernels.
+//
+// The kernels are written once with GCC vector extensions and compiled three
+// times (dataops_scalar.cc, dataops_avx2.cc, dataops_avx512.cc), each with its
+// own target flags and vector width. Everything below lives in an anonymous
+// namespace so that every translation unit keeps its own copy: a shared
+// (COMDAT) template instance could otherwise be taken by the linker from the
+// AVX-512 object and run on a CPU without AVX-512.
+//
+// Bit-identical results across ISAs: every kernel is element-wise (no
+// reassociation, no fused multiply-add, no reciprocal), every element (tails
+// included) goes through the same vector code, max/min are the same select
+// `(a > b) ? a : b` on every ISA, NaN payloads of float sum/prod do not depend
+// on operand order (nanFirst), and the software fp16 conversion reproduces
+// the F16C instructions bit for bit (NaN included).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "src/exec/dataops.h"
+
+namespace hoccl {
+
+const DataOps& dataOpsScalar();
+const DataOps& dataOpsAvx2();   // only call when the CPU supports AVX2+FMA+F16C
+const DataOps& dataOpsAvx512(); // only call when the CPU supports AVX-512 F/BW/VL/DQ
+
+// Resolves a HOCCL_ISA value ("scalar", "avx2", "avx512"; case-insensitive)
+// against the best supported ISA: a null, empty, unknown or unsupported
+// request gives `best`.
+Isa resolveIsaRequest(const char* request, Isa best);
+// Overrides HOCCL_ISA for later dataOps() calls (clamped to what the CPU
+// supports); clearForcedIsa() returns to the environment's choice.
+void setForcedIsa(Isa isa);
+void clearForcedIsa();
+
+namespace {
+namespace fpbits {
+
+// Works for uint32_t/float scalars and for GCC vectors of them alike: scalar
+// operands broadcast, comparisons give bool or a lane mask, `?:` selects.
+template <class U>
+inline U splat(uint32_t k) { return U{} + k; }
+
+// Half bits (in the low 16 bits of each lane) to float. NaNs are quieted and
+// keep their payload, as VCVTPH2PS does.
+template <class U, class F>
+inline F halfBitsToFloat(U h) {
+  U a = h & 0x7fffu;
+  U sign = (h & 0x8000u) << 16;
+  U sh = a << 13;
+  U normal = sh + 0x38000000u;  // exponent 15-bias -> 127-bias
+  U quiet = (a > 0x7c00u) ? splat<U>(0x00400000u) : splat<U>(0);
+  U infNan = (sh + 0x70000000u) | quiet;
+  // Subnormal: a * 2^-24, done exactly (2^23 + a, minus 2^23, scaled by 2^-24).
+  F m = __builtin_bit_cast(F, a | 0x4b000000u) - 8388608.0f;
+  U sub = __builtin_bit_cast(U, m * 0x1p-24f);
+  U r = (a >= 0x7c00u) ? infNan : ((a >= 0x0400u) ? normal : sub);
+  return __builtin_bit_cast(F, r | sign);
+}
+
+// Float to half bits (low 16 bits of each lane), round to nearest even;
+// overflow gives inf, NaN gives a quiet NaN with the top payload bits, as
+// VCVTPS2PH with imm 0 does.
+template <class U, class F>
+inline U floatToHalfBits(F f) {
+  U u = __builtin_bit_cast(U, f);
+  U sign = (u >> 16) & 0x8000u;
+  U a = u & 0x7fffffffu;
+  U nan = ((a >> 13) & 0x3ffu) | 0x7e00u;
+  U normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  // Below 2^-14: adding 0.5 leaves an ulp of 2^-24, so the float adder does
+  // the round-to-nearest-even for us (exact for every input, including
+  // float subnormals, which all round to zero).
+  U sub = __builtin_bit_cast(U, __builtin_bit_cast(F, a) + 0.5f) - 0x3f000000u;
+  U r = (a > 0x7f800000u) ? nan
+        : ((a >= 0x477ff000u) ? splat<U>(0x7c00u)  // >= 65520 rounds to inf
+                              : ((a >= 0x38800000u) ? normal : sub));
+  return r | sign;
+}
+
+template <class U, class F>
+inline F bf16BitsToFloat(U b) { return __builtin_bit_cast(F, b << 16); }
+
+template <class U, class F>
+inline U floatToBf16Bits(F f) {
+  U u = __builtin_bit_cast(U, f);
+  U rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  U nan = (u >> 16) | 0x40u;
+  return ((u & 0x7fffffffu) > 0x7f800000u) ? nan : rounded;
+}
+
+}  // namespace fpbits
+}  // namespace
+}  // namespace hoccl
+
+#ifdef HOCCL_KERNEL_VEC_BYTES
+// ---------------------------------------------------------------------------
+// Kernels: only in the three ISA translation units, which define
+// HOCCL_KERNEL_VEC_BYTES (16, 32 or 64) and HOCCL_KERNEL_F16C (0: software
+// fp16 conversion, 1: F16C ymm, 2: AVX-512 zmm).
+#if HOCCL_KERNEL_F16C
+#include <immintrin.h>
+#endif
+
+namespace hoccl {
+namespace {
+
+constexpr size_t kVB = HOCCL_KERNEL_VEC_BYTES;
+
+template <class T, size_t B = kVB>
+struct VecOf {
+  typedef T type __attribute__((vector_size(B)));
+};
+using VF = VecOf<float>::type;
+using VU32 = VecOf<uint32_t>::type;
+
+template <class V>
+inline V loadu(const char* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+inline void storeu(char* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// ---- Element-wise operations on vectors of T ------------------------------
+// Integers go through the unsigned type so that overflow wraps.
+template <class V, class T>
+using UnsignedVec = typename VecOf<std::make_unsigned_t<T>, sizeof(V)>::type;
+
+// x86 returns the first source operand's NaN when both operands are NaN, and
+// the compiler is free to swap the operands of a commutative add or multiply
+// (it does, differently per ISA). Passing a's NaN as both operands makes the
+// payload independent of that order: a NaN a wins, quieted; else b's NaN.
+template <class V>
+inline V nanFirst(V a, V b) { return (a != a) ? a : b; }
+
+template <class T>
+struct OpSum {
+  template <class V>
+  static V apply(V a, V b) {
+    if constexpr (std::is_integral_v<T>) {
+      using UV = UnsignedVec<V, T>;
+      return (V)((UV)a + (UV)b);
+    } else {
+      return a + nanFirst(a, b);
+    }
+  }
+};
+template <class T>
+struct OpProd {
+  template <class V>
+  static V apply(V a, V b) {
+    if constexpr (std::is_integral_v<T>) {
+      using UV = UnsignedVec<V, T>;
+      return (V)((UV)a * (UV)b);
+    } else {
+      return a * nanFirst(a, b);
+    }
+  }
+};
+template <class T>
+struct OpMax {
+  template <class V>
+  static V apply(V a, V b) { return (a > b) ? a : b; }
+};
+template <class T>
+struct OpMin {
+  template <class V>
+  static V apply(V a, V b) { return (a < b) ? a : b; }
+};
+
+// ---- Lane policies ------------------------------------------------------------
+// A policy loads kLanes elements (kLanes * kElem bytes) into a value V, applies
+// an op or the avg division to it, and stores it back.
+template <class T>
+struct PlainLanes {
+  using V = typename VecOf<T>::type;
+  static constexpr size_t kElem = sizeof(T);
+  static constexpr size_t kLanes = kVB / sizeof(T);
+  static V load(const char* p) { return loadu<V>(p); }
+  static void store(char* p, V v) { storeu(p, v); }
+  template <class Op>
+  static V op(V a, V b) { return Op::apply(a, b); }
+  template <class E>
+  static V div(V a, E d) { return a / d; }
+};
+
+// 16-bit floats converted with integer arithmetic (bf16 everywhere, fp16 in
+// the scalar build): one vector of 32-bit lanes holds two elements per lane,
+// which become two float vectors (even and odd elements) with plain shifts and
+// masks, so no lane-crossing widening or narrowing is needed.
+template <class Conv>
+struct PairLanes {
+  struct V { VF even, odd; };
+  static constexpr size_t kElem = 2;
+  static constexpr size_t kLanes = kVB / 2;
+  static V load(const char* p) {
+    VU32 u = loadu<VU32>(p);
+    return {Conv::toFloat(u & 0xffffu), Conv::toFloat(u >> 16)};
+  }
+  static void store(char* p, V v) {
+    storeu(p, Conv::fromFloat(v.even) | (Conv::fromFloat(v.odd) << 16));
+  }
+  template <class Op>
+  static V op(V a, V b) { return {Op::apply(a.even, b.even), Op::apply(a.odd, b.odd)}; }
+  static V div(V a, float d) { return {a.even / d, a.odd / d}; }
+};
+struct Bf16Conv {
+  static VF toFloat(VU32 u) { return fpbits::bf16BitsToFloat<VU32, VF>(u); }
+  static VU32 fromFloat(VF f) { return fpbits::floatToBf16Bits<VU32, VF>(f); }
+};
+struct HalfConv {
+  static VF toFloat(VU32 u) { return fpbits::halfBitsToFloat<VU32, VF>(u); }
+  static VU32 fromFloat(VF f) { return fpbits::floatToHalfBits<VU32, VF>(f); }
+};
+using Bf16Lanes = PairLanes<Bf16Conv>;
+
+#if HOCCL_KERNEL_F16C
+// fp16 through the F16C / AVX-512F conversion instructions (imm 0: round to
+// nearest even, whatever MXCSR says).
+struct F16cLanes : PlainLanes<float> {
+  static constexpr size_t kElem = 2;
+#if HOCCL_KERNEL_F16C == 2
+  static V load(const char* p) {
+    // The maskz forms with a full mask: the plain ones trip GCC 12's
+    // -Wmaybe-uninitialized on _mm512_undefined_*().
+    return (V)_mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xffff),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static void store(char* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_maskz_cvtps_ph(static_cast<__mmask16>(0xffff), (__m512)v,
+                                              _MM_FROUND_TO_NEAREST_INT));
+  }
+#else
+  static V load(const char* p) {
+    return (V)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void store(char* p, V v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT));
+  }
+#endif
+};
+using Fp16Lanes = F16cLanes;
+#else
+using Fp16Lanes = PairLanes<HalfConv>;
+#endif
+
+// ---- Loops --------------------------------------------------------------------
+// Four values per iteration, then one at a time, then the last partial one
+// through zero-padded stack buffers, so that every element of every size goes
+// through exactly the same vector code. All loads of a step happen before its
+// stores, which keeps out == a and out == b correct.
+template <class L, class Op>
+void reduceKernel(void* out, const void* a, const void* b, size_t n) {
+  constexpr size_t W = L::kLanes;
+  constexpr size_t S = W * L::kElem;
+  char* o = static_cast<char*>(out);
+  const char* pa = static_cast<const char*>(a);
+  const char* pb = static_cast<const char*>(b);
+  size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const size_t off = i * L::kElem;
+    auto a0 = L::load(pa + off), a1 = L::load(pa + off + S);
+    auto a2 = L::load(pa + off + 2 * S), a3 = L::load(pa + off + 3 * S);
+    auto b0 = L::load(pb + off), b1 = L::load(pb + off + S);
+    auto b2 = L::load(pb + off + 2 * S), b3 = L::load(pb + off + 3 * S);
+    L::store(o + off, L::template op<Op>(a0, b0));
+    L::store(o + off + S, L::template op<Op>(a1, b1));
+    L::store(o + off + 2 * S, L::template op<Op>(a2, b2));
+    L::store(o + off + 3 * S, L::template op<Op>(a3, b3));
+  }
+  for (; i + W <= n; i += W) {
+    const size_t off = i * L::kElem;
+    L::store(o + off, L::template op<Op>(L::load(pa + off), L::load(pb + off)));
+  }
+  if (i < n) {
+    const size_t off = i * L::kElem, bytes = (n - i) * L::kElem;
+    alignas(64) char ta[S] = {}, tb[S] = {}, to[S];
+    __builtin_memcpy(ta, pa + off, bytes);
+    __builtin_memcpy(tb, pb + off, bytes);
+    L::store(to, L::template op<Op>(L::load(ta), L::load(tb)));
+    __builtin_memcpy(o + off, to, bytes);
+  }
+}
+
+// Floating avg: divide in the type's own precision (fp16/bf16 through fp32).
+template <class L, class E>
+void avgFloatKernel(void* out, const void* in, size_t n, int nranks) {
+  constexpr size_t W = L::kLanes;
+  constexpr size_t S = W * L::kElem;
+  const E d = static_cast<E>(nranks < 1 ? 1 : nranks);
+  char* o = static_cast<char*>(out);
+  const char* p = static_cast<const char*>(in);
+  size_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const size_t off = i * L::kElem;
+    auto v0 = L::load(p + off), v1 = L::load(p + off + S);
+    L::store(o + off, L::div(v0, d));
+    L::store(o + off + S, L::div(v1, d));
+  }
+  for (; i + W <= n; i += W) {
+    const size_t off = i * L::kElem;
+    L::store(o + off, L::div(L::load(p + off), d));
+  }
+  if (i < n) {
+    const size_t off = i * L::kElem, bytes = (n - i) * L::kElem;
+    alignas(64) char t[S] = {}, to[S];
+    __builtin_memcpy(t, p + off, bytes);
+    L::store(to, L::div(L::load(t), d));
+    __builtin_memcpy(o + off, to, bytes);
+  }
+}
+
+// Integer avg: the wrapped sum divided by nranks, truncating toward zero. The
+// division happens in 64 bits (signed or unsigned), where it cannot overflow
+// for nranks >= 1 (INT64_MIN / 1 included).
+template <class T>
+void avgIntKernel(void* out, const void* in, size_t n, int nranks) {
+  using W = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
+  const W d = static_cast<W>(nranks < 1 ? 1 : nranks);
+  char* o = static_cast<char*>(out);
+  const char* p = static_cast<const char*>(in);
+  for (size_t i = 0; i < n; ++i) {
+    T x;
+    __builtin_memcpy(&x, p + i * sizeof(T), sizeof(T));
+    T r = static_cast<T>(static_cast<W>(x) / d);
+    __builtin_memcpy(o + i * sizeof(T), &r, sizeof(T));
+  }
+}
+
+// ---- Table ------------------------------------------------------------------
+template <class L, class T>
+constexpr void fillReduce(DataOps& t, DType dt) {
+  auto& row = t.reduce[static_cast<int>(dt)];
+  row[static_cast<int>(RedOp::Sum)] = &reduceKernel<L, OpSum<T>>;
+  row[static_cast<int>(RedOp::Prod)] = &reduceKernel<L, OpProd<T>>;
+  row[static_cast<int>(RedOp::Max)] = &reduceKernel<L, OpMax<T>>;
+  row[static_cast<int>(RedOp::Min)] = &reduceKernel<L, OpMin<T>>;
+  row[static_cast<int>(RedOp::Avg)] = &reduceKernel<L, OpSum<T>>;  // divided later
+}
+
+template <class T>
+constexpr void fillInt(DataOps& t, DType dt) {
+  fillReduce<PlainLanes<T>, T>(t, dt);
+  t.avgFinish[static_cast<int>(dt)] = &avgIntKernel<T>;
+}
+
+constexpr DataOps makeDataOps(Isa isa) {
+  DataOps t{};
+  t.isa = isa;
+  fillInt<int8_t>(t, DType::Int8);
+  fillInt<uint8_t>(t, DType::Uint8);
+  fillInt<int32_t>(t, DType::Int32);
+  fillInt<uint32_t>(t, DType::Uint32);
+  fillInt<int64_t>(t, DType::Int64);
+  fillInt<uint64_t>(t, DType::Uint64);
+  fillReduce<PlainLanes<float>, float>(t, DType::Float32);
+  t.avgFinish[static_cast<int>(DType::Float32)] = &avgFloatKernel<PlainLanes<float>, float>;
+  fillReduce<PlainLanes<double>, double>(t, DType::Float64);
+  t.avgFinish[static_cast<int>(DType::Float64)] = &avgFloatKernel<PlainLanes<double>, double>;
+  fillReduce<Fp16Lanes, float>(t, DType::Float16);
+  t.avgFinish[static_cast<int>(DType::Float16)] = &avgFloatKernel<Fp16Lanes, float>;
+  fillReduce<Bf16Lanes, float>(t, DType::Bfloat16);
+  t.avgFinish[static_cast<int>(DType::Bfloat16)] = &avgFloatKernel<Bf16Lanes, float>;
+  return t;
+}
+
+}  // namespace
+}  // namespace hoccl
+#endif  // HOCCL_KERNEL_VEC_BYTES

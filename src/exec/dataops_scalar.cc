@@ -1,0 +1,14 @@
+// The scalar instance of the reduce kernels (dataops_kernels.h), compiled with:
+// baseline x86-64 (SSE2), no extra flags.
+#define HOCCL_KERNEL_VEC_BYTES 16
+#define HOCCL_KERNEL_F16C 0
+#include "src/exec/dataops_kernels.h"
+
+namespace hoccl {
+
+const DataOps& dataOpsScalar() {
+  static constexpr DataOps table = makeDataOps(Isa::Scalar);
+  return table;
+}
+
+}  // namespace hoccl

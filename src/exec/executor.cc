@@ -1,0 +1,195 @@
+#include "src/exec/executor.h"
+
+#include <cstring>
+
+namespace hoccl {
+
+std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, int root) {
+  char buf[160];
+  bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
+  bool rooted = coll == CollKind::Broadcast || coll == CollKind::Reduce;
+  int n = snprintf(buf, sizeof buf, "%s(count=%llu, %s", collName(coll),
+                   static_cast<unsigned long long>(count), dtypeName(dtype));
+  if (reduces) n += snprintf(buf + n, sizeof buf - n, ", %s", redOpName(op));
+  if (rooted) n += snprintf(buf + n, sizeof buf - n, ", root=%d", root);
+  snprintf(buf + n, sizeof buf - n, ")");
+  return buf;
+}
+
+CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, ExecLinks* links,
+                   size_t sliceBytes, bool checkCalls)
+    : call_(call),
+      sched_(std::move(schedule)),
+      links_(links),
+      ops_(dataOps()),
+      esize_(dtypeSize(call.dtype)),
+      sliceElems_(std::max<uint64_t>(1, sliceBytes / dtypeSize(call.dtype))),
+      checkCalls_(checkCalls),
+      chans_(sched_->channels.size()) {
+  if (sched_->scratchCount) scratch_.resize(sched_->scratchCount * esize_);
+  if (sched_->stepCount() == 0) finish();
+}
+
+char* CollTask::bufferAt(const Slice& s) {
+  switch (s.buf) {
+    case Buf::Input: return const_cast<char*>(static_cast<const char*>(call_.sendbuff)) + s.offset * esize_;
+    case Buf::Output: return static_cast<char*>(call_.recvbuff) + s.offset * esize_;
+    case Buf::Scratch: return scratch_.data() + s.offset * esize_;
+    case Buf::None: break;
+  }
+  return nullptr;
+}
+
+bool CollTask::stepDone(int channel, int step) const {
+  return chans_[channel].step > static_cast<size_t>(step);
+}
+
+Status CollTask::checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer) const {
+  bool same = h.opSeq == call_.opSeq && h.coll == static_cast<uint8_t>(call_.coll) &&
+              h.count == call_.count && h.dtype == static_cast<uint8_t>(call_.dtype) &&
+              h.op == static_cast<uint8_t>(call_.op) && h.root == call_.root;
+  if (checkCalls_ && !same) {
+    std::string mine = describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root);
+    std::string theirs = describeCall(static_cast<CollKind>(h.coll), h.count,
+                                      static_cast<DType>(h.dtype), static_cast<RedOp>(h.op), h.root);
+    return errorf(hocclInvalidUsage,
+                  "collective mismatch: rank %d called %s as call #%llu, but rank %d called %s as "
+                  "call #%llu; every rank must make the same calls in the same order",
+                  sched_->key.rank, mine.c_str(), static_cast<unsigned long long>(call_.opSeq), peer,
+                  theirs.c_str(), static_cast<unsigned long long>(h.opSeq));
+  }
+  if (h.bytes != expectBytes)
+    return errorf(hocclInvalidUsage,
+                  "message size mismatch: rank %d expected %u bytes from rank %d in %s (call #%llu) "
+                  "but got %u: the ranks disagree about the call",
+                  sched_->key.rank, expectBytes, peer,
+                  describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
+                  static_cast<unsigned long long>(call_.opSeq), h.bytes);
+  return Status();
+}
+
+Status CollTask::advance(int c, bool* progressed) {
+  ChannelState& cs = chans_[c];
+  const std::vector<Step>& steps = sched_->channels[c].steps;
+  const ReduceFn reduce = ops_.reduce[static_cast<int>(call_.dtype)][static_cast<int>(call_.op)];
+  while (cs.step < steps.size()) {
+    const Step& s = steps[cs.step];
+    if (s.depChannel >= 0 && !stepDone(s.depChannel, s.depStep)) return Status();
+    uint64_t n = std::min(sliceElems_, s.count - cs.done);
+    size_t bytes = n * esize_;
+    const SlotHeader* rh = nullptr;
+    const void* rdata = nullptr;
+    RecvConn* rc = nullptr;
+    if (s.recvPeer >= 0) {
+      rc = links_->recvConn(s.recvPeer, c);
+      if (!rc->tryPeek(&rh, &rdata)) {
+        cs.waitPeer = s.recvPeer;
+        cs.waitSend = false;
+        return Status();
+      }
+      HOCCL_TRY(checkHeader(*rh, static_cast<uint32_t>(bytes), s.recvPeer));
+    }
+    SlotHeader* sh = nullptr;
+    void* sdata = nullptr;
+    SendConn* sc = nullptr;
+    if (s.sendPeer >= 0) {
+      sc = links_->sendConn(s.sendPeer, c);
+      if (!sc->tryAcquire(&sh, &sdata)) {
+        cs.waitPeer = s.sendPeer;
+        cs.waitSend = true;
+        return Status();
+      }
+    }
+    const char* src = s.src.present() ? bufferAt(s.src) + cs.done * esize_ : nullptr;
+    char* dst = s.dst.present() ? bufferAt(s.dst) + cs.done * esize_ : nullptr;
+    // The value this step produces lands first where it must be stored
+    // (dst, else the send slot); a send then copies it from there.
+    const char* value;
+    if (rc && s.reduce) {
+      char* target = dst ? dst : static_cast<char*>(sdata);
+      reduce(target, rdata, src, n);
+      value = target;
+    } else if (rc) {
+      if (dst && bytes) copyBytes(dst, rdata, bytes);
+      value = static_cast<const char*>(rdata);
+    } else {
+      if (dst && dst != src && bytes) copyBytes(dst, src, bytes);
+      value = src;
+    }
+    if (sc) {
+      if (value != sdata && bytes) copyBytes(sdata, value, bytes);
+      sh->opSeq = call_.opSeq;
+      sh->count = call_.count;
+      sh->bytes = static_cast<uint32_t>(bytes);
+      sh->coll = static_cast<uint8_t>(call_.coll);
+      sh->dtype = static_cast<uint8_t>(call_.dtype);
+      sh->op = static_cast<uint8_t>(call_.op);
+      sh->flags = 0;
+      sh->root = call_.root;
+      sh->sender = sched_->key.rank;
+      sc->post();
+    }
+    if (rc) rc->release();
+    *progressed = true;
+    cs.done += n;
+    if (cs.done == s.count) {
+      cs.done = 0;
+      ++cs.step;
+    }
+  }
+  cs.waitPeer = -1;
+  return Status();
+}
+
+Status CollTask::progress(bool* progressed) {
+  if (done_) return Status();
+  bool all = true;
+  for (size_t c = 0; c < chans_.size(); ++c) {
+    HOCCL_TRY(advance(static_cast<int>(c), progressed));
+    if (chans_[c].step < sched_->channels[c].steps.size()) all = false;
+  }
+  if (all) finish();
+  return Status();
+}
+
+void CollTask::finish() {
+  done_ = true;
+  if (call_.op != RedOp::Avg) return;
+  const ScheduleKey& k = sched_->key;
+  bool owns = call_.coll == CollKind::AllReduce || call_.coll == CollKind::ReduceScatter ||
+              (call_.coll == CollKind::Reduce && k.rank == call_.root);
+  if (!owns) return;
+  uint64_t n = outputCount(k);
+  if (k.nranks > 1 && n > 0)
+    ops_.avgFinish[static_cast<int>(call_.dtype)](call_.recvbuff, call_.recvbuff, n, k.nranks);
+}
+
+std::string CollTask::describeWait() const {
+  std::string out;
+  for (size_t c = 0; c < chans_.size(); ++c) {
+    const ChannelState& cs = chans_[c];
+    const auto& steps = sched_->channels[c].steps;
+    if (cs.step >= steps.size()) continue;
+    char buf[256];
+    const Step& s = steps[cs.step];
+    const char* what = cs.waitPeer < 0 ? "waiting on a dependency"
+                       : cs.waitSend ? "waiting for a free slot to send to rank"
+                                     : "waiting to receive from rank";
+    snprintf(buf, sizeof buf, "%schannel %zu step %zu of %zu (%s, %llu of %llu elements done): %s",
+             out.empty() ? "" : "; ", c, cs.step, steps.size(), stepKindName(s),
+             static_cast<unsigned long long>(cs.done), static_cast<unsigned long long>(s.count), what);
+    out += buf;
+    if (cs.waitPeer >= 0) out += " " + std::to_string(cs.waitPeer);
+    out += cs.step == 0 ? ", no step completed yet" : ", last completed step " + std::to_string(cs.step - 1);
+  }
+  return out;
+}
+
+std::vector<int> CollTask::waitingOn() const {
+  std::vector<int> peers;
+  for (const ChannelState& cs : chans_)
+    if (cs.waitPeer >= 0) peers.push_back(cs.waitPeer);
+  return peers;
+}
+
+}  // namespace hoccl

@@ -1,0 +1,161 @@
+// Bad input gets a clear error that names the problem: never a hang, a
+// crash or a silent wrong answer.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "tests/test_util.h"
+
+using namespace testutil;
+
+namespace {
+
+std::string lastError() { return hocclGetLastError(nullptr); }
+
+TEST(BadInput, NullAndRangeArgumentsOnALiveComm) {
+  std::string err;
+  ASSERT_TRUE(runThreads(1, [&](hocclComm_t comm, int) {
+    float x[4] = {1, 2, 3, 4}, y[4];
+    EXPECT_EQ(hocclAllReduce(nullptr, y, 4, hocclFloat, hocclSum, comm, nullptr), hocclInvalidArgument);
+    EXPECT_NE(lastError().find("sendbuff is NULL"), std::string::npos) << lastError();
+    EXPECT_EQ(hocclAllReduce(x, nullptr, 4, hocclFloat, hocclSum, comm, nullptr), hocclInvalidArgument);
+    EXPECT_NE(lastError().find("recvbuff is NULL"), std::string::npos) << lastError();
+    // A zero count needs no buffers.
+    EXPECT_EQ(hocclAllReduce(nullptr, nullptr, 0, hocclFloat, hocclSum, comm, nullptr), hocclSuccess);
+    EXPECT_EQ(hocclAllReduce(x, y, 4, static_cast<hocclDataType_t>(12), hocclSum, comm, nullptr),
+              hocclInvalidArgument);
+    EXPECT_NE(lastError().find("datatype 12"), std::string::npos) << lastError();
+    EXPECT_EQ(hocclAllReduce(x, y, 4, hocclFloat, static_cast<hocclRedOp_t>(9), comm, nullptr), hocclInvalidArgument);
+    EXPECT_NE(lastError().find("op 9"), std::string::npos) << lastError();
+    EXPECT_EQ(hocclAllReduce(x, y, 4, hocclFloat, static_cast<hocclRedOp_t>(-1), comm, nullptr), hocclInvalidArgument);
+    EXPECT_EQ(hocclBroadcast(x, y, 4, hocclFloat, 1, comm, nullptr), hocclInvalidArgument);
+    EXPECT_NE(lastError().find("root 1"), std::string::npos) << lastError();
+    EXPECT_EQ(hocclReduce(x, y, 4, hocclFloat, hocclSum, -1, comm, nullptr), hocclInvalidArgument);
+    EXPECT_EQ(hocclAllReduce(x, y, SIZE_MAX / 2, hocclFloat, hocclSum, comm, nullptr), hocclInvalidArgument);
+    EXPECT_NE(lastError().find("too large"), std::string::npos) << lastError();
+    EXPECT_EQ(hocclAllGather(x, y, SIZE_MAX / 4, hocclFloat64, comm, nullptr), hocclInvalidArgument);
+    // Overlapping but not in place.
+    EXPECT_EQ(hocclAllReduce(x, x + 1, 3, hocclFloat, hocclSum, comm, nullptr), hocclInvalidArgument);
+    EXPECT_NE(lastError().find("overlap"), std::string::npos) << lastError();
+    // The communicator is still usable after rejected calls.
+    EXPECT_EQ(hocclAllReduce(x, y, 4, hocclFloat, hocclSum, comm, nullptr), hocclSuccess);
+    EXPECT_EQ(y[3], 4.0f);
+    int v = 0;
+    EXPECT_EQ(hocclCommCount(comm, nullptr), hocclInvalidArgument);
+    EXPECT_EQ(hocclCommUserRank(comm, nullptr), hocclInvalidArgument);
+    EXPECT_EQ(hocclCommCount(comm, &v), hocclSuccess);
+    EXPECT_EQ(v, 1);
+  }, &err)) << err;
+}
+
+TEST(BadInput, InitArguments) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclComm_t comm = nullptr;
+  EXPECT_EQ(hocclCommInitRank(nullptr, 1, id, 0), hocclInvalidArgument);
+  EXPECT_EQ(hocclCommInitRank(&comm, 0, id, 0), hocclInvalidArgument);
+  EXPECT_NE(lastError().find("nranks 0"), std::string::npos) << lastError();
+  EXPECT_EQ(hocclCommInitRank(&comm, 2, id, 2), hocclInvalidArgument);
+  EXPECT_NE(lastError().find("rank 2"), std::string::npos) << lastError();
+  hocclUniqueId garbage;
+  memset(&garbage, 0x5a, sizeof garbage);
+  EXPECT_EQ(hocclCommInitRank(&comm, 1, garbage, 0), hocclInvalidArgument);
+  EXPECT_NE(lastError().find("unique id"), std::string::npos) << lastError();
+  EXPECT_EQ(hocclGetUniqueId(nullptr), hocclInvalidArgument);
+  hocclConfig_t bad = HOCCL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  EXPECT_EQ(hocclCommInitRankConfig(&comm, 1, id, 0, &bad), hocclInvalidArgument);
+  EXPECT_NE(lastError().find("HOCCL_CONFIG_INITIALIZER"), std::string::npos) << lastError();
+}
+
+TEST(BadInput, UseAfterDestroyAndNullComm) {
+  hocclComm_t kept = nullptr;
+  std::string err;
+  ASSERT_TRUE(runThreads(1, [&](hocclComm_t comm, int) { kept = comm; }, &err)) << err;
+  // runThreads destroyed it.
+  float x = 1, y = 0;
+  EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, kept, nullptr), hocclInvalidUsage);
+  EXPECT_NE(lastError().find("not a live communicator"), std::string::npos) << lastError();
+  EXPECT_EQ(hocclCommDestroy(kept), hocclInvalidUsage);
+  EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, nullptr, nullptr), hocclInvalidArgument);
+  EXPECT_NE(lastError().find("comm is NULL"), std::string::npos) << lastError();
+  EXPECT_EQ(hocclCommDestroy(nullptr), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);
+}
+
+TEST(BadInput, ErrorStringsNameEveryResult) {
+  for (int r = 0; r < hocclNumResults; ++r) {
+    std::string s = hocclGetErrorString(static_cast<hocclResult_t>(r));
+    EXPECT_FALSE(s.empty());
+    EXPECT_EQ(s.find("unknown"), std::string::npos) << r;
+  }
+  int v = 0;
+  EXPECT_EQ(hocclGetVersion(&v), hocclSuccess);
+  EXPECT_EQ(v, HOCCL_VERSION_CODE);
+}
+
+// Rank 0 all-reduces 1000 floats, rank 1 1001: both get an error naming the
+// mismatch, promptly, and the communicator then refuses further calls.
+TEST(Mismatch, DifferentCountsAreReportedOnEveryRank) {
+  for (int n : {2, 3, 5}) {
+    std::vector<hocclResult_t> rc(n);
+    std::vector<std::string> msg(n);
+    std::string err;
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(runThreads(n, [&](hocclComm_t comm, int rank) {
+      std::vector<float> buf(1001, 1.0f);
+      size_t count = rank == 1 ? 1001 : 1000;
+      rc[rank] = hocclAllReduce(buf.data(), buf.data(), count, hocclFloat, hocclSum, comm, nullptr);
+      msg[rank] = hocclGetLastError(comm);
+      float x = 0;
+      EXPECT_EQ(hocclAllReduce(&x, &x, 1, hocclFloat, hocclSum, comm, nullptr), rc[rank]);
+    }, &err)) << err;
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(secs, 60.0);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(rc[r], hocclInvalidUsage) << "P=" << n << " rank " << r;
+      EXPECT_NE(msg[r].find("mismatch"), std::string::npos) << "P=" << n << " rank " << r << ": " << msg[r];
+      EXPECT_NE(msg[r].find("count=1001"), std::string::npos) << msg[r];
+      EXPECT_NE(msg[r].find("count=1000"), std::string::npos) << msg[r];
+    }
+  }
+}
+
+TEST(Mismatch, DifferentTypesOpsAndCollectives) {
+  struct Case {
+    const char* name;
+    std::function<hocclResult_t(hocclComm_t, int, void*)> call;
+    const char* expect;
+  };
+  std::vector<Case> cases = {
+      {"type", [](hocclComm_t c, int r, void* b) {
+         return hocclAllReduce(b, b, 64, r == 0 ? hocclFloat : hocclInt32, hocclSum, c, nullptr); }, "int32"},
+      {"op", [](hocclComm_t c, int r, void* b) {
+         return hocclAllReduce(b, b, 64, hocclFloat, r == 0 ? hocclSum : hocclMax, c, nullptr); }, "max"},
+      {"collective", [](hocclComm_t c, int r, void* b) {
+         return r == 0 ? hocclAllReduce(b, b, 64, hocclFloat, hocclSum, c, nullptr)
+                       : hocclBroadcast(b, b, 64, hocclFloat, 0, c, nullptr); }, "Broadcast"},
+      {"root", [](hocclComm_t c, int r, void* b) {
+         return hocclBroadcast(b, b, 64, hocclFloat, r == 0 ? 0 : 1, c, nullptr); }, "root="},
+      {"zero count", [](hocclComm_t c, int r, void* b) {
+         return hocclAllReduce(b, b, r == 0 ? 0 : 64, hocclFloat, hocclSum, c, nullptr); }, "count=0"},
+  };
+  for (const Case& k : cases) {
+    std::vector<hocclResult_t> rc(2);
+    std::vector<std::string> msg(2);
+    std::string err;
+    ASSERT_TRUE(runThreads(2, [&](hocclComm_t comm, int rank) {
+      std::vector<double> buf(64, 1.0);
+      rc[rank] = k.call(comm, rank, buf.data());
+      msg[rank] = hocclGetLastError(comm);
+    }, &err)) << err;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(rc[r], hocclInvalidUsage) << k.name << " rank " << r << ": " << msg[r];
+      EXPECT_NE(msg[r].find(k.expect), std::string::npos) << k.name << " rank " << r << ": " << msg[r];
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,100 @@
+// Ranks as separate processes (fork/exec of hoccl_test_worker).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+struct Outcome {
+  std::vector<int> exitCodes;
+  double seconds = 0;
+};
+
+// Starts n workers; kills them all if they outlive `limitSec` (exit -9).
+Outcome launch(const std::string& scenario, int n, double limitSec,
+               const std::vector<std::vector<std::string>>& extraEnv = {}) {
+  char tmpl[] = "/tmp/hoccl-mp-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string idfile = dir + "/id";
+  std::vector<pid_t> pids(n);
+  auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> args = {HOCCL_TEST_WORKER, scenario, std::to_string(r), std::to_string(n), idfile};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    if (r < static_cast<int>(extraEnv.size()))
+      for (auto& e : extraEnv[r]) env.push_back(e);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pids[r], HOCCL_TEST_WORKER, nullptr, nullptr, argv.data(), envp.data()), 0);
+  }
+  Outcome out;
+  out.exitCodes.assign(n, -1);
+  int left = n;
+  while (left > 0) {
+    for (int r = 0; r < n; ++r) {
+      if (out.exitCodes[r] != -1) continue;
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        out.exitCodes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        --left;
+      }
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (secs > limitSec) {
+      for (int r = 0; r < n; ++r)
+        if (out.exitCodes[r] == -1) {
+          kill(pids[r], SIGKILL);
+          waitpid(pids[r], nullptr, 0);
+          out.exitCodes[r] = -9;
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  unlink(idfile.c_str());
+  rmdir(dir.c_str());
+  return out;
+}
+
+void expectAllZero(const Outcome& o) {
+  for (size_t r = 0; r < o.exitCodes.size(); ++r) EXPECT_EQ(o.exitCodes[r], 0) << "rank " << r;
+}
+
+TEST(MultiProcess, TwoRanksEveryTypeAndOp) { expectAllZero(launch("full", 2, 300)); }
+TEST(MultiProcess, FourRanksEveryTypeAndOp) { expectAllZero(launch("full", 4, 400)); }
+
+TEST(MultiProcess, MismatchedCountsFailOnBothRanks) {
+  Outcome o = launch("mismatch", 2, 60);
+  expectAllZero(o);
+  EXPECT_LT(o.seconds, 30);
+}
+
+TEST(MultiProcess, DeadPeerBecomesRemoteErrorQuickly) {
+  Outcome o = launch("die", 3, 60);
+  EXPECT_EQ(o.exitCodes[0], 0);
+  EXPECT_EQ(o.exitCodes[1], 0);
+  EXPECT_EQ(o.exitCodes[2], 42);
+  EXPECT_LT(o.seconds, 20);
+}
+
+TEST(MultiProcess, DifferentSettingsAreRefusedAtInit) {
+  expectAllZero(launch("config", 2, 60, {{}, {"HOCCL_SLOTS=4"}}));
+}
+
+}  // namespace

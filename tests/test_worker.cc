@@ -1,0 +1,139 @@
+// One rank of a multi-process test, using only the public API. Rank 0
+// writes the unique id to a file; the others wait for it.
+//   hoccl_test_worker <scenario> <rank> <nranks> <idfile>
+// Scenarios: full, mismatch, die, config. Exit 0 when the rank saw what the
+// scenario expects; otherwise print why and exit non-zero.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_util.h"
+
+using namespace testutil;
+
+namespace {
+
+bool exchangeId(int rank, const std::string& path, hocclUniqueId* id) {
+  if (rank == 0) {
+    if (hocclGetUniqueId(id) != hocclSuccess) return false;
+    std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "wb");
+    if (!f || fwrite(id, sizeof *id, 1, f) != 1) return false;
+    fclose(f);
+    return rename(tmp.c_str(), path.c_str()) == 0;
+  }
+  for (int i = 0; i < 3000; ++i) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (f) {
+      bool ok = fread(id, sizeof *id, 1, f) == 1;
+      fclose(f);
+      if (ok) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+int fail(int rank, const std::string& what) {
+  fprintf(stderr, "worker rank %d: %s\n", rank, what.c_str());
+  return 1;
+}
+
+int runFull(hocclComm_t comm, int rank, int n) {
+  const hocclDataType_t types[] = {hocclInt8, hocclUint8, hocclInt32, hocclUint32, hocclInt64,
+                                   hocclUint64, hocclFloat16, hocclFloat32, hocclFloat64, hocclBfloat16};
+  const hocclRedOp_t ops[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg};
+  for (uint64_t count : {0ull, 1ull, 1009ull, 65537ull})
+    for (hocclDataType_t t : types)
+      for (hocclRedOp_t op : ops)
+        for (bool inPlace : {false, true}) {
+          size_t es = typeSize(t);
+          std::vector<char> in(count * n * es + 1), out(count * n * es + 1);
+          std::string err;
+          fillReduceInput(in.data(), t, op, rank, 0, count);
+          void* recv = inPlace ? in.data() : out.data();
+          if (hocclAllReduce(in.data(), recv, count, t, op, comm, nullptr) != hocclSuccess)
+            return fail(rank, std::string("AllReduce: ") + hocclGetLastError(comm));
+          if (countReduceErrors(recv, t, op, n, 0, count, &err))
+            return fail(rank, std::string("AllReduce ") + typeName(t) + " " + opName(op) + ": " + err);
+          fillReduceInput(in.data(), t, op, rank, 0, count * n);
+          recv = inPlace ? in.data() + rank * count * es : out.data();
+          if (hocclReduceScatter(in.data(), recv, count, t, op, comm, nullptr) != hocclSuccess)
+            return fail(rank, std::string("ReduceScatter: ") + hocclGetLastError(comm));
+          if (countReduceErrors(recv, t, op, n, rank * count, count, &err))
+            return fail(rank, std::string("ReduceScatter ") + typeName(t) + " " + opName(op) + ": " + err);
+          if (op != hocclSum) continue;
+          char* send = inPlace ? out.data() + rank * count * es : in.data();
+          for (uint64_t i = 0; i < count; ++i) store(send, t, i, gatherValue(t, rank, i));
+          if (hocclAllGather(send, out.data(), count, t, comm, nullptr) != hocclSuccess)
+            return fail(rank, std::string("AllGather: ") + hocclGetLastError(comm));
+          for (int r = 0; r < n; ++r)
+            for (uint64_t i = 0; i < count; ++i)
+              if (load(out.data(), t, r * count + i) != gatherValue(t, r, i))
+                return fail(rank, std::string("AllGather ") + typeName(t) + " wrong at " + std::to_string(r * count + i));
+        }
+  // A large one: 24M floats, sum.
+  const uint64_t big = 24000000;
+  std::vector<float> buf(big);
+  for (uint64_t i = 0; i < big; ++i) buf[i] = static_cast<float>((rank + i) % 3);
+  if (hocclAllReduce(buf.data(), buf.data(), big, hocclFloat, hocclSum, comm, nullptr) != hocclSuccess)
+    return fail(rank, std::string("large AllReduce: ") + hocclGetLastError(comm));
+  for (uint64_t i = 0; i < big; ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += static_cast<float>((r + i) % 3);
+    if (buf[i] != want) return fail(rank, "large AllReduce wrong at " + std::to_string(i));
+  }
+  return 0;
+}
+
+bool contains(const char* s, const char* what) { return strstr(s, what) != nullptr; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    fprintf(stderr, "usage: %s full|mismatch|die|config rank nranks idfile\n", argv[0]);
+    return 2;
+  }
+  std::string scenario = argv[1];
+  int rank = atoi(argv[2]), n = atoi(argv[3]);
+  hocclUniqueId id;
+  if (!exchangeId(rank, argv[4], &id)) return fail(rank, "could not exchange the unique id");
+  hocclComm_t comm = nullptr;
+  hocclResult_t rc = hocclCommInitRank(&comm, n, id, rank);
+  if (scenario == "config") {
+    // Rank 1 was started with another HOCCL_SLOTS: every rank must refuse.
+    if (rc == hocclSuccess) return fail(rank, "init succeeded despite differing HOCCL_SLOTS");
+    const char* msg = hocclGetLastError(nullptr);
+    return contains(msg, "HOCCL_SLOTS") && contains(msg, "rank 1") ? 0 : fail(rank, msg);
+  }
+  if (rc != hocclSuccess) return fail(rank, std::string("init: ") + hocclGetLastError(nullptr));
+  int result = 0;
+  if (scenario == "full") {
+    result = runFull(comm, rank, n);
+  } else if (scenario == "mismatch") {
+    std::vector<float> buf(1001, 1.0f);
+    rc = hocclAllReduce(buf.data(), buf.data(), rank == 1 ? 1001 : 1000, hocclFloat, hocclSum, comm, nullptr);
+    const char* msg = hocclGetLastError(comm);
+    if (rc != hocclInvalidUsage || !contains(msg, "mismatch")) result = fail(rank, std::string("expected a mismatch, got: ") + msg);
+    else fprintf(stderr, "worker rank %d saw: %s\n", rank, msg);
+  } else if (scenario == "die") {
+    // The last rank dies before the call; the others must learn it quickly.
+    if (rank == n - 1) _exit(42);
+    std::vector<float> buf(1 << 20, 1.0f);
+    rc = hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat, hocclSum, comm, nullptr);
+    const char* msg = hocclGetLastError(comm);
+    if (rc != hocclRemoteError || !contains(msg, "exited")) result = fail(rank, std::string("expected a remote error, got: ") + msg);
+    else fprintf(stderr, "worker rank %d saw: %s\n", rank, msg);
+  } else {
+    result = fail(rank, "unknown scenario " + scenario);
+  }
+  hocclCommDestroy(comm);
+  return result;
+}

@@ -1,0 +1,51 @@
+// The connection interface every transport implements. A connection is one
+// direction of one channel between two ranks, made of fixed-size slots:
+// the sender fills a slot and posts it, the receiver peeks at it, consumes
+// it in place and releases it. All calls are non-blocking; the executor
+// polls them and sleeps on the rank's doorbell when nothing moves.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hoccl {
+
+// Travels at the head of every slot: which call the data belongs to, so a
+// call that differs across ranks is caught on its first message.
+struct SlotHeader {
+  uint64_t opSeq;   // per-communicator sequence number of the call
+  uint64_t count;   // the call's count argument
+  uint32_t bytes;   // payload bytes in this slot
+  uint8_t coll;
+  uint8_t dtype;
+  uint8_t op;
+  uint8_t flags;
+  int32_t root;
+  int32_t sender;
+  uint8_t reserved[32];
+};
+static_assert(sizeof(SlotHeader) == 64, "one cache line");
+
+class SendConn {
+ public:
+  virtual ~SendConn() = default;
+  // A free slot (header + payload of slotBytes()), or false if all are in
+  // flight.
+  virtual bool tryAcquire(SlotHeader** header, void** payload) = 0;
+  // Publishes the slot returned by the last tryAcquire and wakes the peer.
+  virtual void post() = 0;
+  virtual size_t slotBytes() const = 0;
+  virtual int peer() const = 0;
+};
+
+class RecvConn {
+ public:
+  virtual ~RecvConn() = default;
+  // The oldest unreleased slot, or false if none has arrived.
+  virtual bool tryPeek(const SlotHeader** header, const void** payload) = 0;
+  // Returns the slot from the last tryPeek to the sender and wakes it.
+  virtual void release() = 0;
+  virtual int peer() const = 0;
+};
+
+}  // namespace hoccl

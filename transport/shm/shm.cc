@@ -1,0 +1,287 @@
+#include "transport/shm/shm.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/log.h"
+
+namespace hoccl {
+namespace {
+
+constexpr uint32_t kEdgeMagic = 0x45434f48;  // "HOCE"
+constexpr uint32_t kTagShmReady = 0x20000000;
+constexpr size_t kEdgeHeaderBytes = 4096;
+
+struct EdgeHeader {
+  alignas(64) std::atomic<uint64_t> head;  // slots posted (sender)
+  alignas(64) std::atomic<uint64_t> tail;  // slots released (receiver)
+  alignas(64) uint32_t magic;
+  uint32_t slots;
+  uint64_t slotBytes;
+  int32_t sender;
+  int32_t receiver;
+};
+static_assert(sizeof(EdgeHeader) <= kEdgeHeaderBytes);
+
+size_t slotStride(size_t slotBytes) { return sizeof(SlotHeader) + slotBytes; }
+
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
+}
+
+Status createSegment(const std::string& name, size_t bytes, void** addr) {
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    // Left by a killed run that reused this name: it cannot be ours.
+    shm_unlink(name.c_str());
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) return sysErrorf("shm_open(%s)", name.c_str());
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    Status st = sysErrorf("cannot size shared segment %s to %zu bytes (is /dev/shm full?)",
+                          name.c_str(), bytes);
+    close(fd);
+    shm_unlink(name.c_str());
+    return st;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return sysErrorf("mmap of %s (%zu bytes)", name.c_str(), bytes);
+  }
+  *addr = p;
+  return Status();
+}
+
+Status openSegment(const std::string& name, size_t bytes, void** addr) {
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return sysErrorf("shm_open(%s)", name.c_str());
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+    close(fd);
+    return errorf(hocclInternalError, "shared segment %s is smaller than expected", name.c_str());
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return sysErrorf("mmap of %s", name.c_str());
+  *addr = p;
+  return Status();
+}
+
+class ShmSend : public SendConn {
+ public:
+  ShmSend(EdgeHeader* e, ControlBlock* peerCtl, int peer)
+      : e_(e), peerCtl_(peerCtl), peer_(peer), head_(e->head.load(std::memory_order_relaxed)) {}
+  bool tryAcquire(SlotHeader** header, void** payload) override {
+    if (head_ - tailCache_ >= e_->slots) {
+      tailCache_ = e_->tail.load(std::memory_order_acquire);
+      if (head_ - tailCache_ >= e_->slots) return false;
+    }
+    char* slot = reinterpret_cast<char*>(e_) + kEdgeHeaderBytes + (head_ % e_->slots) * slotStride(e_->slotBytes);
+    *header = reinterpret_cast<SlotHeader*>(slot);
+    *payload = slot + sizeof(SlotHeader);
+    return true;
+  }
+  void post() override {
+    ++head_;
+    e_->head.store(head_, std::memory_order_seq_cst);
+    ringDoorbell(peerCtl_);
+  }
+  size_t slotBytes() const override { return e_->slotBytes; }
+  int peer() const override { return peer_; }
+
+ private:
+  EdgeHeader* e_;
+  ControlBlock* peerCtl_;
+  int peer_;
+  uint64_t head_;
+  uint64_t tailCache_ = 0;
+};
+
+class ShmRecv : public RecvConn {
+ public:
+  ShmRecv(EdgeHeader* e, ControlBlock* peerCtl, int peer)
+      : e_(e), peerCtl_(peerCtl), peer_(peer), tail_(e->tail.load(std::memory_order_relaxed)) {}
+  bool tryPeek(const SlotHeader** header, const void** payload) override {
+    if (tail_ >= headCache_) {
+      headCache_ = e_->head.load(std::memory_order_acquire);
+      if (tail_ >= headCache_) return false;
+    }
+    const char* slot = reinterpret_cast<const char*>(e_) + kEdgeHeaderBytes +
+                       (tail_ % e_->slots) * slotStride(e_->slotBytes);
+    *header = reinterpret_cast<const SlotHeader*>(slot);
+    *payload = slot + sizeof(SlotHeader);
+    return true;
+  }
+  void release() override {
+    ++tail_;
+    e_->tail.store(tail_, std::memory_order_seq_cst);
+    ringDoorbell(peerCtl_);
+  }
+  int peer() const override { return peer_; }
+
+ private:
+  EdgeHeader* e_;
+  ControlBlock* peerCtl_;
+  int peer_;
+  uint64_t tail_;
+  uint64_t headCache_ = 0;
+};
+
+}  // namespace
+
+void ringDoorbell(ControlBlock* cb) {
+  cb->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  if (cb->sleepers.load(std::memory_order_seq_cst) != 0) futex(&cb->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+void waitDoorbell(ControlBlock* cb, uint32_t seen, int timeoutMs) {
+  cb->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (cb->doorbell.load(std::memory_order_seq_cst) == seen) {
+    timespec ts{timeoutMs / 1000, static_cast<long>(timeoutMs % 1000) * 1000000L};
+    futex(&cb->doorbell, FUTEX_WAIT, seen, &ts);
+  }
+  cb->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+std::string ShmDomain::segmentName(const char* kind, int a, int b, int channel) const {
+  // The job hash and the creator's pid make names unique, and let a cleanup
+  // tool tell which segments belong to processes that no longer exist.
+  char name[128];
+  snprintf(name, sizeof name, "/hoccl-%016llx-%d-%s-%d-%d-%d",
+           static_cast<unsigned long long>(opt_.commHash), static_cast<int>(getpid()), kind, a, b,
+           channel);
+  return name;
+}
+
+Status ShmDomain::create(Bootstrap& boot, const ShmOptions& opt, const std::vector<int>& localRanks,
+                         std::unique_ptr<ShmDomain>* out) {
+  std::unique_ptr<ShmDomain> d(new ShmDomain());
+  d->opt_ = opt;
+  d->localRanks_ = localRanks;
+  // 1. Create this rank's control block; 2. learn every rank's pid (names
+  // contain the creator's pid); 3. map the local peers' blocks; 4. once all
+  // have mapped, unlink this rank's name.
+  std::string myName = d->segmentName("ctl", opt.rank, opt.rank, 0);
+  void* addr = nullptr;
+  HOCCL_TRY(createSegment(myName, sizeof(ControlBlock), &addr));
+  d->mappings_.push_back({addr, sizeof(ControlBlock)});
+  d->self_ = new (addr) ControlBlock();
+  d->self_->pid = getpid();
+  d->self_->commHash = opt.commHash;
+  d->controls_[opt.rank] = d->self_;
+
+  std::vector<int32_t> pids(boot.nranks());
+  pids[opt.rank] = getpid();
+  Status st = boot.allGather(pids.data(), sizeof(int32_t));
+  for (int r : localRanks) {
+    if (!st.ok() || r == opt.rank) continue;
+    char name[128];
+    snprintf(name, sizeof name, "/hoccl-%016llx-%d-ctl-%d-%d-0",
+             static_cast<unsigned long long>(opt.commHash), pids[r], r, r);
+    void* p = nullptr;
+    st = openSegment(name, sizeof(ControlBlock), &p);
+    if (!st.ok()) st.context("mapping the control block of local rank " + std::to_string(r));
+    else {
+      d->mappings_.push_back({p, sizeof(ControlBlock)});
+      d->controls_[r] = static_cast<ControlBlock*>(p);
+    }
+  }
+  Status bst = st.ok() ? boot.barrier() : st;
+  shm_unlink(myName.c_str());
+  HOCCL_TRY(bst);
+  *out = std::move(d);
+  return Status();
+}
+
+ShmDomain::~ShmDomain() {
+  sends_.clear();
+  recvs_.clear();
+  for (const Mapping& m : mappings_) munmap(m.addr, m.bytes);
+}
+
+ControlBlock* ShmDomain::control(int rank) {
+  auto it = controls_.find(rank);
+  return it == controls_.end() ? nullptr : it->second;
+}
+
+Status ShmDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges) {
+  size_t bytes = kEdgeHeaderBytes + static_cast<size_t>(opt_.slots) * slotStride(opt_.slotBytes);
+  // Receivers create their segments first (no waiting), then senders wait
+  // for each receiver's "ready": no pair can wait on each other.
+  for (const EdgeRequest& e : edges) {
+    if (e.send || recvs_.count({e.peer, e.channel})) continue;
+    ControlBlock* peerCtl = control(e.peer);
+    if (!peerCtl)
+      return errorf(hocclInternalError, "rank %d is not on this node; no shared-memory path", e.peer);
+    std::string name = segmentName("edge", e.peer, opt_.rank, e.channel);
+    void* addr = nullptr;
+    HOCCL_TRY(createSegment(name, bytes, &addr));
+    mappings_.push_back({addr, bytes});
+    auto* h = new (addr) EdgeHeader();
+    h->magic = kEdgeMagic;
+    h->slots = static_cast<uint32_t>(opt_.slots);
+    h->slotBytes = opt_.slotBytes;
+    h->sender = e.peer;
+    h->receiver = opt_.rank;
+    recvs_[{e.peer, e.channel}] = std::make_unique<ShmRecv>(h, peerCtl, e.peer);
+    HOCCL_TRY(boot.send(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), name.data(), name.size()));
+  }
+  for (const EdgeRequest& e : edges) {
+    if (!e.send || sends_.count({e.peer, e.channel})) continue;
+    ControlBlock* peerCtl = control(e.peer);
+    if (!peerCtl)
+      return errorf(hocclInternalError, "rank %d is not on this node; no shared-memory path", e.peer);
+    std::string name;
+    HOCCL_TRY(boot.recv(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), &name));
+    void* addr = nullptr;
+    Status st = openSegment(name, bytes, &addr);
+    shm_unlink(name.c_str());
+    HOCCL_TRY(st.context("connecting to local rank " + std::to_string(e.peer)));
+    mappings_.push_back({addr, bytes});
+    auto* h = static_cast<EdgeHeader*>(addr);
+    if (h->magic != kEdgeMagic || h->slots != static_cast<uint32_t>(opt_.slots) ||
+        h->slotBytes != opt_.slotBytes || h->sender != opt_.rank || h->receiver != e.peer)
+      return errorf(hocclInternalError, "shared segment %s does not match this connection", name.c_str());
+    sends_[{e.peer, e.channel}] = std::make_unique<ShmSend>(h, peerCtl, e.peer);
+  }
+  HINFO(kSubShm, "rank %d: %zu shared-memory connections", opt_.rank, sends_.size() + recvs_.size());
+  return Status();
+}
+
+SendConn* ShmDomain::sendConn(int peer, int channel) {
+  auto it = sends_.find({peer, channel});
+  return it == sends_.end() ? nullptr : it->second.get();
+}
+
+RecvConn* ShmDomain::recvConn(int peer, int channel) {
+  auto it = recvs_.find({peer, channel});
+  return it == recvs_.end() ? nullptr : it->second.get();
+}
+
+void ShmDomain::broadcastAbort(int code, const std::string& msg) {
+  for (auto& [rank, cb] : controls_) {
+    if (rank == opt_.rank) continue;
+    // 0 -> 2 claims the record (one writer wins), 2 -> 1 publishes it.
+    uint32_t expected = 0;
+    if (cb->aborted.compare_exchange_strong(expected, 2)) {
+      cb->abortFrom = opt_.rank;
+      cb->abortCode = code;
+      snprintf(cb->abortMsg, sizeof cb->abortMsg, "%s", msg.c_str());
+      cb->aborted.store(1, std::memory_order_release);
+    }
+    ringDoorbell(cb);
+  }
+}
+
+}  // namespace hoccl
