@@ -78,11 +78,22 @@ int runFull(hocclComm_t comm, int rank, int n) {
               if (load(out.data(), t, r * count + i) != gatherValue(t, r, i))
                 return fail(rank, std::string("AllGather ") + typeName(t) + " wrong at " + std::to_string(r * count + i));
         }
-  // A large one: 24M floats, sum.
+  // Tens of millions of elements of every type, in place, summed.
+  for (hocclDataType_t t : types) {
+    const uint64_t count = 10000019;
+    std::vector<char> buf(count * typeSize(t));
+    std::string err;
+    fillReduceInput(buf.data(), t, hocclSum, rank, 0, count);
+    if (hocclAllReduce(buf.data(), buf.data(), count, t, hocclSum, comm, nullptr) != hocclSuccess)
+      return fail(rank, std::string("large AllReduce: ") + hocclGetLastError(comm));
+    if (countReduceErrors(buf.data(), t, hocclSum, n, 0, count, &err))
+      return fail(rank, std::string("large AllReduce ") + typeName(t) + ": " + err);
+  }
+  // And 24M floats out of place.
   const uint64_t big = 24000000;
-  std::vector<float> buf(big);
-  for (uint64_t i = 0; i < big; ++i) buf[i] = static_cast<float>((rank + i) % 3);
-  if (hocclAllReduce(buf.data(), buf.data(), big, hocclFloat, hocclSum, comm, nullptr) != hocclSuccess)
+  std::vector<float> src(big), buf(big);
+  for (uint64_t i = 0; i < big; ++i) src[i] = static_cast<float>((rank + i) % 3);
+  if (hocclAllReduce(src.data(), buf.data(), big, hocclFloat, hocclSum, comm, nullptr) != hocclSuccess)
     return fail(rank, std::string("large AllReduce: ") + hocclGetLastError(comm));
   for (uint64_t i = 0; i < big; ++i) {
     float want = 0;
