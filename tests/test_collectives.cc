@@ -50,9 +50,10 @@ void checkReductions(hocclComm_t comm, int rank, int n, hocclDataType_t t, hoccl
     void* recv = inPlace ? in.data() : out.data();
     ASSERT_EQ(hocclReduce(in.data(), recv, count, t, op, root, comm, nullptr), hocclSuccess)
         << where("Reduce", t, op, count, inPlace, rank) << ": " << hocclGetLastError(comm);
-    if (rank == root)
+    if (rank == root) {
       EXPECT_EQ(countReduceErrors(recv, t, op, n, 0, count, &err), 0u)
           << where("Reduce", t, op, count, inPlace, rank) << ": " << err;
+    }
   }
 }
 
