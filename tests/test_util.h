@@ -1,42 +1,16 @@
-// Test helpers that use only the public API (the multi-process worker links
-// the installed-style shared library): closed-form inputs and expected
-// values for every type and op, and a harness that runs ranks as threads.
+// Test harness: ranks as threads of this process, each with its own
+// communicator; data helpers come from perf/common/values.h.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "hoccl.h"
+#include "perf/common/values.h"
 
 namespace testutil {
 
-size_t typeSize(hocclDataType_t t);
-const char* typeName(hocclDataType_t t);
-const char* opName(hocclRedOp_t op);
-
-// Rank r's value at global element index i, chosen so that the result of
-// every op is exact in every type (small integers, powers of two).
-double inputValue(hocclDataType_t t, hocclRedOp_t op, int rank, uint64_t i);
-// The reduction of element i over nranks, with the type's own semantics
-// (integer wrap-around, NCCL's integer avg).
-double expectedReduce(hocclDataType_t t, hocclRedOp_t op, int nranks, uint64_t i);
-// Data for gathers and broadcast: rank r's element i.
-double gatherValue(hocclDataType_t t, int rank, uint64_t i);
-
-void store(void* buf, hocclDataType_t t, uint64_t idx, double v);
-double load(const void* buf, hocclDataType_t t, uint64_t idx);
-// True if `got` is the expected value (exact, except float avg which
-// allows the rounding of one division).
-bool matches(hocclDataType_t t, hocclRedOp_t op, double got, double want);
-
-// Fills n elements of rank's reduction input starting at global index first.
-void fillReduceInput(void* buf, hocclDataType_t t, hocclRedOp_t op, int rank, uint64_t first, uint64_t n);
-// Number of wrong elements in a reduction result covering [first, first+n).
-uint64_t countReduceErrors(const void* buf, hocclDataType_t t, hocclRedOp_t op, int nranks, uint64_t first,
-                           uint64_t n, std::string* firstError = nullptr);
+using namespace benchvals;
 
 // Runs body(comm, rank) on nranks threads, each with its own communicator
 // made from one unique id. Returns false (and sets *error) if init failed.

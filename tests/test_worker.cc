@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "perf/common/values.h"
 
-using namespace testutil;
+using namespace benchvals;
 
 namespace {
 

@@ -16,7 +16,7 @@ cc "$root/examples/allreduce_procs.c" -o "$prefix/allreduce_pc" $(pkg-config --c
 "$prefix/allreduce_pc" 4 16 2
 
 # The worker includes only <hoccl.h> (from the prefix) and the test helpers.
-c++ -std=c++20 -O2 -I"$root" "$root/tests/test_worker.cc" "$root/tests/test_util.cc" -o "$prefix/worker" \
+c++ -std=c++20 -O2 -I"$root" "$root/tests/test_worker.cc" "$root/perf/common/values.cc" -o "$prefix/worker" \
     $(pkg-config --cflags --libs hoccl) $rpath -pthread
 pids=()
 for r in 0 1 2 3; do

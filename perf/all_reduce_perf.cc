@@ -1,0 +1,4 @@
+// all_reduce_perf: nccl-tests' all_reduce_perf for hoccl (same flags, same table).
+#include "perf/hoccl_main.h"
+
+int main(int argc, char** argv) { return hocclPerfMain(argc, argv, bench::Coll::AllReduce); }

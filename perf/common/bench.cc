@@ -1,0 +1,375 @@
+// The sweep: for each type, op and root, for each size, time out-of-place
+// and in-place calls, check results against closed-form values, print an
+// nccl-tests row and a JSON line.
+#include "perf/common/bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "perf/common/values.h"
+
+namespace bench {
+namespace {
+
+using namespace benchvals;
+
+double nowSec() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
+bool rooted(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce; }
+
+double busFactor(Coll c, int n) {
+  switch (c) {
+    case Coll::AllReduce: return 2.0 * (n - 1) / n;
+    case Coll::ReduceScatter:
+    case Coll::AllGather: return static_cast<double>(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+// Element counts for one size, as nccl-tests computes them.
+struct Shape {
+  size_t sendCount, recvCount, paramCount, bytes;
+};
+
+Shape shapeFor(Coll c, size_t size, size_t es, int n) {
+  size_t count = size / es;
+  Shape s{};
+  size_t align = std::max<size_t>(1, 16 / es);
+  switch (c) {
+    case Coll::AllGather:
+      s.sendCount = (count / n) / align * align;
+      s.recvCount = s.sendCount * n;
+      s.paramCount = s.sendCount;
+      s.bytes = s.recvCount * es;
+      break;
+    case Coll::ReduceScatter:
+      s.recvCount = (count / n) / align * align;
+      s.sendCount = s.recvCount * n;
+      s.paramCount = s.recvCount;
+      s.bytes = s.sendCount * es;
+      break;
+    default:
+      s.sendCount = s.recvCount = s.paramCount = count;
+      s.bytes = count * es;
+  }
+  return s;
+}
+
+// The -T watchdog: one per process, fed by every row.
+std::atomic<double> lastBeat{0};
+std::once_flag watchdogOnce;
+
+void startWatchdog(int timeoutSec) {
+  if (timeoutSec <= 0) return;
+  std::call_once(watchdogOnce, [timeoutSec] {
+    lastBeat = nowSec();
+    std::thread([timeoutSec] {
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (nowSec() - lastBeat.load() > timeoutSec) {
+          fprintf(stderr, "# test timed out after %d s (-T); exiting\n", timeoutSec);
+          fflush(stdout);
+          _exit(124);
+        }
+      }
+    }).detach();
+  });
+}
+
+class Runner {
+ public:
+  Runner(Backend& b, const Options& o, Coll c) : b_(b), o_(o), c_(c), n_(b.nranks()), rank_(b.rank()) {}
+
+  long long run(int threadsPerProcess) {
+    print_ = rank_ == 0 || o_.verbose;
+    startWatchdog(o_.timeoutSec);
+    if (rank_ == 0 && !o_.jsonPath.empty()) {
+      json_ = fopen(o_.jsonPath.c_str(), "w");
+      if (!json_) fprintf(stderr, "# cannot write %s\n", o_.jsonPath.c_str());
+    }
+    preamble(threadsPerProcess);
+    if (!error_.empty()) return -1;
+    long long wrongTotal = 0;
+    for (int cycle = 0; o_.cycles == 0 || cycle < o_.cycles; ++cycle) {
+      for (hocclDataType_t t : o_.types) {
+        std::vector<hocclRedOp_t> ops = reduces(c_) ? o_.ops : std::vector<hocclRedOp_t>{hocclSum};
+        for (hocclRedOp_t op : ops) {
+          std::vector<int> roots;
+          if (!rooted(c_)) roots = {-1};
+          else if (o_.root < 0) for (int r = 0; r < n_; ++r) roots.push_back(r);
+          else roots = {o_.root};
+          for (int root : roots) {
+            if (!b_.supports(c_, t, op)) {
+              if (print_) printf("# %s does not support %s %s; skipped\n", b_.library(), typeName(t), reduces(c_) ? opName(op) : "");
+              continue;
+            }
+            long long w = sweep(t, op, root);
+            if (w < 0) return finish(-1);
+            wrongTotal += w;
+          }
+        }
+      }
+    }
+    return finish(wrongTotal);
+  }
+
+ private:
+  void preamble(int threadsPerProcess) {
+    if (rooted(c_) && o_.root >= n_) error_ = "root " + std::to_string(o_.root) + " is out of range for " + std::to_string(n_) + " ranks";
+    std::vector<std::string> lines = b_.allGatherLine(b_.deviceDescription());
+    if (!print_) return;
+    int version = 0;
+    hocclGetVersion(&version);
+    printf("# %s-tests (nccl-tests 2.19.6 format) %s library=%s algo=%s hoccl-headers=%d\n", b_.library(),
+           b_.library(), b_.library(), b_.algorithm().c_str(), HOCCL_VERSION_CODE);
+    printf("# Collective test starting: %s\n", collTestName(c_));
+    char step[64];
+    if (o_.stepFactor > 1) snprintf(step, sizeof step, "%g(factor)", o_.stepFactor);
+    else snprintf(step, sizeof step, "%zu(bytes)", o_.stepBytes);
+    printf("# nThread %d nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg iters: %d "
+           "validation: %d graph: 0 unalign: 0\n#\n# Using devices\n",
+           threadsPerProcess, o_.minBytes, o_.maxBytes, step, o_.warmup, o_.iters, o_.aggIters, o_.check);
+    for (const std::string& l : lines) printf("%s\n", l.c_str());
+    if (!error_.empty()) {
+      fprintf(stderr, "# %s\n", error_.c_str());
+      return;
+    }
+    printf("#\n");
+    printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
+           "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+           "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    fflush(stdout);
+  }
+
+  long long finish(long long wrong) {
+    if (print_) {
+      printf("# %-20s : %lld %s\n", "Out of bounds values", std::max(0LL, wrong), wrong == 0 ? "OK" : "FAILED");
+      double avg = bwCount_ ? bwSum_ / bwCount_ : 0;
+      const char* minBw = getenv("NCCL_TESTS_MIN_BW");
+      const char* verdict = "";
+      if (minBw) verdict = avg < 0.9 * atof(minBw) ? "FAILED" : "OK";
+      printf("# %-20s : %g %s\n#\n", "Avg bus bandwidth", avg, verdict);
+      printf("# Collective test concluded: %s\n", collTestName(c_));
+      fflush(stdout);
+    }
+    if (json_) fclose(json_);
+    return wrong;
+  }
+
+  struct Result {
+    double timeUs = 0, algbw = 0, busbw = 0;
+    long long wrong = -1;  // -1: not checked
+  };
+
+  // Puts rank's data for a check in place; returns the pointers to use.
+  void prepare(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, void** send, void** recv) {
+    size_t es = typeSize(t);
+    char* sb = sendBuf_.data();
+    char* rb = recvBuf_.data();
+    switch (c_) {
+      case Coll::AllReduce: case Coll::Reduce:
+        fillReduceInput(inPlace ? rb : sb, t, op, rank_, 0, s.sendCount);
+        *send = inPlace ? rb : sb;
+        *recv = rb;
+        break;
+      case Coll::ReduceScatter:
+        fillReduceInput(sb, t, op, rank_, 0, s.sendCount);
+        *send = sb;
+        *recv = inPlace ? sb + rank_ * s.recvCount * es : rb;
+        break;
+      case Coll::AllGather: {
+        char* mine = inPlace ? rb + rank_ * s.sendCount * es : sb;
+        for (size_t i = 0; i < s.sendCount; ++i) store(mine, t, i, gatherValue(t, rank_, i));
+        *send = mine;
+        *recv = rb;
+        break;
+      }
+      case Coll::Broadcast: {
+        char* mine = inPlace ? rb : sb;
+        for (size_t i = 0; i < s.sendCount; ++i) store(mine, t, i, gatherValue(t, rank_, i));
+        *send = mine;
+        *recv = rb;
+        break;
+      }
+    }
+    (void)root;
+  }
+
+  long long countWrong(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const void* recv) {
+    switch (c_) {
+      case Coll::AllReduce: return static_cast<long long>(countReduceErrors(recv, t, op, n_, 0, s.recvCount));
+      case Coll::ReduceScatter:
+        return static_cast<long long>(countReduceErrors(recv, t, op, n_, rank_ * s.recvCount, s.recvCount));
+      case Coll::Reduce:
+        return rank_ == root ? static_cast<long long>(countReduceErrors(recv, t, op, n_, 0, s.recvCount)) : 0;
+      case Coll::AllGather: {
+        long long w = 0;
+        for (int r = 0; r < n_; ++r)
+          for (size_t i = 0; i < s.sendCount; ++i) w += load(recv, t, r * s.sendCount + i) != gatherValue(t, r, i);
+        return w;
+      }
+      case Coll::Broadcast: {
+        long long w = 0;
+        for (size_t i = 0; i < s.recvCount; ++i) w += load(recv, t, i) != gatherValue(t, root, i);
+        return w;
+      }
+    }
+    return 0;
+  }
+
+  bool measure(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, Result* out) {
+    void *send, *recv;
+    prepare(t, op, root, s, inPlace, &send, &recv);
+    for (int i = 0; i < o_.warmup; ++i)
+      if (!call(t, op, root, s, send, recv)) return false;
+    b_.barrier();
+    double t0 = nowSec();
+    for (int i = 0; i < o_.iters; ++i) {
+      b_.aggregateBegin();
+      for (int a = 0; a < o_.aggIters; ++a)
+        if (!call(t, op, root, s, send, recv)) return false;
+      std::string err = b_.aggregateEnd();
+      if (!err.empty()) return fail(err);
+    }
+    double secs = o_.iters > 0 ? (nowSec() - t0) / (o_.iters * o_.aggIters) : 0;
+    if (o_.average == 1) secs = b_.allReduceDouble(secs, hocclSum) / n_;
+    else if (o_.average == 2) secs = b_.allReduceDouble(secs, hocclMin);
+    else if (o_.average == 3) secs = b_.allReduceDouble(secs, hocclMax);
+    out->timeUs = secs * 1e6;
+    double bytes = static_cast<double>(c_ == Coll::AllGather ? s.recvCount : c_ == Coll::ReduceScatter ? s.sendCount : s.sendCount) * typeSize(t);
+    out->algbw = secs > 0 ? bytes / secs / 1e9 : 0;
+    out->busbw = out->algbw * busFactor(c_, n_);
+    if (o_.check > 0) {
+      long long wrong = 0;
+      for (int k = 0; k < o_.check; ++k) {
+        prepare(t, op, root, s, inPlace, &send, &recv);
+        if (!call(t, op, root, s, send, recv)) return false;
+        wrong += countWrong(t, op, root, s, recv);
+      }
+      out->wrong = static_cast<long long>(b_.allReduceDouble(static_cast<double>(wrong), hocclSum));
+    }
+    return true;
+  }
+
+  bool call(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const void* send, void* recv) {
+    std::string err = b_.run(c_, send, recv, s.paramCount, t, op, root < 0 ? 0 : root);
+    return err.empty() || fail(err);
+  }
+
+  bool fail(const std::string& err) {
+    fprintf(stderr, "# rank %d: %s %s failed: %s\n", rank_, b_.library(), collTestName(c_), err.c_str());
+    error_ = err;
+    return false;
+  }
+
+  long long sweep(hocclDataType_t t, hocclRedOp_t op, int root) {
+    size_t es = typeSize(t);
+    Shape maxShape = shapeFor(c_, o_.maxBytes, es, n_);
+    sendBuf_.assign(maxShape.sendCount * es + 64, 0);
+    recvBuf_.assign(std::max(maxShape.recvCount, maxShape.sendCount) * es + 64, 0);
+    long long wrongTotal = 0;
+    for (size_t size = o_.minBytes; size <= o_.maxBytes;) {
+      Shape s = shapeFor(c_, size, es, n_);
+      Result r[2];
+      for (int ip = 0; ip < 2; ++ip)
+        if (!measure(t, op, root, s, ip == 1, &r[ip])) return -1;
+      lastBeat = nowSec();
+      row(t, op, root, s, r);
+      for (const Result& x : r) {
+        if (x.wrong > 0) wrongTotal += x.wrong;
+        bwSum_ += x.busbw;
+        ++bwCount_;
+      }
+      size_t next = o_.stepFactor > 1 ? static_cast<size_t>(size * o_.stepFactor) : size + o_.stepBytes;
+      if (next <= size) break;
+      size = next;
+    }
+    return wrongTotal;
+  }
+
+  void row(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const Result* r) {
+    const char* opStr = reduces(c_) ? opName(op) : "none";
+    if (print_) {
+      printf("%12zu  %12zu  %8s  %6s  %6d", s.bytes, s.paramCount, typeName(t), opStr, root);
+      for (int i = 0; i < 2; ++i) {
+        printf("  %7s  %6s  %6s", fitNumber(r[i].timeUs, 7).c_str(), fitNumber(r[i].algbw, 6).c_str(),
+               fitNumber(r[i].busbw, 6).c_str());
+        if (r[i].wrong < 0) printf("  %6s", "N/A");
+        else printf("  %6g", static_cast<double>(r[i].wrong));
+      }
+      printf("\n");
+      fflush(stdout);
+    }
+    if (json_) {
+      fprintf(json_,
+              "{\"library\":\"%s\",\"algo\":\"%s\",\"collective\":\"%s\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,"
+              "\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d",
+              b_.library(), b_.algorithm().c_str(), collShortName(c_), n_, s.bytes, s.paramCount, typeName(t), opStr, root);
+      const char* names[2] = {"oop", "ip"};
+      for (int i = 0; i < 2; ++i) {
+        fprintf(json_, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.6f,\"busbw\":%.6f,\"wrong\":", names[i], r[i].timeUs,
+                r[i].algbw, r[i].busbw);
+        if (r[i].wrong < 0) fprintf(json_, "null}");
+        else fprintf(json_, "%lld}", r[i].wrong);
+      }
+      fprintf(json_, "}\n");
+      fflush(json_);
+    }
+  }
+
+  Backend& b_;
+  const Options& o_;
+  Coll c_;
+  int n_, rank_;
+  bool print_ = false;
+  FILE* json_ = nullptr;
+  std::string error_;
+  std::vector<char> sendBuf_, recvBuf_;
+  double bwSum_ = 0;
+  long long bwCount_ = 0;
+};
+
+}  // namespace
+
+std::string deviceLine(int rank, const std::string& what) {
+  char host[64] = {0};
+  gethostname(host, sizeof host - 1);
+  char buf[kLineBytes];
+  snprintf(buf, sizeof buf, "#  Rank %2d Group  0 Pid %6d on %10s device %2d [%04x:%02x:%02x] %s", rank,
+           static_cast<int>(getpid()), host, -1, 0, 0, 0, what.c_str());
+  return buf;
+}
+
+std::string fitNumber(double v, int width) {
+  char buf[64];
+  for (int dec = 2; dec >= 0; --dec) {
+    snprintf(buf, sizeof buf, "%.*f", dec, v);
+    if (static_cast<int>(strlen(buf)) <= width) return buf;
+  }
+  for (int dec = std::max(0, width - 6); dec >= 0; --dec) {
+    snprintf(buf, sizeof buf, "%.*e", dec, v);
+    if (static_cast<int>(strlen(buf)) <= width) return buf;
+  }
+  return buf;
+}
+
+long long runBenchmark(Backend& b, const Options& opt, Coll coll, int threadsPerProcess) {
+  Runner r(b, opt, coll);
+  return r.run(threadsPerProcess);
+}
+
+}  // namespace bench
