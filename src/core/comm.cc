@@ -17,6 +17,12 @@ namespace hoccl {
 namespace {
 
 constexpr uint32_t kSplitTag = 0x30000000;
+// Polls before sleeping: yielding polls when ranks outnumber cores (each
+// hands the core to a peer that may be the one we wait for), busy polls
+// otherwise. Measured on 2 cores, 4 ranks: 8-byte all-reduce 60-100 us with
+// 64 busy polls, 7 us with 64-256 yielding polls.
+constexpr int kYieldSpins = 128;
+constexpr int kBusySpins = 20000;
 
 int onlineCpus() {
   cpu_set_t set;
@@ -61,7 +67,10 @@ Status finishInit(hocclComm* c) {
   }
   c->algo = chooseAlgorithm(c->settings);
   int spin = c->settings.spinIters;
-  if (spin < 0) spin = static_cast<int>(c->localRanks.size()) > onlineCpus() ? 64 : 20000;
+  // More local ranks than cores: a spinning rank steals the core its peer
+  // needs, so it yields between polls instead of pausing.
+  c->yieldWhileSpinning = static_cast<int>(c->localRanks.size()) > onlineCpus();
+  if (spin < 0) spin = c->yieldWhileSpinning ? kYieldSpins : kBusySpins;
   c->spinIters = spin;
   HINFO(kSubInit, "rank %d/%d: %zu local ranks, %d cpus, algorithm %s, slice %llu B x %d slots, spin %d, "
         "transport setup %.1f ms",
@@ -331,8 +340,9 @@ Status runTasks(const std::vector<std::pair<hocclComm*, CollTask*>>& tasks) {
       continue;
     }
     if (++spins < first->spinIters) {
+      if (first->yieldWhileSpinning) sched_yield();
 #if defined(__x86_64__)
-      __builtin_ia32_pause();
+      else __builtin_ia32_pause();
 #endif
       continue;
     }

@@ -39,6 +39,7 @@ struct hocclComm : public hoccl::ExecLinks {
   std::vector<int> localRanks;
   const hoccl::AlgoInfo* algo = nullptr;
   int spinIters = 0;
+  bool yieldWhileSpinning = false;
   uint64_t opSeq = 0;
 
   // A fatal error (mismatch, dead peer, timeout, abort) leaves the

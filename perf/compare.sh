@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Side-by-side comparison on this machine: hoccl, Gloo and Open MPI with the
+# same rank count, sizes and iterations, measured by the same driver. The
+# contenders alternate (round-robin, several rounds) so drift on a shared
+# machine hits all alike; the report takes each size's median over rounds.
+#
+#   perf/compare.sh [--np N] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
+#                   [--rounds R] [--colls "all_reduce reduce_scatter all_gather"] [--out DIR]
+#
+# Prints a table per collective (busbw of each, ratios hoccl/Gloo and
+# hoccl/MPI, single-core memcpy bandwidth) and writes DIR/<collective>.png.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+np=4; minb=8; maxb=64M; factor=4; iters=20; warmup=5; rounds=3
+colls="all_reduce reduce_scatter all_gather"; out=$root/out/compare
+while [ $# -gt 0 ]; do
+  case $1 in
+    --np) np=$2; shift 2 ;;
+    -b) minb=$2; shift 2 ;;
+    -e) maxb=$2; shift 2 ;;
+    -f) factor=$2; shift 2 ;;
+    -n) iters=$2; shift 2 ;;
+    -w) warmup=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --colls) colls=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+build=$root/build-release
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHOCCL_BUILD_TESTS=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" >/dev/null
+gloo=$build/perf/peers/gloo_perf
+mpi=$build/perf/peers/mpi_perf
+[ -x "$gloo" ] || echo "compare: Gloo benchmark not built (install libgloo-dev); skipping Gloo" >&2
+[ -x "$mpi" ] || echo "compare: MPI benchmark not built (install libopenmpi-dev openmpi-bin); skipping MPI" >&2
+
+rm -rf "$out"; mkdir -p "$out"
+common=(-b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -c 1)
+mpirun_args=(--oversubscribe --bind-to none)
+[ "$(id -u)" = 0 ] && mpirun_args+=(--allow-run-as-root)
+
+toBytes() { numfmt --from=iec "$1"; }
+"$build/perf/memcpy_bw" "$(toBytes "$minb")" "$(toBytes "$maxb")" "$factor" -J "$out/memcpy.json" >/dev/null
+
+for coll in $colls; do
+  for r in $(seq 1 "$rounds"); do
+    echo "compare: $coll round $r/$rounds" >&2
+    "$build/perf/${coll}_perf" --np "$np" "${common[@]}" -J "$out/hoccl.$coll.$r.json" >"$out/hoccl.$coll.$r.txt"
+    if [ -x "$gloo" ]; then
+      algos=default
+      [ "$coll" = all_reduce ] && algos="ring_chunked halving_doubling"
+      for a in $algos; do
+        extra=(); [ "$a" != default ] && extra=(--extra "$a")
+        "$gloo" "$coll" --np "$np" "${common[@]}" "${extra[@]}" -J "$out/gloo-$a.$coll.$r.json" >"$out/gloo-$a.$coll.$r.txt"
+      done
+    fi
+    if [ -x "$mpi" ]; then
+      mpirun "${mpirun_args[@]}" -np "$np" "$mpi" "$coll" "${common[@]}" -J "$out/mpi.$coll.$r.json" >"$out/mpi.$coll.$r.txt"
+    fi
+  done
+done
+python3 "$root/perf/compare_report.py" "$out" --np "$np"
