@@ -6,6 +6,11 @@
 namespace testutil {
 
 bool runThreads(int nranks, const std::function<void(hocclComm_t, int)>& body, std::string* error) {
+  return runThreadsWithSetup(nranks, [](int) {}, body, error);
+}
+
+bool runThreadsWithSetup(int nranks, const std::function<void(int)>& setup,
+                         const std::function<void(hocclComm_t, int)>& body, std::string* error) {
   hocclUniqueId id;
   if (hocclGetUniqueId(&id) != hocclSuccess) {
     if (error) *error = std::string("hocclGetUniqueId: ") + hocclGetLastError(nullptr);
@@ -16,6 +21,7 @@ bool runThreads(int nranks, const std::function<void(hocclComm_t, int)>& body, s
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
+      setup(r);
       if (hocclCommInitRank(&comms[r], nranks, id, r) != hocclSuccess) {
         errors[r] = hocclGetLastError(nullptr);
         return;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace hoccl {
 
@@ -36,6 +37,9 @@ class SendConn {
   virtual void post() = 0;
   virtual size_t slotBytes() const = 0;
   virtual int peer() const = 0;
+  // Why the connection can no longer make progress (a dead peer, a reset
+  // socket), or "" while it is healthy.
+  virtual std::string failure() const { return ""; }
 };
 
 class RecvConn {
@@ -46,6 +50,7 @@ class RecvConn {
   // Returns the slot from the last tryPeek to the sender and wakes it.
   virtual void release() = 0;
   virtual int peer() const = 0;
+  virtual std::string failure() const { return ""; }
 };
 
 }  // namespace hoccl

@@ -44,6 +44,7 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   h.nranks = opt.nranks;
   h.libVersion = opt.libVersion ? opt.libVersion : HOCCL_VERSION_CODE;
   snprintf(h.info.hostId, sizeof h.info.hostId, "%s", opt.hostId.c_str());
+  snprintf(h.info.machineId, sizeof h.info.machineId, "%s", opt.machineId.c_str());
   h.info.pid = getpid();
   h.info.listenAddr = b->listenAddr_;
   snprintf(h.fingerprint, sizeof h.fingerprint, "%s", opt.fingerprint.c_str());

@@ -36,6 +36,7 @@ static_assert(sizeof(UniqueIdData) <= 128, "must fit an hocclUniqueId");
 // What each rank tells all others (fixed size: it travels as bytes).
 struct RankInfo {
   char hostId[128] = {0};
+  char machineId[64] = {0};  // the kernel's boot id: same value = same physical machine
   int32_t pid = 0;
   SockAddr listenAddr;
 };
@@ -53,6 +54,7 @@ struct BootstrapOptions {
   double timeoutSec = 300;
   int connectRetries = 100;
   std::string hostId;
+  std::string machineId;
   std::string fingerprint;  // wire settings, "NAME=value\n" lines
   std::string ifnameRule;   // HOCCL_SOCKET_IFNAME
   int libVersion = 0;       // 0: this library's (tests pretend to be others)

@@ -41,21 +41,30 @@ Status finishInit(hocclComm* c) {
   double t0 = nowSec();
   const auto& table = c->boot->table();
   std::vector<int> remote;
+  c->isLocal.assign(c->nranks, false);
   for (int r = 0; r < c->nranks; ++r) {
-    if (c->hostId == table[r].hostId) c->localRanks.push_back(r);
+    c->isLocal[r] = c->hostId == table[r].hostId;
+    if (c->isLocal[r]) c->localRanks.push_back(r);
     else remote.push_back(r);
   }
-  if (!remote.empty())
-    return errorf(hocclInvalidUsage,
-                  "rank %d (node \"%s\") and rank %d (node \"%s\") are on different nodes, and this "
-                  "build has no network transport yet: run all ranks on one node (same HOCCL_HOSTID)",
-                  c->rank, c->hostId.c_str(), remote[0], table[remote[0]].hostId);
   ShmOptions so;
   so.commHash = c->commHash;
   so.rank = c->rank;
   so.slotBytes = c->settings.sliceBytes;
   so.slots = c->settings.slots;
   HOCCL_TRY(ShmDomain::create(*c->boot, so, c->localRanks, &c->shm));
+  if (!remote.empty()) {
+    SocketNetOptions no;
+    no.ifnameRule = c->settings.socketIfname;
+    no.streams = c->settings.socketStreams;
+    no.timeoutSec = c->settings.timeoutSec;
+    no.notify = [](void* cb) { ringDoorbell(static_cast<ControlBlock*>(cb)); };
+    no.notifyArg = c->shm->self();
+    std::unique_ptr<NetTransport> transport;
+    HOCCL_TRY(createSocketTransport(no, &transport));
+    c->net = std::make_unique<NetDomain>(std::move(transport), c->rank, c->settings.sliceBytes, c->settings.slots,
+                                         c->settings.timeoutSec);
+  }
   if (c->nranks > 1) {
     std::vector<EdgeRequest> ring;
     int next = (c->rank + 1) % c->nranks, prev = (c->rank + c->nranks - 1) % c->nranks;
@@ -63,13 +72,16 @@ Status finishInit(hocclComm* c) {
       ring.push_back({next, ch, true});
       ring.push_back({prev, ch, false});
     }
-    HOCCL_TRY(c->shm->connect(*c->boot, ring));
+    HOCCL_TRY(c->connectEdges(ring));
   }
   c->algo = chooseAlgorithm(c->settings);
   int spin = c->settings.spinIters;
   // More local ranks than cores: a spinning rank steals the core its peer
   // needs, so it yields between polls instead of pausing.
-  c->yieldWhileSpinning = static_cast<int>(c->localRanks.size()) > onlineCpus();
+  // Count by physical machine, not node: emulated nodes share the cores.
+  int onMachine = 0;
+  for (const RankInfo& r : table) onMachine += strcmp(r.machineId, table[c->rank].machineId) == 0;
+  c->yieldWhileSpinning = onMachine > onlineCpus();
   if (spin < 0) spin = c->yieldWhileSpinning ? kYieldSpins : kBusySpins;
   c->spinIters = spin;
   HINFO(kSubInit, "rank %d/%d: %zu local ranks, %d cpus, algorithm %s, slice %llu B x %d slots, spin %d, "
@@ -131,6 +143,7 @@ Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_
   bo.timeoutSec = c->settings.timeoutSec;
   bo.connectRetries = c->settings.connectRetries;
   bo.hostId = c->hostId;
+  bo.machineId = localMachineId();
   bo.fingerprint = c->settings.fingerprint();
   bo.ifnameRule = c->settings.socketIfname;
   HOCCL_TRY(Bootstrap::join(id, bo, &c->boot));
@@ -214,16 +227,24 @@ Status hocclComm::prepare(const ScheduleKey& key, std::shared_ptr<const Schedule
   std::set<EdgeRequest> edges;
   for (size_t ch = 0; ch < sched->channels.size(); ++ch) {
     for (const Step& s : sched->channels[ch].steps) {
-      if (s.recvPeer >= 0 && !shm->recvConn(s.recvPeer, static_cast<int>(ch)))
+      if (s.recvPeer >= 0 && !recvConn(s.recvPeer, static_cast<int>(ch)))
         edges.insert({s.recvPeer, static_cast<int>(ch), false});
-      if (s.sendPeer >= 0 && !shm->sendConn(s.sendPeer, static_cast<int>(ch)))
+      if (s.sendPeer >= 0 && !sendConn(s.sendPeer, static_cast<int>(ch)))
         edges.insert({s.sendPeer, static_cast<int>(ch), true});
     }
   }
-  if (!edges.empty()) HOCCL_TRY(shm->connect(*boot, std::vector<EdgeRequest>(edges.begin(), edges.end())));
+  if (!edges.empty()) HOCCL_TRY(connectEdges(std::vector<EdgeRequest>(edges.begin(), edges.end())));
   if (schedules.size() > 256) schedules.clear();
   schedules[k] = sched;
   *out = sched;
+  return Status();
+}
+
+Status hocclComm::connectEdges(const std::vector<EdgeRequest>& edges) {
+  std::vector<EdgeRequest> local, remote;
+  for (const EdgeRequest& e : edges) (isLocal[e.peer] ? local : remote).push_back(e);
+  if (!local.empty()) HOCCL_TRY(shm->connect(*boot, local));
+  if (!remote.empty()) HOCCL_TRY(net->connect(*boot, remote));
   return Status();
 }
 
@@ -286,13 +307,22 @@ namespace {
 bool processAlive(int pid) { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; }
 
 Status deadPeer(hocclComm* c, const CollTask& t) {
+  std::string call = describeCall(t.call().coll, t.call().count, t.call().dtype, t.call().op, t.call().root);
   for (int peer : t.waitingOn()) {
-    ControlBlock* cb = c->shm->control(peer);
+    ControlBlock* cb = c->isLocal[peer] ? c->shm->control(peer) : nullptr;
     if (cb && !processAlive(cb->pid))
       return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s (call #%llu)",
-                    c->rank, peer, cb->pid, c->hostId.c_str(),
-                    describeCall(t.call().coll, t.call().count, t.call().dtype, t.call().op, t.call().root).c_str(),
+                    c->rank, peer, cb->pid, c->hostId.c_str(), call.c_str(),
                     static_cast<unsigned long long>(t.call().opSeq));
+    for (int ch = 0; ch < c->settings.nchannels; ++ch) {
+      std::string why;
+      if (SendConn* s = c->sendConn(peer, ch)) why = s->failure();
+      if (RecvConn* r = why.empty() ? c->recvConn(peer, ch) : nullptr) why = r->failure();
+      if (!why.empty())
+        return errorf(hocclRemoteError, "rank %d: lost peer rank %d (on %s) during %s (call #%llu): %s", c->rank, peer,
+                      c->boot->table()[peer].hostId, call.c_str(), static_cast<unsigned long long>(t.call().opSeq),
+                      why.c_str());
+    }
   }
   return Status();
 }

@@ -15,12 +15,18 @@
 #include "src/core/config.h"
 #include "src/core/error.h"
 #include "src/exec/executor.h"
+#include "transport/net/net_conn.h"
 #include "transport/shm/shm.h"
 
 namespace hoccl {
 
 // Node identity: HOCCL_HOSTID if set, else host name + boot id.
 std::string localHostId(const Settings& s);
+// Test hook: node identity for communicators created by this thread
+// (ranks-as-threads tests of multi-node code). Empty: no override.
+void setThreadHostIdOverride(const std::string& id);
+// The physical machine: the kernel's boot id (emulated nodes share it).
+std::string localMachineId();
 
 }  // namespace hoccl
 
@@ -36,7 +42,9 @@ struct hocclComm : public hoccl::ExecLinks {
   std::string hostId;
   std::unique_ptr<hoccl::Bootstrap> boot;
   std::unique_ptr<hoccl::ShmDomain> shm;
+  std::unique_ptr<hoccl::NetDomain> net;  // null when every rank is on this node
   std::vector<int> localRanks;
+  std::vector<bool> isLocal;              // per rank: same node as this one
   const hoccl::AlgoInfo* algo = nullptr;
   int spinIters = 0;
   bool yieldWhileSpinning = false;
@@ -52,8 +60,15 @@ struct hocclComm : public hoccl::ExecLinks {
 
   std::map<std::tuple<int, uint64_t, int, bool, uint64_t>, std::shared_ptr<const hoccl::Schedule>> schedules;
 
-  hoccl::SendConn* sendConn(int peer, int channel) override { return shm->sendConn(peer, channel); }
-  hoccl::RecvConn* recvConn(int peer, int channel) override { return shm->recvConn(peer, channel); }
+  hoccl::SendConn* sendConn(int peer, int channel) override {
+    return isLocal[peer] ? shm->sendConn(peer, channel) : net->sendConn(peer, channel);
+  }
+  hoccl::RecvConn* recvConn(int peer, int channel) override {
+    return isLocal[peer] ? shm->recvConn(peer, channel) : net->recvConn(peer, channel);
+  }
+  // Sets up the connections in `edges` that do not exist yet, each over
+  // shared memory or the network depending on where the peer is.
+  hoccl::Status connectEdges(const std::vector<hoccl::EdgeRequest>& edges);
 
   // Builds (or reuses) this rank's schedule for a call and makes sure every
   // connection it uses exists.

@@ -66,6 +66,12 @@ std::string spinRange(const std::string& v) {
   return "";
 }
 
+std::string streamsRange(const std::string& v) {
+  long long x;
+  if (!parseInt(v, &x) || x < 1 || x > 16) return "an integer from 1 to 16";
+  return "";
+}
+
 std::string retriesRange(const std::string& v) {
   long long x;
   if (!parseInt(v, &x) || x < 0 || x > 1000000) return "an integer >= 0";
@@ -133,6 +139,8 @@ const std::vector<SettingDecl> kSettings = {
      "Network interface for the bootstrap: a prefix list (eth,ib), ^ to exclude, = for exact "
      "names. Default: the first non-loopback interface that is up, else loopback.",
      anyValue, false},
+    {"HOCCL_SOCKET_NSTREAMS", "2",
+     "TCP streams per network connection (1-16); large messages are split across them.", streamsRange, false},
     {"HOCCL_CONNECT_RETRIES", "50",
      "Times a bootstrap connection is retried (with back-off) before giving up.", retriesRange,
      false},
@@ -189,6 +197,8 @@ bool loadSettings(Settings* out, std::string* error) {
   s.nchannels = static_cast<int>(x);
   parseInt(settingValue("HOCCL_SPIN"), &x);
   s.spinIters = static_cast<int>(x);
+  parseInt(settingValue("HOCCL_SOCKET_NSTREAMS"), &x);
+  s.socketStreams = static_cast<int>(x);
   parseInt(settingValue("HOCCL_CONNECT_RETRIES"), &x);
   s.connectRetries = static_cast<int>(x);
   s.algo = settingValue("HOCCL_ALGO");

@@ -36,6 +36,7 @@ struct Settings {
   std::string hostId;             // HOCCL_HOSTID (empty: host name + boot id)
   std::string commId;             // HOCCL_COMM_ID
   std::string socketIfname;       // HOCCL_SOCKET_IFNAME
+  int socketStreams = 2;          // HOCCL_SOCKET_NSTREAMS
   int connectRetries = 0;         // HOCCL_CONNECT_RETRIES
   bool checkCalls = true;         // HOCCL_CHECK_CALLS
 

@@ -1,0 +1,125 @@
+// hoccl-topo: what hoccl discovers on this machine, with a topology file or
+// Slurm topology.conf applied, as a tree or in the topology file format.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "src/topo/topology.h"
+
+using namespace hoccl;
+using namespace hoccl::topo;
+
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: hoccl-topo [--file FILE | --slurm FILE] [--json]\n"
+          "\n"
+          "Discovers this machine (hwloc or sysfs/procfs: CPUs, NUMA, NICs; CUDA GPUs and\n"
+          "verbs devices when their libraries are present) and prints it as a one-node\n"
+          "system with rank 0, after applying a topology file.\n"
+          "\n"
+          "  --file FILE   apply FILE, a topology file (JSON, docs/topology-file.md)\n"
+          "  --slurm FILE  apply FILE, a Slurm topology.conf (SwitchName=... Nodes=...)\n"
+          "  --json        print the system in the topology file format instead of the tree;\n"
+          "                the output can be edited and given back as HOCCL_TOPO_FILE\n"
+          "  --help        this text\n"
+          "\n"
+          "Environment:\n"
+          "  HOCCL_HOSTID     this node's identity (default: the host name)\n"
+          "  HOCCL_TOPO_FILE  topology file applied when no --file/--slurm is given; a name\n"
+          "                   ending in .conf is read as a Slurm topology.conf\n"
+          "\n"
+          "This shows one machine. For the whole job (every node and rank, as the ranks\n"
+          "see it), in a job, set HOCCL_TOPO_DUMP_FILE=PATH: the library writes the job's\n"
+          "topology there in the topology file format.\n");
+}
+
+static bool readFile(const std::string& path, std::string* out) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) {
+    fprintf(stderr, "hoccl-topo: cannot open %s: %s\n", path.c_str(), strerror(errno));
+    return false;
+  }
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+    out->append(buf, n);
+    if (out->size() > (256u << 20)) {
+      fprintf(stderr, "hoccl-topo: %s is larger than 256 MiB\n", path.c_str());
+      fclose(f);
+      return false;
+    }
+  }
+  bool ok = !ferror(f);
+  if (!ok) fprintf(stderr, "hoccl-topo: cannot read %s: %s\n", path.c_str(), strerror(errno));
+  fclose(f);
+  return ok;
+}
+
+static bool endsWith(const std::string& s, const char* suffix) {
+  size_t n = strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+int main(int argc, char** argv) {
+  std::string file, slurm;
+  bool asJson = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--json") {
+      asJson = true;
+    } else if ((a == "--file" || a == "--slurm") && i + 1 < argc) {
+      (a == "--file" ? file : slurm) = argv[++i];
+    } else {
+      fprintf(stderr, "hoccl-topo: %s: %s\n", a.c_str(),
+              a == "--file" || a == "--slurm" ? "needs a file name" : "unknown option");
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!file.empty() && !slurm.empty()) {
+    fprintf(stderr, "hoccl-topo: give --file or --slurm, not both\n");
+    return 2;
+  }
+  if (file.empty() && slurm.empty()) {
+    const char* env = getenv("HOCCL_TOPO_FILE");
+    if (env && *env) (endsWith(env, ".conf") ? slurm : file) = env;
+  }
+
+  const char* hostIdEnv = getenv("HOCCL_HOSTID");
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  System sys;
+  sys.nodes.push_back(discoverLocalNode(hostIdEnv && *hostIdEnv ? hostIdEnv : host));
+  RankPlacement r;
+  r.pid = static_cast<int>(getpid());
+  sys.ranks.push_back(r);
+
+  if (!file.empty() || !slurm.empty()) {
+    const std::string& path = file.empty() ? slurm : file;
+    std::string text;
+    if (!readFile(path, &text)) return 1;
+    TopoOverrides o;
+    Status st = file.empty() ? parseSlurmTopology(text, path, &o) : parseTopoFile(text, path, &o);
+    if (st.ok()) st = applyOverrides(o, &sys);
+    if (!st.ok()) {
+      fprintf(stderr, "hoccl-topo: %s\n", st.message().c_str());
+      return 1;
+    }
+  }
+
+  if (asJson) {
+    fputs(toTopoFile(sys).c_str(), stdout);
+  } else {
+    fputs(describeSystem(sys).c_str(), stdout);
+    fputs("\n", stdout);
+    fputs(linkMatrix(sys).c_str(), stdout);
+  }
+  return 0;
+}

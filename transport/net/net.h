@@ -1,0 +1,79 @@
+// The network transport interface, shaped as NCCL's net plugin (ncclNet_v8
+// and later): devices and properties, non-blocking listen/connect/accept,
+// memory registration, isend/irecv/test with FIFO matching. hoccl's TCP and
+// verbs transports implement it; the NCCL net plugin exports it unchanged,
+// and any NCCL net plugin could serve hoccl through it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "src/core/error.h"
+
+namespace hoccl {
+
+constexpr int kNetHandleBytes = 128;   // NCCL_NET_HANDLE_MAXSIZE
+constexpr int kNetMaxRequests = 32;    // NCCL_NET_MAX_REQUESTS
+constexpr int kPtrHost = 0x1;          // NCCL_PTR_HOST
+constexpr int kPtrCuda = 0x2;          // NCCL_PTR_CUDA
+constexpr int kPtrDmabuf = 0x4;        // NCCL_PTR_DMABUF
+
+struct NetProperties {
+  std::string name;         // device (interface) name
+  std::string pciPath;      // sysfs path, empty if virtual
+  uint64_t guid = 0;
+  int ptrSupport = kPtrHost;
+  int regIsGlobal = 0;
+  int speedMbps = 0;        // link speed, 0 unknown
+  int port = 0;
+  float latencyUs = 0;
+  int maxComms = 65536;
+  int maxRecvs = 1;         // grouped receives per irecv
+  size_t maxP2pBytes = size_t(1) << 31;
+};
+
+// Called by a transport's progress thread whenever a request completes or a
+// connection fails, so a rank sleeping on its doorbell wakes up.
+using NetNotify = void (*)(void* arg);
+
+class NetTransport {
+ public:
+  virtual ~NetTransport() = default;
+  virtual const char* name() const = 0;
+  virtual int devices() const = 0;
+  virtual Status getProperties(int dev, NetProperties* props) const = 0;
+  // Fills `handle` (kNetHandleBytes) for the peer's connect().
+  virtual Status listen(int dev, void* handle, void** listenComm) = 0;
+  // Non-blocking: *sendComm stays nullptr until the connection is ready;
+  // call again with the same handle (it holds the connection's progress, as
+  // in NCCL's plugins).
+  virtual Status connect(int dev, void* handle, void** sendComm) = 0;
+  virtual Status accept(void* listenComm, void** recvComm) = 0;
+  virtual Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
+  virtual Status deregMr(void* comm, void* mhandle) = 0;
+  // *request stays nullptr when the comm has kNetMaxRequests in flight.
+  virtual Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) = 0;
+  virtual Status irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                       void** request) = 0;
+  // *done = 1 once complete; sizes[i] = bytes received (or sent). A failed
+  // connection returns hocclRemoteError naming the peer's address.
+  virtual Status test(void* request, int* done, int* sizes) = 0;
+  virtual Status closeSend(void* sendComm) = 0;
+  virtual Status closeRecv(void* recvComm) = 0;
+  virtual Status closeListen(void* listenComm) = 0;
+};
+
+struct SocketNetOptions {
+  std::string ifnameRule;   // HOCCL_SOCKET_IFNAME
+  int streams = 2;          // HOCCL_SOCKET_NSTREAMS: data streams per connection
+  double timeoutSec = 300;
+  NetNotify notify = nullptr;
+  void* notifyArg = nullptr;
+};
+
+// TCP: transport/net/socket.
+Status createSocketTransport(const SocketNetOptions& opt, std::unique_ptr<NetTransport>* out);
+
+}  // namespace hoccl

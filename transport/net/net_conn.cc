@@ -1,0 +1,203 @@
+#include "transport/net/net_conn.h"
+
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/clock.h"
+#include "src/core/log.h"
+
+namespace hoccl {
+namespace {
+
+constexpr uint32_t kTagNetHandle = 0x40000000;
+
+class NetSend : public SendConn {
+ public:
+  NetSend(NetTransport* net, void* comm, int peer, size_t slotBytes, int slots)
+      : net_(net), comm_(comm), peer_(peer), slotBytes_(slotBytes), slots_(slots),
+        buf_(static_cast<size_t>(slots) * stride()) {
+    net_->regMr(comm_, buf_.data(), buf_.size(), kPtrHost, &mr_);
+  }
+  ~NetSend() override {
+    net_->deregMr(comm_, mr_);
+    net_->closeSend(comm_);
+  }
+  bool tryAcquire(SlotHeader** header, void** payload) override {
+    reap();
+    if (static_cast<int>(inflight_.size()) >= slots_ || !failure_.empty()) return false;
+    char* slot = buf_.data() + (head_ % slots_) * stride();
+    *header = reinterpret_cast<SlotHeader*>(slot);
+    *payload = slot + sizeof(SlotHeader);
+    return true;
+  }
+  void post() override {
+    char* slot = buf_.data() + (head_ % slots_) * stride();
+    size_t bytes = sizeof(SlotHeader) + reinterpret_cast<SlotHeader*>(slot)->bytes;
+    void* req = nullptr;
+    Status st = net_->isend(comm_, slot, bytes, 0, mr_, &req);
+    if (!st.ok() || !req) {
+      failure_ = st.ok() ? "network transport refused a send with free slots" : st.message();
+      return;
+    }
+    inflight_.push_back(req);
+    ++head_;
+  }
+  size_t slotBytes() const override { return slotBytes_; }
+  int peer() const override { return peer_; }
+  std::string failure() const override { return failure_; }
+
+ private:
+  size_t stride() const { return sizeof(SlotHeader) + slotBytes_; }
+  void reap() {
+    while (!inflight_.empty()) {
+      int done = 0;
+      Status st = net_->test(inflight_.front(), &done, nullptr);
+      if (!st.ok()) {
+        failure_ = st.message();
+        return;
+      }
+      if (!done) return;
+      inflight_.pop_front();
+    }
+  }
+  NetTransport* net_;
+  void* comm_;
+  int peer_;
+  size_t slotBytes_;
+  int slots_;
+  std::vector<char> buf_;
+  void* mr_ = nullptr;
+  std::deque<void*> inflight_;
+  uint64_t head_ = 0;
+  std::string failure_;
+};
+
+class NetRecv : public RecvConn {
+ public:
+  NetRecv(NetTransport* net, void* comm, int peer, size_t slotBytes, int slots)
+      : net_(net), comm_(comm), peer_(peer), slotBytes_(slotBytes), slots_(slots),
+        buf_(static_cast<size_t>(slots) * stride()), reqs_(slots, nullptr) {
+    net_->regMr(comm_, buf_.data(), buf_.size(), kPtrHost, &mr_);
+    for (int i = 0; i < slots_; ++i) postSlot(i);
+  }
+  ~NetRecv() override {
+    net_->deregMr(comm_, mr_);
+    net_->closeRecv(comm_);
+  }
+  bool tryPeek(const SlotHeader** header, const void** payload) override {
+    int i = static_cast<int>(tail_ % slots_);
+    if (!ready_) {
+      if (!reqs_[i] || !failure_.empty()) return false;
+      int done = 0, size = 0;
+      Status st = net_->test(reqs_[i], &done, &size);
+      if (!st.ok()) {
+        failure_ = st.message();
+        return false;
+      }
+      if (!done) return false;
+      reqs_[i] = nullptr;
+      ready_ = true;
+    }
+    char* slot = buf_.data() + i * stride();
+    *header = reinterpret_cast<const SlotHeader*>(slot);
+    *payload = slot + sizeof(SlotHeader);
+    return true;
+  }
+  void release() override {
+    postSlot(static_cast<int>(tail_ % slots_));
+    ++tail_;
+    ready_ = false;
+  }
+  int peer() const override { return peer_; }
+  std::string failure() const override { return failure_; }
+
+ private:
+  size_t stride() const { return sizeof(SlotHeader) + slotBytes_; }
+  void postSlot(int i) {
+    void* data = buf_.data() + i * stride();
+    size_t size = stride();
+    int tag = 0;
+    Status st = net_->irecv(comm_, 1, &data, &size, &tag, &mr_, &reqs_[i]);
+    if (!st.ok() || !reqs_[i]) failure_ = st.ok() ? "network transport refused a receive" : st.message();
+  }
+  NetTransport* net_;
+  void* comm_;
+  int peer_;
+  size_t slotBytes_;
+  int slots_;
+  std::vector<char> buf_;
+  std::vector<void*> reqs_;
+  void* mr_ = nullptr;
+  uint64_t tail_ = 0;
+  bool ready_ = false;
+  std::string failure_;
+};
+
+}  // namespace
+
+NetDomain::~NetDomain() {
+  sends_.clear();
+  recvs_.clear();
+}
+
+Status NetDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges) {
+  Deadline dl = Deadline::in(timeoutSec_);
+  // 1. Receivers listen and hand their address to the sender.
+  std::vector<std::pair<EdgeRequest, void*>> listening;
+  for (const EdgeRequest& e : edges) {
+    if (e.send || recvs_.count({e.peer, e.channel})) continue;
+    char handle[kNetHandleBytes];
+    void* lc = nullptr;
+    HOCCL_TRY(net_->listen(0, handle, &lc));
+    listening.emplace_back(e, lc);
+    HOCCL_TRY(boot.send(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), handle, sizeof handle));
+  }
+  // 2. Senders connect (completes in the kernel's backlog, no accept needed).
+  for (const EdgeRequest& e : edges) {
+    if (!e.send || sends_.count({e.peer, e.channel})) continue;
+    std::string handle;
+    HOCCL_TRY(boot.recv(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), &handle));
+    if (handle.size() != kNetHandleBytes) return errorf(hocclInternalError, "malformed network handle from rank %d", e.peer);
+    void* comm = nullptr;
+    while (!comm) {
+      HOCCL_TRY(net_->connect(0, handle.data(), &comm).context("connecting to rank " + std::to_string(e.peer)));
+      if (comm) break;
+      if (dl.expired()) return errorf(hocclTimeout, "timed out connecting to rank %d over %s", e.peer, net_->name());
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    sends_[{e.peer, e.channel}] = std::make_unique<NetSend>(net_.get(), comm, e.peer, slotBytes_, slots_);
+  }
+  // 3. Receivers accept.
+  for (auto& [e, lc] : listening) {
+    void* comm = nullptr;
+    Status st;
+    while (!comm) {
+      st = net_->accept(lc, &comm);
+      if (!st.ok() || comm) break;
+      if (dl.expired()) {
+        st = errorf(hocclTimeout, "timed out waiting for rank %d to connect over %s", e.peer, net_->name());
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    net_->closeListen(lc);
+    HOCCL_TRY(st);
+    recvs_[{e.peer, e.channel}] = std::make_unique<NetRecv>(net_.get(), comm, e.peer, slotBytes_, slots_);
+  }
+  HINFO(kSubNet, "rank %d: %zu network connections over %s", rank_, sends_.size() + recvs_.size(), net_->name());
+  return Status();
+}
+
+SendConn* NetDomain::sendConn(int peer, int channel) {
+  auto it = sends_.find({peer, channel});
+  return it == sends_.end() ? nullptr : it->second.get();
+}
+
+RecvConn* NetDomain::recvConn(int peer, int channel) {
+  auto it = recvs_.find({peer, channel});
+  return it == recvs_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace hoccl

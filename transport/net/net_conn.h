@@ -1,0 +1,45 @@
+// Connections to ranks on other nodes: the slot interface of
+// transport/connection.h over any NetTransport. Each connection owns local
+// staging slots; a send posts an isend of a filled slot, a receive keeps an
+// irecv posted on every free slot, so up to `slots` messages are in flight
+// in each direction and both sides keep FIFO order.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "transport/connection.h"
+#include "transport/net/net.h"
+#include "transport/shm/shm.h"
+
+namespace hoccl {
+
+class Bootstrap;
+
+class NetDomain {
+ public:
+  // `net` is shared by all connections of one communicator.
+  NetDomain(std::unique_ptr<NetTransport> net, int rank, size_t slotBytes, int slots, double timeoutSec)
+      : net_(std::move(net)), rank_(rank), slotBytes_(slotBytes), slots_(slots), timeoutSec_(timeoutSec) {}
+  ~NetDomain();
+
+  // Sets up the missing connections in `edges` (pairwise over the
+  // bootstrap: the receiver listens and sends its handle, the sender
+  // connects, the receiver accepts). Idempotent.
+  Status connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges);
+  SendConn* sendConn(int peer, int channel);
+  RecvConn* recvConn(int peer, int channel);
+  NetTransport& transport() { return *net_; }
+
+ private:
+  std::unique_ptr<NetTransport> net_;
+  int rank_;
+  size_t slotBytes_;
+  int slots_;
+  double timeoutSec_;
+  std::map<std::pair<int, int>, std::unique_ptr<SendConn>> sends_;
+  std::map<std::pair<int, int>, std::unique_ptr<RecvConn>> recvs_;
+};
+
+}  // namespace hoccl

@@ -1,0 +1,126 @@
+// TCP network transport: internals shared by its two files.
+//
+// A connection is one control stream (a 16-byte header per message: size
+// and tag) plus N data streams. Small messages go whole to one stream in
+// turn; large ones are cut into N equal parts, one per stream, so one
+// connection can fill a link that one TCP stream cannot. Sender and
+// receiver compute the same split from the size, and every stream carries
+// its parts in message order, so the k-th isend matches the k-th irecv.
+// One progress thread per transport moves the bytes with non-blocking
+// sockets and poll().
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "src/bootstrap/socket.h"
+#include "transport/net/net.h"
+
+namespace hoccl {
+namespace socknet {
+
+constexpr uint64_t kMagic = 0x484f434c534f434bull;  // "HOCLSOCK"
+constexpr size_t kSplitMin = 256 << 10;            // smaller messages use one stream
+constexpr int kMaxStreams = 16;
+
+struct ConnectState;
+
+struct Handle {
+  uint64_t magic;
+  SockAddr addr;
+  int32_t streams;
+  ConnectState* state;  // the connector's progress between connect() calls
+};
+static_assert(sizeof(Handle) <= kNetHandleBytes);
+
+struct Hello {
+  uint64_t magic;
+  uint64_t connId;
+  int32_t index;  // -1: control stream
+  int32_t streams;
+};
+
+struct Comm;
+
+struct Request {
+  Comm* comm = nullptr;
+  bool isSend = false;
+  char* buf = nullptr;
+  size_t size = 0;      // bytes sent / received
+  size_t capacity = 0;  // receive buffer size
+  int tag = 0;
+  int partsLeft = 0;
+  bool headerDone = false;
+  bool done = false;
+  Status error;
+};
+
+struct Piece {
+  char* ptr;
+  size_t left;
+  Request* req;
+};
+
+struct Stream {
+  int fd = -1;
+  std::deque<Piece> queue;
+};
+
+struct Comm {
+  bool isSend = false;
+  std::string peer;        // address, for messages
+  int ctrlFd = -1;
+  std::vector<Stream> streams;
+  uint64_t nextMessage = 0;  // message index, picks the stream of small messages
+  // Sender: serialized headers not yet written.
+  std::string ctrlOut;
+  size_t ctrlOutDone = 0;
+  std::deque<Request*> headerOwners;  // request of each header in ctrlOut
+  // Receiver: partial header, headers without a posted receive, posted
+  // receives without a header.
+  char ctrlIn[16] = {0};
+  size_t ctrlInLen = 0;
+  std::deque<std::pair<uint64_t, int32_t>> arrived;
+  std::deque<Request*> posted;
+  int inflight = 0;
+  Status failed;
+  // Receiver: the peer closed the control stream. Messages whose header
+  // arrived still complete from the data streams; later receives fail.
+  Status ctrlClosed;
+  std::vector<std::unique_ptr<Request>> requests;  // owned until tested done
+};
+
+struct ListenComm {
+  Socket listener;
+  SockAddr addr;
+  int streams = 2;
+  struct Partial {
+    int fd;
+    char buf[sizeof(Hello)];
+    size_t len;
+  };
+  std::vector<Partial> unidentified;
+  std::map<uint64_t, std::vector<int>> byConn;  // connId -> fds (index+1; 0 = control)
+};
+
+struct ConnectState {
+  uint64_t connId = 0;
+  std::vector<int> fds;  // 0: control, 1..N: data
+  std::vector<bool> ready;
+};
+
+// Splits a message of `size` bytes over `n` streams: part i of message
+// number k is [start, start+len) on stream `stream`.
+struct Part {
+  int stream;
+  size_t start, len;
+};
+std::vector<Part> splitMessage(uint64_t k, size_t size, int n);
+
+}  // namespace socknet
+}  // namespace hoccl

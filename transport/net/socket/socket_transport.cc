@@ -1,0 +1,445 @@
+// The TCP transport's requests and progress thread (see socket_net.h).
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "src/core/log.h"
+#include "transport/net/socket/socket_net.h"
+
+namespace hoccl {
+namespace socknet {
+
+std::vector<Part> splitMessage(uint64_t k, size_t size, int n) {
+  std::vector<Part> parts;
+  if (size == 0) return parts;
+  if (size < kSplitMin || n == 1) {
+    parts.push_back({static_cast<int>(k % n), 0, size});
+    return parts;
+  }
+  for (int i = 0; i < n; ++i) {
+    size_t a = size * i / n, b = size * (i + 1) / n;
+    if (b > a) parts.push_back({i, a, b - a});
+  }
+  return parts;
+}
+
+Status connectStep(ConnectState* st, const Handle& h, Comm** out);  // socket_connect.cc
+Status acceptStep(ListenComm* lc, Comm** out);                       // socket_connect.cc
+Status listenOn(const std::string& rule, int streams, ListenComm** out, Handle* h);
+
+class SocketTransport : public NetTransport {
+ public:
+  explicit SocketTransport(const SocketNetOptions& opt) : opt_(opt) {
+    wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    thread_ = std::thread([this] { progressLoop(); });
+  }
+  ~SocketTransport() override {
+    stop_ = true;
+    kick();
+    thread_.join();
+    for (Comm* c : comms_) destroy(c);
+    close(wake_);
+  }
+
+  const char* name() const override { return "Socket"; }
+  int devices() const override { return 1; }
+
+  Status getProperties(int dev, NetProperties* p) const override {
+    if (dev != 0) return errorf(hocclInvalidArgument, "socket transport: device %d does not exist (1 device)", dev);
+    SockAddr a;
+    std::string ifname;
+    HOCCL_TRY(chooseLocalAddress(opt_.ifnameRule, &a, &ifname));
+    *p = NetProperties();
+    p->name = ifname;
+    p->ptrSupport = kPtrHost;
+    p->speedMbps = readSpeedMbps(ifname);
+    p->maxRecvs = 1;
+    p->maxP2pBytes = size_t(1) << 30;
+    char path[256];
+    snprintf(path, sizeof path, "/sys/class/net/%s/device", ifname.c_str());
+    char real[4096];
+    if (realpath(path, real)) p->pciPath = real;
+    return Status();
+  }
+
+  Status listen(int dev, void* handle, void** listenComm) override {
+    if (dev != 0) return errorf(hocclInvalidArgument, "socket transport: device %d does not exist", dev);
+    ListenComm* lc = nullptr;
+    Handle h{};
+    HOCCL_TRY(listenOn(opt_.ifnameRule, opt_.streams, &lc, &h));
+    memset(handle, 0, kNetHandleBytes);
+    memcpy(handle, &h, sizeof h);
+    *listenComm = lc;
+    return Status();
+  }
+
+  Status connect(int dev, void* handle, void** sendComm) override {
+    *sendComm = nullptr;
+    Handle h;
+    memcpy(&h, handle, sizeof h);
+    if (h.magic != kMagic) return errorf(hocclInvalidArgument, "socket transport: not a socket transport handle");
+    if (!h.state) {
+      h.state = new ConnectState();
+      memcpy(handle, &h, sizeof h);
+    }
+    Comm* c = nullptr;
+    Status st = connectStep(h.state, h, &c);
+    if (!st.ok() || c) {
+      delete h.state;
+      h.state = nullptr;
+      memcpy(handle, &h, sizeof h);
+    }
+    HOCCL_TRY(st);
+    if (c) {
+      adopt(c);
+      *sendComm = c;
+    }
+    return Status();
+  }
+
+  Status accept(void* listenComm, void** recvComm) override {
+    *recvComm = nullptr;
+    Comm* c = nullptr;
+    HOCCL_TRY(acceptStep(static_cast<ListenComm*>(listenComm), &c));
+    if (c) {
+      adopt(c);
+      *recvComm = c;
+    }
+    return Status();
+  }
+
+  Status regMr(void*, void*, size_t, int type, void** mhandle) override {
+    if (!(type & kPtrHost))
+      return errorf(hocclInvalidArgument, "socket transport registers host memory only (type %#x)", type);
+    *mhandle = this;
+    return Status();
+  }
+  Status deregMr(void*, void*) override { return Status(); }
+
+  Status isend(void* sendComm, void* data, size_t size, int tag, void*, void** request) override {
+    *request = nullptr;
+    Comm* c = static_cast<Comm*>(sendComm);
+    std::lock_guard<std::mutex> lock(mu_);
+    HOCCL_TRY(c->failed);
+    if (c->inflight >= kNetMaxRequests) return Status();
+    auto r = std::make_unique<Request>();
+    r->comm = c;
+    r->isSend = true;
+    r->buf = static_cast<char*>(data);
+    r->size = size;
+    r->tag = tag;
+    uint64_t hdr[2] = {size, static_cast<uint64_t>(static_cast<uint32_t>(tag))};
+    c->ctrlOut.append(reinterpret_cast<const char*>(hdr), sizeof hdr);
+    c->headerOwners.push_back(r.get());
+    for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
+      c->streams[p.stream].queue.push_back({r->buf + p.start, p.len, r.get()});
+      ++r->partsLeft;
+    }
+    ++c->nextMessage;
+    ++c->inflight;
+    *request = r.get();
+    c->requests.push_back(std::move(r));
+    // Write what the sockets take now, in the caller's thread: a small
+    // message then leaves without waking the progress thread.
+    if (pumpAll(c)) kick();
+    return Status();
+  }
+
+  Status irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void**, void** request) override {
+    *request = nullptr;
+    if (n != 1) return errorf(hocclInvalidArgument, "socket transport: %d grouped receives (maxRecvs is 1)", n);
+    Comm* c = static_cast<Comm*>(recvComm);
+    std::lock_guard<std::mutex> lock(mu_);
+    HOCCL_TRY(c->failed);
+    if (c->inflight >= kNetMaxRequests) return Status();
+    auto r = std::make_unique<Request>();
+    r->comm = c;
+    r->buf = static_cast<char*>(data[0]);
+    r->capacity = sizes[0];
+    r->tag = tags ? tags[0] : 0;
+    c->posted.push_back(r.get());
+    ++c->inflight;
+    *request = r.get();
+    c->requests.push_back(std::move(r));
+    match(c);
+    failUnmatchable(c);
+    if (pumpAll(c)) kick();
+    return Status();
+  }
+
+  Status test(void* request, int* done, int* sizes) override {
+    Request* r = static_cast<Request*>(request);
+    std::lock_guard<std::mutex> lock(mu_);
+    *done = 0;
+    if (!r->done && r->error.ok() && r->comm->failed.ok()) pumpAll(r->comm);
+    if (!r->error.ok()) return r->error;
+    if (!r->done) return Status();
+    *done = 1;
+    if (sizes) *sizes = static_cast<int>(r->size);
+    Comm* c = r->comm;
+    --c->inflight;
+    for (auto it = c->requests.begin(); it != c->requests.end(); ++it)
+      if (it->get() == r) {
+        c->requests.erase(it);
+        break;
+      }
+    return Status();
+  }
+
+  Status closeSend(void* comm) override { return closeComm(static_cast<Comm*>(comm)); }
+  Status closeRecv(void* comm) override { return closeComm(static_cast<Comm*>(comm)); }
+  Status closeListen(void* listenComm) override {
+    auto* lc = static_cast<ListenComm*>(listenComm);
+    for (auto& p : lc->unidentified) close(p.fd);
+    for (auto& [id, fds] : lc->byConn)
+      for (int fd : fds)
+        if (fd >= 0) close(fd);
+    delete lc;
+    return Status();
+  }
+
+ private:
+  static int readSpeedMbps(const std::string& ifname) {
+    char path[256];
+    snprintf(path, sizeof path, "/sys/class/net/%s/speed", ifname.c_str());
+    FILE* f = fopen(path, "r");
+    int speed = 0;
+    if (f) {
+      if (fscanf(f, "%d", &speed) != 1 || speed < 0) speed = 0;
+      fclose(f);
+    }
+    return speed > 0 ? speed : 10000;  // unknown (virtual): assume 10 Gbit/s
+  }
+
+  void kick() {
+    uint64_t one = 1;
+    ssize_t rc = write(wake_, &one, sizeof one);
+    (void)rc;
+  }
+
+  void adopt(Comm* c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    comms_.push_back(c);
+    kick();
+  }
+
+  Status closeComm(Comm* c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = comms_.begin(); it != comms_.end(); ++it)
+      if (*it == c) {
+        comms_.erase(it);
+        break;
+      }
+    destroy(c);
+    return Status();
+  }
+
+  static void destroy(Comm* c) {
+    if (c->ctrlFd >= 0) close(c->ctrlFd);
+    for (Stream& s : c->streams)
+      if (s.fd >= 0) close(s.fd);
+    delete c;
+  }
+
+  // Pairs arrived headers with posted receives, in order (mu_ held).
+  void match(Comm* c) {
+    while (!c->arrived.empty() && !c->posted.empty()) {
+      auto [size, tag] = c->arrived.front();
+      Request* r = c->posted.front();
+      c->arrived.pop_front();
+      c->posted.pop_front();
+      if (size > r->capacity) {
+        fail(c, errorf(hocclInvalidUsage, "socket transport: a %llu-byte message from %s does not fit the %zu-byte receive",
+                       static_cast<unsigned long long>(size), c->peer.c_str(), r->capacity));
+        return;
+      }
+      r->size = size;
+      for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
+        c->streams[p.stream].queue.push_back({r->buf + p.start, p.len, r});
+        ++r->partsLeft;
+      }
+      ++c->nextMessage;
+      r->headerDone = true;
+      if (r->partsLeft == 0) complete(r);
+    }
+  }
+
+  // After the peer closed its control stream, receives with no header can
+  // never complete (mu_ held).
+  void failUnmatchable(Comm* c) {
+    if (c->ctrlClosed.ok()) return;
+    for (Request* r : c->posted)
+      if (r->error.ok()) r->error = c->ctrlClosed;
+    completed_ = true;
+  }
+
+  void complete(Request* r) {
+    r->done = true;
+    completed_ = true;
+  }
+
+  // Marks the comm and all its unfinished requests failed (mu_ held).
+  void fail(Comm* c, const Status& why) {
+    if (!c->failed.ok()) return;
+    c->failed = why;
+    for (auto& r : c->requests)
+      if (!r->done) r->error = why;
+    for (Stream& s : c->streams) s.queue.clear();
+    completed_ = true;
+    // A peer closing an idle connection is how a job ends; only a failure
+    // with work outstanding is worth a warning.
+    if (!c->requests.empty()) HWARN(kSubNet, "%s", why.message().c_str());
+    else HINFO(kSubNet, "%s", why.message().c_str());
+  }
+
+  Status brokenPeer(Comm* c, const char* what, int err) {
+    return errorf(hocclRemoteError, "socket transport: connection %s %s %s: %s", c->isSend ? "to" : "from",
+                  c->peer.c_str(), what, err ? strerror(err) : "closed by the peer");
+  }
+
+  // Writes or reads as much of stream s as the socket takes now.
+  void pumpStream(Comm* c, Stream& s) {
+    while (!s.queue.empty()) {
+      Piece& p = s.queue.front();
+      ssize_t n = c->isSend ? ::send(s.fd, p.ptr, p.left, MSG_NOSIGNAL | MSG_DONTWAIT)
+                            : ::recv(s.fd, p.ptr, p.left, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      if (n <= 0) {
+        fail(c, brokenPeer(c, c->isSend ? "failed while sending" : "failed while receiving", n < 0 ? errno : 0));
+        return;
+      }
+      p.ptr += n;
+      p.left -= static_cast<size_t>(n);
+      if (p.left == 0) {
+        Request* r = p.req;
+        s.queue.pop_front();
+        if (--r->partsLeft == 0 && (!r->isSend || r->headerDone)) complete(r);
+      }
+    }
+  }
+
+  void pumpControl(Comm* c) {
+    if (c->isSend) {
+      while (c->ctrlOutDone < c->ctrlOut.size()) {
+        ssize_t n = ::send(c->ctrlFd, c->ctrlOut.data() + c->ctrlOutDone, c->ctrlOut.size() - c->ctrlOutDone,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+        if (n <= 0) return fail(c, brokenPeer(c, "failed while sending", errno));
+        size_t before = c->ctrlOutDone / 16;
+        c->ctrlOutDone += static_cast<size_t>(n);
+        for (size_t h = before; h < c->ctrlOutDone / 16; ++h) {
+          Request* r = c->headerOwners.front();
+          c->headerOwners.pop_front();
+          r->headerDone = true;
+          if (r->partsLeft == 0) complete(r);
+        }
+      }
+      c->ctrlOut.clear();
+      c->ctrlOutDone = 0;
+      return;
+    }
+    for (;;) {
+      if (!c->ctrlClosed.ok()) return;
+      ssize_t n = ::recv(c->ctrlFd, c->ctrlIn + c->ctrlInLen, sizeof c->ctrlIn - c->ctrlInLen, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      if (n < 0) return fail(c, brokenPeer(c, "failed", errno));
+      if (n == 0) {
+        // An orderly close: what was sent before it still arrives.
+        c->ctrlClosed = brokenPeer(c, "failed", 0);
+        failUnmatchable(c);
+        HINFO(kSubNet, "socket transport: %s closed its connection", c->peer.c_str());
+        return;
+      }
+      c->ctrlInLen += static_cast<size_t>(n);
+      if (c->ctrlInLen < sizeof c->ctrlIn) continue;
+      uint64_t hdr[2];
+      memcpy(hdr, c->ctrlIn, sizeof hdr);
+      c->ctrlInLen = 0;
+      c->arrived.emplace_back(hdr[0], static_cast<int32_t>(hdr[1]));
+      match(c);
+    }
+  }
+
+  // Moves what can move on every socket of c without waiting; returns true
+  // if work remains for the progress thread (mu_ held).
+  bool pumpAll(Comm* c) {
+    pumpControl(c);
+    bool pending = c->isSend && c->ctrlOut.size() > c->ctrlOutDone;
+    for (Stream& s : c->streams) {
+      if (!c->failed.ok()) return false;
+      if (!s.queue.empty()) pumpStream(c, s);
+      pending |= !s.queue.empty();
+    }
+    return pending && c->failed.ok();
+  }
+
+  void progressLoop() {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Comm*, int>> who;  // stream index, -1 control
+    while (!stop_) {
+      fds.clear();
+      who.clear();
+      fds.push_back({wake_, POLLIN, 0});
+      who.emplace_back(nullptr, 0);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (Comm* c : comms_) {
+          if (!c->failed.ok()) continue;
+          short ctrlEvents = c->isSend ? (c->ctrlOut.size() > c->ctrlOutDone ? POLLOUT : 0)
+                                       : (c->ctrlClosed.ok() ? POLLIN : 0);
+          if (ctrlEvents) {
+            fds.push_back({c->ctrlFd, ctrlEvents, 0});
+            who.emplace_back(c, -1);
+          }
+          for (size_t i = 0; i < c->streams.size(); ++i) {
+            if (c->streams[i].queue.empty()) continue;
+            fds.push_back({c->streams[i].fd, static_cast<short>(c->isSend ? POLLOUT : POLLIN), 0});
+            who.emplace_back(c, static_cast<int>(i));
+          }
+        }
+      }
+      int rc = poll(fds.data(), fds.size(), 100);
+      if (rc <= 0) continue;
+      if (fds[0].revents) {
+        uint64_t v;
+        ssize_t r = read(wake_, &v, sizeof v);
+        (void)r;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = 1; i < fds.size(); ++i) {
+          if (!fds[i].revents) continue;
+          Comm* c = who[i].first;
+          if (std::find(comms_.begin(), comms_.end(), c) == comms_.end() || !c->failed.ok()) continue;
+          if (who[i].second < 0) pumpControl(c);
+          else pumpStream(c, c->streams[who[i].second]);
+        }
+      }
+      if (completed_.exchange(false) && opt_.notify) opt_.notify(opt_.notifyArg);
+    }
+  }
+
+  SocketNetOptions opt_;
+  std::mutex mu_;
+  std::vector<Comm*> comms_;
+  int wake_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> completed_{false};
+  std::thread thread_;
+};
+
+}  // namespace socknet
+
+Status createSocketTransport(const SocketNetOptions& opt, std::unique_ptr<NetTransport>* out) {
+  if (opt.streams < 1 || opt.streams > socknet::kMaxStreams)
+    return errorf(hocclInvalidArgument, "socket transport: %d streams (1 to %d)", opt.streams, socknet::kMaxStreams);
+  out->reset(new socknet::SocketTransport(opt));
+  return Status();
+}
+
+}  // namespace hoccl
