@@ -346,8 +346,11 @@ class Runner {
 }  // namespace
 
 std::string deviceLine(int rank, const std::string& what) {
+  // The node as the library sees it: HOCCL_HOSTID when set (emulated nodes).
   char host[64] = {0};
-  gethostname(host, sizeof host - 1);
+  const char* id = getenv("HOCCL_HOSTID");
+  if (id && *id) snprintf(host, sizeof host, "%s", id);
+  else gethostname(host, sizeof host - 1);
   char buf[kLineBytes];
   snprintf(buf, sizeof buf, "#  Rank %2d Group  0 Pid %6d on %10s device %2d [%04x:%02x:%02x] %s", rank,
            static_cast<int>(getpid()), host, -1, 0, 0, 0, what.c_str());
