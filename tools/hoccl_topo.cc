@@ -37,33 +37,6 @@ static void usage(FILE* f) {
           "topology there in the topology file format.\n");
 }
 
-static bool readFile(const std::string& path, std::string* out) {
-  FILE* f = fopen(path.c_str(), "rb");
-  if (!f) {
-    fprintf(stderr, "hoccl-topo: cannot open %s: %s\n", path.c_str(), strerror(errno));
-    return false;
-  }
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-    out->append(buf, n);
-    if (out->size() > (256u << 20)) {
-      fprintf(stderr, "hoccl-topo: %s is larger than 256 MiB\n", path.c_str());
-      fclose(f);
-      return false;
-    }
-  }
-  bool ok = !ferror(f);
-  if (!ok) fprintf(stderr, "hoccl-topo: cannot read %s: %s\n", path.c_str(), strerror(errno));
-  fclose(f);
-  return ok;
-}
-
-static bool endsWith(const std::string& s, const char* suffix) {
-  size_t n = strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 int main(int argc, char** argv) {
   std::string file, slurm;
   bool asJson = false;
@@ -89,7 +62,7 @@ int main(int argc, char** argv) {
   }
   if (file.empty() && slurm.empty()) {
     const char* env = getenv("HOCCL_TOPO_FILE");
-    if (env && *env) (endsWith(env, ".conf") ? slurm : file) = env;
+    if (env && *env) (isSlurmTopologyPath(env) ? slurm : file) = env;
   }
 
   const char* hostIdEnv = getenv("HOCCL_HOSTID");
@@ -102,12 +75,10 @@ int main(int argc, char** argv) {
   sys.ranks.push_back(r);
 
   if (!file.empty() || !slurm.empty()) {
-    const std::string& path = file.empty() ? slurm : file;
-    std::string text;
-    if (!readFile(path, &text)) return 1;
     TopoOverrides o;
-    Status st = file.empty() ? parseSlurmTopology(text, path, &o) : parseTopoFile(text, path, &o);
-    if (st.ok()) st = applyOverrides(o, &sys);
+    Status st = loadOverridesFile(file.empty() ? slurm : file, file.empty(), &o);
+    // A dump of a job (it lists ranks) is shown as that whole system.
+    if (st.ok()) st = o.ranks.empty() ? applyOverrides(o, &sys) : systemFromDump(o, &sys);
     if (!st.ok()) {
       fprintf(stderr, "hoccl-topo: %s\n", st.message().c_str());
       return 1;

@@ -47,6 +47,7 @@ Status finishInit(hocclComm* c) {
     if (c->isLocal[r]) c->localRanks.push_back(r);
     else remote.push_back(r);
   }
+  HOCCL_TRY(buildSystem(c));
   ShmOptions so;
   so.commHash = c->commHash;
   so.rank = c->rank;

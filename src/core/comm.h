@@ -15,6 +15,7 @@
 #include "src/core/config.h"
 #include "src/core/error.h"
 #include "src/exec/executor.h"
+#include "src/topo/topology.h"
 #include "transport/net/net_conn.h"
 #include "transport/shm/shm.h"
 
@@ -45,6 +46,7 @@ struct hocclComm : public hoccl::ExecLinks {
   std::unique_ptr<hoccl::NetDomain> net;  // null when every rank is on this node
   std::vector<int> localRanks;
   std::vector<bool> isLocal;              // per rank: same node as this one
+  hoccl::topo::System system;             // every node, switch and rank
   const hoccl::AlgoInfo* algo = nullptr;
   int spinIters = 0;
   bool yieldWhileSpinning = false;
@@ -80,6 +82,9 @@ struct hocclComm : public hoccl::ExecLinks {
 };
 
 namespace hoccl {
+
+// Fills comm->system (collective over the bootstrap; comm_topo.cc).
+Status buildSystem(hocclComm* comm);
 
 // Creates a communicator (collective over the ranks of the unique id).
 Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config,

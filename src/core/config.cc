@@ -139,6 +139,12 @@ const std::vector<SettingDecl> kSettings = {
      "Network interface for the bootstrap: a prefix list (eth,ib), ^ to exclude, = for exact "
      "names. Default: the first non-loopback interface that is up, else loopback.",
      anyValue, false},
+    {"HOCCL_TOPO_FILE", "",
+     "Topology file: switch groups and overrides of what is discovered (docs/topology-file.md); a "
+     "name ending in .conf is read as a Slurm topology.conf.",
+     anyValue, false},
+    {"HOCCL_TOPO_DUMP_FILE", "", "Rank 0 writes the whole system here, in the topology file format.", anyValue,
+     false},
     {"HOCCL_SOCKET_NSTREAMS", "2",
      "TCP streams per network connection (1-16); large messages are split across them.", streamsRange, false},
     {"HOCCL_CONNECT_RETRIES", "50",
@@ -206,6 +212,8 @@ bool loadSettings(Settings* out, std::string* error) {
   s.hostId = settingValue("HOCCL_HOSTID");
   s.commId = settingValue("HOCCL_COMM_ID");
   s.socketIfname = settingValue("HOCCL_SOCKET_IFNAME");
+  s.topoFile = settingValue("HOCCL_TOPO_FILE");
+  s.topoDumpFile = settingValue("HOCCL_TOPO_DUMP_FILE");
   s.checkCalls = settingValue("HOCCL_CHECK_CALLS") == "1";
   *out = s;
   return true;

@@ -37,6 +37,8 @@ struct Settings {
   std::string commId;             // HOCCL_COMM_ID
   std::string socketIfname;       // HOCCL_SOCKET_IFNAME
   int socketStreams = 2;          // HOCCL_SOCKET_NSTREAMS
+  std::string topoFile;           // HOCCL_TOPO_FILE
+  std::string topoDumpFile;       // HOCCL_TOPO_DUMP_FILE
   int connectRetries = 0;         // HOCCL_CONNECT_RETRIES
   bool checkCalls = true;         // HOCCL_CHECK_CALLS
 

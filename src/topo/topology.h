@@ -87,8 +87,16 @@ struct System {
 
 // What a topology file or topology.conf contributes: switches, and per node
 // (matched by host id or host name) the fields to override.
+struct DumpRank {
+  int rank = 0;
+  std::string node;  // host id of its node
+  int localRank = 0;
+  int pid = 0;
+};
+
 struct TopoOverrides {
   std::vector<SwitchInfo> switches;
+  std::vector<DumpRank> ranks;   // present in dumps (HOCCL_TOPO_DUMP_FILE) only
   std::vector<NodeInfo> nodes;   // only the fields set in the file are meaningful
   std::vector<std::vector<std::string>> nodeFieldsSet;  // per entry of `nodes`: which keys the file set
 };
@@ -101,6 +109,16 @@ Status parseTopoFile(const std::string& text, const std::string& path, TopoOverr
 Status parseSlurmTopology(const std::string& text, const std::string& path, TopoOverrides* out);
 // Slurm hostlist expression: "node[01-04,07],gpu1" -> node01 node02 ...
 Status expandHostlist(const std::string& expr, std::vector<std::string>* out);
+
+// Reads and parses a file: the Slurm format when `slurm` is set, else ours.
+// Missing, unreadable or oversized (256 MiB) files are errors naming it.
+Status loadOverridesFile(const std::string& path, bool slurm, TopoOverrides* out);
+// HOCCL_TOPO_FILE's rule: a name ending in ".conf" is a Slurm topology.conf.
+bool isSlurmTopologyPath(const std::string& path);
+
+// A whole system from a dump (a file with a "ranks" section): hoccl-topo
+// shows a job's system from it.
+Status systemFromDump(const TopoOverrides& o, System* out);
 
 // Applies overrides (switch placement, node fields) to a system.
 Status applyOverrides(const TopoOverrides& o, System* sys);

@@ -1,0 +1,92 @@
+// The communicator's view of the whole system: each rank's node, discovered
+// once per process and exchanged over the bootstrap, then the topology file
+// (HOCCL_TOPO_FILE) applied, then dumped if HOCCL_TOPO_DUMP_FILE asks.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "src/core/comm.h"
+#include "src/core/log.h"
+
+namespace hoccl {
+namespace {
+
+// Discovery reads sysfs/hwloc once per process; node ids differ per rank
+// only when tests fake them, so the id is filled in per call.
+topo::NodeInfo localNode(const std::string& hostId) {
+  static std::once_flag once;
+  static topo::NodeInfo node;
+  std::call_once(once, [] {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    node = topo::discoverLocalNode(host);
+  });
+  topo::NodeInfo n = node;
+  n.hostId = hostId;
+  return n;
+}
+
+}  // namespace
+
+Status buildSystem(hocclComm* c) {
+  Bootstrap& boot = *c->boot;
+  std::string mine = topo::serializeNode(localNode(c->hostId));
+  std::vector<uint64_t> sizes(c->nranks);
+  sizes[c->rank] = mine.size();
+  HOCCL_TRY(boot.allGather(sizes.data(), sizeof(uint64_t)).context("exchanging topology"));
+  size_t width = *std::max_element(sizes.begin(), sizes.end());
+  std::vector<char> all(width * c->nranks, 0);
+  memcpy(all.data() + width * c->rank, mine.data(), mine.size());
+  HOCCL_TRY(boot.allGather(all.data(), width).context("exchanging topology"));
+
+  topo::System& sys = c->system;
+  sys = topo::System();
+  sys.ranks.resize(c->nranks);
+  std::vector<int> perNode;
+  for (int r = 0; r < c->nranks; ++r) {
+    const std::string id = boot.table()[r].hostId;
+    int node = -1;
+    for (size_t i = 0; i < sys.nodes.size(); ++i)
+      if (sys.nodes[i].hostId == id) node = static_cast<int>(i);
+    if (node < 0) {
+      topo::NodeInfo n;
+      Status st = topo::deserializeNode(std::string(all.data() + width * r, sizes[r]), &n);
+      if (!st.ok()) return st.context("topology of rank " + std::to_string(r));
+      n.hostId = id;
+      sys.nodes.push_back(std::move(n));
+      perNode.push_back(0);
+      node = static_cast<int>(sys.nodes.size()) - 1;
+    }
+    sys.ranks[r].node = node;
+    sys.ranks[r].localRank = perNode[node]++;
+    sys.ranks[r].pid = boot.table()[r].pid;
+  }
+
+  const std::string& file = c->settings.topoFile;
+  if (!file.empty()) {
+    topo::TopoOverrides o;
+    HOCCL_TRY(topo::loadOverridesFile(file, topo::isSlurmTopologyPath(file), &o).context("HOCCL_TOPO_FILE"));
+    HOCCL_TRY(topo::applyOverrides(o, &sys).context("HOCCL_TOPO_FILE " + file));
+  }
+  if (c->rank == 0) {
+    const std::string& dump = c->settings.topoDumpFile;
+    if (!dump.empty()) {
+      FILE* f = fopen(dump.c_str(), "w");
+      if (!f) HWARN(kSubInit, "cannot write HOCCL_TOPO_DUMP_FILE %s: %s", dump.c_str(), strerror(errno));
+      else {
+        fputs(topo::toTopoFile(sys).c_str(), f);
+        fclose(f);
+      }
+    }
+    if (logEnabled(LogLevel::Info, kSubInit)) {
+      std::string tree = topo::describeSystem(sys);
+      HINFO(kSubInit, "topology:\n%s", tree.c_str());
+    }
+  }
+  return Status();
+}
+
+}  // namespace hoccl

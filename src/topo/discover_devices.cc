@@ -1,0 +1,296 @@
+// GPUs (CUDA driver, NVML for NVLink) and verbs devices, probed at run time
+// through dlopen so that the library never links CUDA or libibverbs. Each
+// probe says in one line what it found or why it found nothing.
+#include <dlfcn.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/topo/topology.h"
+
+#ifdef HOCCL_HAVE_IBVERBS
+#include <infiniband/verbs.h>  // types only: every call goes through dlsym
+#endif
+
+namespace hoccl {
+namespace topo {
+namespace detail {
+
+void probeGpus(NodeInfo* n);
+void probeVerbs(NodeInfo* n);
+// From discover.cc.
+bool readSmallFile(const std::string& path, std::string* out);
+std::string pciDeviceDir(const std::string& deviceLink);
+int pciNumaNode(const std::string& pciDir);
+
+namespace {
+
+template <typename Fn>
+bool sym(void* lib, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(dlsym(lib, name));
+  return *out != nullptr;
+}
+
+std::string format(const char* fmt, int a) {
+  char buf[160];
+  snprintf(buf, sizeof buf, fmt, a);
+  return buf;
+}
+
+// "00000000:3B:00.0" or "0000:3b:00.0" -> "0000:3b:00.0"; "" if malformed.
+std::string canonicalBusId(const char* id) {
+  unsigned domain, bus, dev, fn;
+  if (sscanf(id, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4) return "";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", domain & 0xffff, bus & 0xff, dev & 0xff, fn & 0xf);
+  return buf;
+}
+
+// ---- CUDA driver and NVML -------------------------------------------------
+
+struct NvmlPciInfo {  // nvmlPciInfo_t (NVML >= 9)
+  char busIdLegacy[16];
+  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+using NvmlDevice = void*;
+
+// Fills nvlinkPeers from NVML; returns the number of active links seen.
+int probeNvlink(std::vector<GpuInfo>* gpus) {
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return 0;
+  int (*init)();
+  int (*shutdown)();
+  int (*byBusId)(const char*, NvmlDevice*);
+  int (*linkState)(NvmlDevice, unsigned, int*);
+  int (*remotePci)(NvmlDevice, unsigned, NvmlPciInfo*);
+  if (!sym(lib, "nvmlInit_v2", &init) || !sym(lib, "nvmlShutdown", &shutdown) ||
+      !sym(lib, "nvmlDeviceGetHandleByPciBusId_v2", &byBusId) || !sym(lib, "nvmlDeviceGetNvLinkState", &linkState) ||
+      !sym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &remotePci) || init() != 0)
+    return 0;
+  int active = 0;
+  std::vector<bool> onSwitch(gpus->size(), false);
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    NvmlDevice dev = nullptr;
+    if (byBusId((*gpus)[i].pciBusId.c_str(), &dev) != 0) continue;
+    std::set<int> peers;
+    for (unsigned link = 0; link < 18; ++link) {  // NVML_NVLINK_MAX_LINKS
+      int state = 0;
+      NvmlPciInfo remote;
+      memset(&remote, 0, sizeof remote);
+      if (linkState(dev, link, &state) != 0 || state != 1 || remotePci(dev, link, &remote) != 0) continue;
+      ++active;
+      remote.busId[sizeof remote.busId - 1] = '\0';
+      std::string peer = canonicalBusId(remote.busId);
+      bool gpu = false;
+      for (size_t j = 0; j < gpus->size(); ++j)
+        if (j != i && (*gpus)[j].pciBusId == peer) peers.insert(static_cast<int>(j)), gpu = true;
+      if (!gpu) onSwitch[i] = true;  // the far end is an NVSwitch
+    }
+    (*gpus)[i].nvlinkPeers.assign(peers.begin(), peers.end());
+  }
+  // GPUs on NVSwitches all reach each other.
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    if (!onSwitch[i]) continue;
+    std::set<int> peers((*gpus)[i].nvlinkPeers.begin(), (*gpus)[i].nvlinkPeers.end());
+    for (size_t j = 0; j < gpus->size(); ++j)
+      if (j != i && onSwitch[j]) peers.insert(static_cast<int>(j));
+    (*gpus)[i].nvlinkPeers.assign(peers.begin(), peers.end());
+  }
+  shutdown();
+  return active;
+}
+
+}  // namespace
+
+void probeGpus(NodeInfo* n) {
+  n->gpus.clear();
+  // Kept loaded: unloading an initialised CUDA driver is not supported.
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    n->gpuStatus = "no GPU: CUDA driver (libcuda.so.1) not found";
+    return;
+  }
+  int (*init)(unsigned);
+  int (*count)(int*);
+  int (*get)(int*, int);
+  int (*name)(char*, int, int);
+  int (*busId)(char*, int, int);
+  if (!sym(lib, "cuInit", &init) || !sym(lib, "cuDeviceGetCount", &count) || !sym(lib, "cuDeviceGet", &get) ||
+      !sym(lib, "cuDeviceGetName", &name) || !sym(lib, "cuDeviceGetPCIBusId", &busId)) {
+    n->gpuStatus = "no GPU: libcuda.so.1 lacks the driver API (cuInit, cuDeviceGetCount, ...)";
+    return;
+  }
+  int rc = init(0);
+  if (rc == 100) {  // CUDA_ERROR_NO_DEVICE
+    n->gpuStatus = "no GPU: CUDA driver found, no CUDA-capable device";
+    return;
+  }
+  if (rc != 0) {
+    n->gpuStatus = format("no GPU: cuInit failed (CUresult %d)", rc);
+    return;
+  }
+  int devices = 0;
+  if ((rc = count(&devices)) != 0) {
+    n->gpuStatus = format("no GPU: cuDeviceGetCount failed (CUresult %d)", rc);
+    return;
+  }
+  if (devices <= 0) {
+    n->gpuStatus = "no GPU: CUDA driver found, 0 devices";
+    return;
+  }
+  for (int i = 0; i < devices; ++i) {
+    GpuInfo g;
+    g.index = i;
+    int dev = 0;
+    char buf[256] = {0};
+    if (get(&dev, i) == 0) {
+      if (name(buf, sizeof buf - 1, dev) == 0) g.name = buf;
+      memset(buf, 0, sizeof buf);
+      if (busId(buf, sizeof buf - 1, dev) == 0) g.pciBusId = canonicalBusId(buf);
+    }
+    if (!g.pciBusId.empty()) g.numaNode = pciNumaNode("/sys/bus/pci/devices/" + g.pciBusId);
+    n->gpus.push_back(g);
+  }
+  int links = probeNvlink(&n->gpus);
+  n->gpuStatus = format(devices == 1 ? "%d GPU" : "%d GPUs", devices);
+  if (links > 0) n->gpuStatus += format(", %d active NVLinks", links);
+}
+
+#ifdef HOCCL_HAVE_IBVERBS
+
+namespace {
+
+struct Verbs {
+  ibv_device** (*getDeviceList)(int*);
+  void (*freeDeviceList)(ibv_device**);
+  const char* (*getDeviceName)(ibv_device*);
+  ibv_context* (*openDevice)(ibv_device*);
+  int (*closeDevice)(ibv_context*);
+  int (*queryDevice)(ibv_context*, ibv_device_attr*);
+  int (*queryPortCompat)(ibv_context*, uint8_t, _compat_ibv_port_attr*);
+  int (*queryGid)(ibv_context*, uint8_t, int, ibv_gid*);
+};
+
+// What the inline ibv_query_port() in verbs.h does: the extended context's
+// query_port op when the provider has one, else the exported compat symbol
+// (whose struct is a prefix of ibv_port_attr).
+int queryPort(const Verbs& v, ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
+  memset(attr, 0, sizeof *attr);
+  verbs_context* vctx = verbs_get_ctx_op(ctx, query_port);
+  if (vctx) return vctx->query_port(ctx, port, attr, sizeof *attr);
+  return v.queryPortCompat(ctx, port, reinterpret_cast<_compat_ibv_port_attr*>(attr));
+}
+
+// Gbit/s per lane (nominal data rate) times the number of lanes.
+double portGbps(uint8_t speed, uint8_t width) {
+  double lane = 0;
+  switch (speed) {
+    case 1: lane = 2.5; break;    // SDR
+    case 2: lane = 5; break;      // DDR
+    case 4: lane = 10; break;     // QDR
+    case 8: lane = 10; break;     // FDR10
+    case 16: lane = 14; break;    // FDR
+    case 32: lane = 25; break;    // EDR
+    case 64: lane = 50; break;    // HDR
+    case 128: lane = 100; break;  // NDR
+  }
+  int lanes = 0;
+  switch (width) {
+    case 1: lanes = 1; break;
+    case 2: lanes = 4; break;
+    case 4: lanes = 8; break;
+    case 8: lanes = 12; break;
+    case 16: lanes = 2; break;
+  }
+  return lane * lanes;
+}
+
+std::string gidString(const ibv_gid& gid) {
+  char buf[48];
+  const uint8_t* r = gid.raw;
+  snprintf(buf, sizeof buf, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", r[0], r[1],
+           r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+  return buf;
+}
+
+}  // namespace
+
+void probeVerbs(NodeInfo* n) {
+  // Kept loaded: providers register themselves and do not expect unloading.
+  void* lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    n->verbsStatus = "no verbs: libibverbs.so.1 not found";
+    return;
+  }
+  Verbs v;
+  if (!sym(lib, "ibv_get_device_list", &v.getDeviceList) || !sym(lib, "ibv_free_device_list", &v.freeDeviceList) ||
+      !sym(lib, "ibv_get_device_name", &v.getDeviceName) || !sym(lib, "ibv_open_device", &v.openDevice) ||
+      !sym(lib, "ibv_close_device", &v.closeDevice) || !sym(lib, "ibv_query_device", &v.queryDevice) ||
+      !sym(lib, "ibv_query_port", &v.queryPortCompat) || !sym(lib, "ibv_query_gid", &v.queryGid)) {
+    n->verbsStatus = "no verbs: libibverbs.so.1 lacks ibv_get_device_list or another call we need";
+    return;
+  }
+  int count = 0;
+  ibv_device** list = v.getDeviceList(&count);
+  if (!list) {
+    // ENOSYS: the kernel has no uverbs (no /sys/class/infiniband_verbs).
+    int err = errno;
+    n->verbsStatus = err == ENOSYS ? "no verbs devices (libibverbs found, no RDMA support in the kernel)"
+                                   : "no verbs: ibv_get_device_list failed: " + std::string(strerror(err));
+    return;
+  }
+  int hcas = 0, ports = 0, failed = 0;
+  for (int d = 0; d < count; ++d) {
+    const char* devName = v.getDeviceName(list[d]);
+    std::string name = devName ? devName : "?";
+    ibv_context* ctx = v.openDevice(list[d]);
+    if (!ctx) {
+      ++failed;
+      continue;
+    }
+    ++hcas;
+    ibv_device_attr dattr;
+    memset(&dattr, 0, sizeof dattr);
+    int nports = v.queryDevice(ctx, &dattr) == 0 && dattr.phys_port_cnt > 0 ? dattr.phys_port_cnt : 1;
+    std::string pci = pciDeviceDir("/sys/class/infiniband/" + name + "/device");
+    for (int p = 1; p <= nports; ++p) {
+      ibv_port_attr pattr;
+      if (queryPort(v, ctx, static_cast<uint8_t>(p), &pattr) != 0) continue;
+      ++ports;
+      NicInfo nic;
+      nic.name = name;
+      nic.port = p;
+      nic.kind = pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "roce" : "infiniband";
+      nic.speedGbps = portGbps(pattr.active_speed, pattr.active_width);
+      nic.up = pattr.state == IBV_PORT_ACTIVE;
+      nic.pciPath = pci;
+      nic.numaNode = pciNumaNode(pci);
+      ibv_gid gid;
+      if (pattr.gid_tbl_len > 0 && v.queryGid(ctx, static_cast<uint8_t>(p), 0, &gid) == 0) nic.address = gidString(gid);
+      n->nics.push_back(nic);
+    }
+    v.closeDevice(ctx);
+  }
+  v.freeDeviceList(list);
+  if (count == 0) {
+    n->verbsStatus = "no verbs devices";
+    return;
+  }
+  n->verbsStatus = format(hcas == 1 ? "%d HCA" : "%d HCAs", hcas) + format(ports == 1 ? ", %d port" : ", %d ports", ports);
+  if (failed) n->verbsStatus += format(", %d could not be opened", failed);
+}
+
+#else
+
+void probeVerbs(NodeInfo* n) { n->verbsStatus = "no verbs: not built with verbs headers"; }
+
+#endif
+
+}  // namespace detail
+}  // namespace topo
+}  // namespace hoccl
