@@ -52,6 +52,7 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   uint32_t tag = 0;
   std::string payload;
   st = recvFrame(root, id.magic, &tag, &payload, dl);
+  waitForLocalRoot(id.magic, std::min(opt.timeoutSec, 10.0));
   if (!st.ok()) {
     if (st.code() == hocclTimeout)
       return errorf(hocclTimeout, "rank %d: timed out after %.0f s waiting for all %d ranks to join the rendezvous at %s",

@@ -48,6 +48,10 @@ uint64_t randomU64();
 // It exits once it has answered every rank or after `timeoutSec`.
 Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound);
 
+// If this process serves the rendezvous `magic`, waits (up to timeoutSec)
+// until it has answered every rank.
+void waitForLocalRoot(uint64_t magic, double timeoutSec);
+
 struct BootstrapOptions {
   int rank = 0;
   int nranks = 1;

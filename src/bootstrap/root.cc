@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -171,7 +174,9 @@ class Root {
       if (nranks - joined > listed) fatal += " ...";
     }
     if (fatal.empty()) fatal = checkAgreement(hellos);
-    for (int r = 0; r < nranks && r < static_cast<int>(conns.size()); ++r) {
+    // Highest rank first: the rendezvous usually lives in rank 0's process,
+    // which may exit as soon as it has its answer.
+    for (int r = std::min(nranks, static_cast<int>(conns.size())) - 1; r >= 0; --r) {
       if (!conns[r].valid()) continue;
       if (!fatal.empty()) {
         reply(conns[r], kTagRootError, fatal);
@@ -213,15 +218,43 @@ class Root {
 
 }  // namespace
 
+// Rendezvous threads running in this process, so a rank of this process can
+// wait until its rendezvous has answered everyone before init returns (the
+// thread dies with the process).
+struct LiveRoots {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<uint64_t> running;
+};
+
+LiveRoots& liveRoots() {
+  static LiveRoots* roots = new LiveRoots();  // never destroyed: detached threads use it
+  return *roots;
+}
+
 Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound) {
   Socket listener;
   HOCCL_TRY(Socket::listen(bindAddr, &listener, bound));
   HINFO(kSubBootstrap, "rendezvous listening on %s", bound->toString().c_str());
-  std::thread([l = std::move(listener), magic, timeoutSec]() mutable {
+  LiveRoots& live = liveRoots();
+  {
+    std::lock_guard<std::mutex> lock(live.mu);
+    live.running.insert(magic);
+  }
+  std::thread([l = std::move(listener), magic, timeoutSec, &live]() mutable {
     Root root(std::move(l), magic, timeoutSec);
     root.run();
+    std::lock_guard<std::mutex> lock(live.mu);
+    live.running.erase(magic);
+    live.cv.notify_all();
   }).detach();
   return Status();
+}
+
+void waitForLocalRoot(uint64_t magic, double timeoutSec) {
+  LiveRoots& live = liveRoots();
+  std::unique_lock<std::mutex> lock(live.mu);
+  live.cv.wait_for(lock, std::chrono::duration<double>(timeoutSec), [&] { return !live.running.count(magic); });
 }
 
 }  // namespace hoccl
