@@ -110,11 +110,13 @@ class Runner {
           if (!rooted(c_)) roots = {-1};
           else if (o_.root < 0) for (int r = 0; r < n_; ++r) roots.push_back(r);
           else roots = {o_.root};
+          if (!b_.supports(c_, t, op)) {
+            if (print_)
+              printf("# %s does not support %s%s%s; skipped\n", b_.library(), typeName(t), reduces(c_) ? " " : "",
+                     reduces(c_) ? opName(op) : "");
+            continue;
+          }
           for (int root : roots) {
-            if (!b_.supports(c_, t, op)) {
-              if (print_) printf("# %s does not support %s %s; skipped\n", b_.library(), typeName(t), reduces(c_) ? opName(op) : "");
-              continue;
-            }
             long long w = sweep(t, op, root);
             if (w < 0) return finish(-1);
             wrongTotal += w;
@@ -130,8 +132,6 @@ class Runner {
     if (rooted(c_) && o_.root >= n_) error_ = "root " + std::to_string(o_.root) + " is out of range for " + std::to_string(n_) + " ranks";
     std::vector<std::string> lines = b_.allGatherLine(b_.deviceDescription());
     if (!print_) return;
-    int version = 0;
-    hocclGetVersion(&version);
     printf("# %s-tests (nccl-tests 2.19.6 format) %s library=%s algo=%s hoccl-headers=%d\n", b_.library(),
            b_.library(), b_.library(), b_.algorithm().c_str(), HOCCL_VERSION_CODE);
     printf("# Collective test starting: %s\n", collTestName(c_));
@@ -232,7 +232,7 @@ class Runner {
   }
 
   bool measure(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, Result* out) {
-    void *send, *recv;
+    void *send = nullptr, *recv = nullptr;
     prepare(t, op, root, s, inPlace, &send, &recv);
     for (int i = 0; i < o_.warmup; ++i)
       if (!call(t, op, root, s, send, recv)) return false;

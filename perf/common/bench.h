@@ -32,7 +32,7 @@ struct Options {
   std::string jsonPath;     // -J
   std::string algo = "";    // --algo (hoccl only)
   bool verbose = false;     // --verbose: every rank prints its own lines
-  std::string extra;        // peer-specific option (--gloo-algo ...)
+  std::string extra;        // --extra: a peer benchmark's own option (gloo_perf: algorithm)
 };
 
 // Parses nccl-tests' flags (and ours). On error prints why and the usage to

@@ -89,6 +89,7 @@ void printUsage(const char* prog, Coll coll) {
           "  --algo <name>           force the algorithm (ring|hierarchical|horing|auto)\n"
           "  --np <n>                fork n local processes, one rank per thread each\n"
           "  --verbose               every rank prints, not only rank 0\n"
+          "  --extra <option>        a peer benchmark's own option (gloo_perf: its algorithm)\n"
           "Launchers: mpirun; torchrun/Slurm/Open MPI environments (RANK/WORLD_SIZE with\n"
           "MASTER_ADDR/MASTER_PORT, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_*) with\n"
           "HOCCL_COMM_ID=host:port or MASTER_ADDR/MASTER_PORT for the rendezvous.\n",

@@ -86,7 +86,10 @@ const char* opName(hocclRedOp_t op) {
 
 double inputValue(hocclDataType_t t, hocclRedOp_t op, int rank, uint64_t i) {
   switch (op) {
-    case hocclProd: return ((static_cast<uint64_t>(rank) + i) % 4 == 0) ? 2 : 1;
+    // Powers of two stay exact; the second term's period (7) does not divide
+    // the block sizes, so a block delivered to the wrong rank shows.
+    case hocclProd:
+      return ((static_cast<uint64_t>(rank) + i) % 4 == 0 || i % 7 == static_cast<uint64_t>(rank) % 7) ? 2 : 1;
     case hocclMax:
     case hocclMin: return static_cast<double>((static_cast<uint64_t>(rank) * 3 + i) % 11);
     default: return static_cast<double>((static_cast<uint64_t>(rank) + i) % 3);
