@@ -11,7 +11,7 @@
 # hoccl/MPI, single-core memcpy bandwidth) and writes DIR/<collective>.png.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-np=4; minb=8; maxb=64M; factor=4; iters=20; warmup=5; rounds=3
+np=4; minb=1K; maxb=64M; factor=4; iters=10; warmup=3; rounds=3
 colls="all_reduce reduce_scatter all_gather"; out=$root/out/compare
 while [ $# -gt 0 ]; do
   case $1 in
@@ -62,4 +62,8 @@ for coll in $colls; do
     fi
   done
 done
-python3 "$root/perf/compare_report.py" "$out" --np "$np"
+# Debian's python3 has python3-matplotlib; a python3 earlier on PATH may not.
+py=python3
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null && py=/usr/bin/python3
+"$py" "$root/perf/compare_report.py" "$out" --np "$np"
+echo "compare: results and plots in $out"

@@ -63,8 +63,8 @@ def report(data, memcpy, nranks, out_dir):
         sizes = sorted({s for c in contenders for s in data[coll][c]})
         med = {c: {s: statistics.median(v) for s, v in data[coll][c].items()} for c in contenders}
         print(f"\n{coll}, {nranks} ranks: out-of-place bus bandwidth (GB/s), median over rounds")
-        head = f"{'size':>8}" + "".join(f"{c:>22}" for c in contenders)
-        head += "".join(f"{'hoccl/' + p:>24}" for p in peers) + f"{'memcpy(1 core)':>16}"
+        head = f"{'size':>8}" + "".join(f" {c:>21}" for c in contenders)
+        head += "".join(f" {'hoccl/' + p:>23}" for p in peers) + f" {'memcpy(1 core)':>15}"
         print(head)
         for s in sizes:
             line = f"{human(s):>8}"
@@ -97,6 +97,7 @@ def plot(coll, contenders, med, memcpy, nranks, out_dir):
         sizes = sorted(memcpy)
         ax.plot(sizes, [memcpy[s] for s in sizes], linestyle="--", color="gray", label="memcpy, 1 core")
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")  # memcpy (in cache) and small-message rates span decades
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title(f"{coll}, {nranks} ranks on this machine (median over rounds)")
