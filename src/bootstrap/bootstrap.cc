@@ -23,10 +23,17 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   b->connectRetries_ = opt.connectRetries;
   Deadline dl = Deadline::in(opt.timeoutSec);
 
-  // Listen on the interface that reaches the root: same family as the root.
+  // Listen on the interface that reaches the root: the one HOCCL_SOCKET_IFNAME
+  // names, else the one the kernel routes the root's address through.
   SockAddr local;
   std::string ifname;
-  HOCCL_TRY(chooseLocalAddress(opt.ifnameRule, &local, &ifname));
+  if (opt.ifnameRule.empty()) {
+    HOCCL_TRY(probeRouteTo(id.root, &local, &ifname).context("finding the interface that reaches the rendezvous"));
+    HINFO(kSubBootstrap, "interface %s (%s) reaches the rendezvous at %s", ifname.c_str(), local.toString().c_str(),
+          id.root.toString().c_str());
+  } else {
+    HOCCL_TRY(chooseLocalAddress(opt.ifnameRule, &local, &ifname));
+  }
   if (local.u.sa.sa_family != id.root.u.sa.sa_family) {
     // Fall back to the wildcard of the root's family.
     local = SockAddr{};
@@ -62,6 +69,7 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   if (tag == kTagRootError) return Status(hocclInvalidUsage, "rendezvous refused rank " + std::to_string(opt.rank) + ": " + payload);
   if (tag != kTagRootTable || payload.size() != static_cast<size_t>(opt.nranks) * sizeof(RankInfo))
     return errorf(hocclInternalError, "rendezvous sent a malformed table (%zu bytes)", payload.size());
+  b->ifname_ = ifname;
   b->table_.resize(opt.nranks);
   memcpy(b->table_.data(), payload.data(), payload.size());
   b->out_.resize(opt.nranks);

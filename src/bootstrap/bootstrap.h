@@ -80,6 +80,10 @@ class Bootstrap {
   int nranks() const { return static_cast<int>(table_.size()); }
   uint64_t magic() const { return magic_; }
   const std::vector<RankInfo>& table() const { return table_; }
+  // The interface and address this rank listens on (the network transport
+  // uses the same one unless HOCCL_SOCKET_IFNAME says otherwise).
+  const std::string& interfaceName() const { return ifname_; }
+  const SockAddr& listenAddress() const { return listenAddr_; }
 
   Status send(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recv(int peer, uint32_t tag, std::string* data);
@@ -101,6 +105,7 @@ class Bootstrap {
   std::vector<RankInfo> table_;
   Socket listener_;
   SockAddr listenAddr_;
+  std::string ifname_;
   std::vector<Socket> out_;  // per peer, connections this rank opened
   std::vector<Socket> in_;   // per peer, connections the peer opened
   std::map<std::pair<int, uint32_t>, std::deque<std::string>> inbox_;

@@ -120,6 +120,39 @@ Status chooseLocalAddress(const std::string& rule, SockAddr* out, std::string* i
   return Status();
 }
 
+Status probeRouteTo(const SockAddr& remote, SockAddr* local, std::string* ifname) {
+  int fd = ::socket(remote.u.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return sysErrorf("socket");
+  Socket s(fd);
+  SockAddr probe = remote;
+  if (probe.port() == 0) probe.setPort(9);
+  if (::connect(fd, &probe.u.sa, probe.len()) != 0) return sysErrorf("no route to %s", remote.toString().c_str());
+  SockAddr mine;
+  socklen_t len = sizeof mine.u;
+  if (getsockname(fd, &mine.u.sa, &len) != 0) return sysErrorf("getsockname");
+  mine.setPort(0);
+  // Name the interface that holds the address.
+  ifaddrs* list = nullptr;
+  ifname->clear();
+  if (getifaddrs(&list) == 0) {
+    for (const ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
+      if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != mine.u.sa.sa_family) continue;
+      bool same = mine.u.sa.sa_family == AF_INET
+                      ? reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr.s_addr == mine.u.in4.sin_addr.s_addr
+                      : memcmp(&reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, &mine.u.in6.sin6_addr,
+                               sizeof(in6_addr)) == 0;
+      if (same) {
+        *ifname = ifa->ifa_name;
+        break;
+      }
+    }
+    freeifaddrs(list);
+  }
+  if (ifname->empty()) *ifname = "?";
+  *local = mine;
+  return Status();
+}
+
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();

@@ -36,6 +36,11 @@ Status parseHostPort(const std::string& text, SockAddr* out);
 // Without a rule: the first interface that is up and not loopback or
 // docker, else loopback. `ifname` receives the interface's name.
 Status chooseLocalAddress(const std::string& rule, SockAddr* out, std::string* ifname);
+// The local address (and its interface) the kernel routes through to reach
+// `remote`: a UDP socket "connected" to it, no packet sent. Used when no
+// HOCCL_SOCKET_IFNAME rule is given, so every rank picks an interface that
+// reaches the rendezvous.
+Status probeRouteTo(const SockAddr& remote, SockAddr* local, std::string* ifname);
 // True if interface `name` passes `rule` (exposed for tests).
 bool interfaceMatches(const std::string& rule, const std::string& name);
 

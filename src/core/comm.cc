@@ -57,6 +57,8 @@ Status finishInit(hocclComm* c) {
   if (!remote.empty()) {
     SocketNetOptions no;
     no.ifnameRule = c->settings.socketIfname;
+    no.localAddr = c->boot->listenAddress();
+    no.localIfname = c->boot->interfaceName();
     no.streams = c->settings.socketStreams;
     no.timeoutSec = c->settings.timeoutSec;
     no.notify = [](void* cb) { ringDoorbell(static_cast<ControlBlock*>(cb)); };

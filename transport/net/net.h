@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "src/bootstrap/socket.h"
 #include "src/core/error.h"
 
 namespace hoccl {
@@ -67,6 +68,10 @@ class NetTransport {
 
 struct SocketNetOptions {
   std::string ifnameRule;   // HOCCL_SOCKET_IFNAME
+  // Without a rule: the address to listen on (the bootstrap's, which was
+  // probed to reach the other ranks); family AF_UNSPEC = choose by rule.
+  SockAddr localAddr;
+  std::string localIfname;
   int streams = 2;          // HOCCL_SOCKET_NSTREAMS: data streams per connection
   double timeoutSec = 300;
   NetNotify notify = nullptr;

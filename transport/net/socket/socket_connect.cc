@@ -42,10 +42,21 @@ std::string peerName(int fd) {
 
 }  // namespace
 
-Status listenOn(const std::string& rule, int streams, ListenComm** out, Handle* h) {
+Status localAddress(const SocketNetOptions& opt, SockAddr* addr, std::string* ifname) {
+  if (opt.ifnameRule.empty() && opt.localAddr.u.sa.sa_family != AF_UNSPEC) {
+    *addr = opt.localAddr;
+    addr->setPort(0);
+    *ifname = opt.localIfname;
+    return Status();
+  }
+  return chooseLocalAddress(opt.ifnameRule, addr, ifname);
+}
+
+Status listenOn(const SocketNetOptions& opt, ListenComm** out, Handle* h) {
+  const int streams = opt.streams;
   SockAddr local;
   std::string ifname;
-  HOCCL_TRY(chooseLocalAddress(rule, &local, &ifname));
+  HOCCL_TRY(localAddress(opt, &local, &ifname));
   auto lc = std::make_unique<ListenComm>();
   HOCCL_TRY(Socket::listen(local, &lc->listener, &lc->addr).context("socket transport listen on " + ifname));
   lc->streams = streams;

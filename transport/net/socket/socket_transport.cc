@@ -30,7 +30,8 @@ std::vector<Part> splitMessage(uint64_t k, size_t size, int n) {
 
 Status connectStep(ConnectState* st, const Handle& h, Comm** out);  // socket_connect.cc
 Status acceptStep(ListenComm* lc, Comm** out);                       // socket_connect.cc
-Status listenOn(const std::string& rule, int streams, ListenComm** out, Handle* h);
+Status listenOn(const SocketNetOptions& opt, ListenComm** out, Handle* h);
+Status localAddress(const SocketNetOptions& opt, SockAddr* addr, std::string* ifname);
 
 class SocketTransport : public NetTransport {
  public:
@@ -53,7 +54,7 @@ class SocketTransport : public NetTransport {
     if (dev != 0) return errorf(hocclInvalidArgument, "socket transport: device %d does not exist (1 device)", dev);
     SockAddr a;
     std::string ifname;
-    HOCCL_TRY(chooseLocalAddress(opt_.ifnameRule, &a, &ifname));
+    HOCCL_TRY(localAddress(opt_, &a, &ifname));
     *p = NetProperties();
     p->name = ifname;
     p->ptrSupport = kPtrHost;
@@ -71,7 +72,7 @@ class SocketTransport : public NetTransport {
     if (dev != 0) return errorf(hocclInvalidArgument, "socket transport: device %d does not exist", dev);
     ListenComm* lc = nullptr;
     Handle h{};
-    HOCCL_TRY(listenOn(opt_.ifnameRule, opt_.streams, &lc, &h));
+    HOCCL_TRY(listenOn(opt_, &lc, &h));
     memset(handle, 0, kNetHandleBytes);
     memcpy(handle, &h, sizeof h);
     *listenComm = lc;
