@@ -129,3 +129,63 @@ uint64_t partStart(uint64_t count, uint64_t parts, uint64_t i) {
 }
 
 }  // namespace hoccl
+
+namespace hoccl {
+
+namespace {
+
+// A buffer range in terms of the memory behind it: in-place calls alias
+// Input and Output, so both map to one space.
+struct Span {
+  int space;  // 0: output memory, 1: input memory (out of place), 2: scratch
+  uint64_t begin, end;
+};
+
+Span spanOf(const ScheduleKey& k, const Slice& sl, uint64_t count) {
+  uint64_t off = sl.offset;
+  if (sl.buf == Buf::Scratch) return {2, off, off + count};
+  if (!k.inPlace) return {sl.buf == Buf::Output ? 0 : 1, off, off + count};
+  // In place both buffers are one memory: all-gather's Input is Output
+  // shifted by rank*count, reduce-scatter's Output is Input shifted by it.
+  uint64_t shift = inPlaceOffset(k);
+  if (k.coll == CollKind::AllGather && sl.buf == Buf::Input) off += shift;
+  if (k.coll == CollKind::ReduceScatter && sl.buf == Buf::Output) off += shift;
+  return {0, off, off + count};
+}
+
+}  // namespace
+
+void markStableValues(Schedule* s) {
+  const ScheduleKey& k = s->key;
+  auto span = [&](const Slice& sl, uint64_t count) { return spanOf(k, sl, count); };
+  struct Write {
+    size_t ch, step;
+    Span sp;
+  };
+  std::vector<Write> writes;
+  for (size_t c = 0; c < s->channels.size(); ++c)
+    for (size_t j = 0; j < s->channels[c].steps.size(); ++j) {
+      const Step& st = s->channels[c].steps[j];
+      if (st.dst.present() && st.count) writes.push_back({c, j, span(st.dst, st.count)});
+    }
+  for (size_t c = 0; c < s->channels.size(); ++c)
+    for (size_t j = 0; j < s->channels[c].steps.size(); ++j) {
+      Step& st = s->channels[c].steps[j];
+      st.stable = false;
+      if (st.sendPeer < 0 || st.count == 0) continue;
+      const Slice* where = st.dst.present() ? &st.dst : (st.recvPeer < 0 && st.src.present() ? &st.src : nullptr);
+      if (!where) continue;
+      Span v = span(*where, st.count);
+      bool clobbered = false;
+      for (const Write& w : writes) {
+        bool later = w.ch != c || w.step > j;
+        if (later && w.sp.space == v.space && w.sp.begin < v.end && v.begin < w.sp.end) {
+          clobbered = true;
+          break;
+        }
+      }
+      st.stable = !clobbered;
+    }
+}
+
+}  // namespace hoccl

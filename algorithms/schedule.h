@@ -49,6 +49,10 @@ struct Step {
   // channel `depChannel` has completed (-1: none).
   int32_t depChannel = -1;
   int32_t depStep = -1;
+  // Set by markStableValues(): the value this step sends stays unchanged
+  // in this rank's buffers until the call ends (nothing later writes it),
+  // so the executor may let the receiver read it in place.
+  bool stable = false;
 };
 const char* stepKindName(const Step& s);
 
@@ -88,6 +92,12 @@ struct Schedule {
   //   rank 1 ch 0 step 2 recvReduceSend  from 0 to 2 src in[6+3] dst - n 3
   std::string toString() const;
 };
+
+// Sets Step::stable on every sending step whose value lives in the
+// caller's buffers (dst, or src of a step that receives nothing) and is
+// not written by any later step of its channel or any step of another
+// channel, with in-place aliasing taken into account.
+void markStableValues(Schedule* s);
 
 // Number of elements in the input and output buffers a rank passes for a key.
 uint64_t inputCount(const ScheduleKey& k);

@@ -79,6 +79,11 @@ void expectAllZero(const Outcome& o) {
 TEST(MultiProcess, TwoRanksEveryTypeAndOp) { expectAllZero(launch("full", 2, 300)); }
 TEST(MultiProcess, FourRanksEveryTypeAndOp) { expectAllZero(launch("full", 4, 400)); }
 
+// Slices sent by reference and read with process_vm_readv (off by default).
+TEST(MultiProcess, CrossMemoryAttachEveryTypeAndOp) {
+  expectAllZero(launch("full", 2, 300, {{"HOCCL_CMA=1"}, {"HOCCL_CMA=1"}}));
+}
+
 TEST(MultiProcess, MismatchedCountsFailOnBothRanks) {
   Outcome o = launch("mismatch", 2, 60);
   expectAllZero(o);

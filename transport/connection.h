@@ -27,6 +27,14 @@ struct SlotHeader {
 };
 static_assert(sizeof(SlotHeader) == 64, "one cache line");
 
+// SlotHeader::flags: the payload is not the data but a DirectRef to it in
+// the sender's memory, which the receiver reads itself (one copy instead of
+// two). The sender keeps that memory unchanged until the slot is released.
+constexpr uint8_t kSlotDirect = 0x1;
+struct DirectRef {
+  uint64_t address;  // in the sender's address space
+};
+
 class SendConn {
  public:
   virtual ~SendConn() = default;
@@ -37,6 +45,11 @@ class SendConn {
   virtual void post() = 0;
   virtual size_t slotBytes() const = 0;
   virtual int peer() const = 0;
+  // True if the receiver can read this rank's memory (same process, or
+  // cross-memory attach allowed), so a slot may carry a DirectRef.
+  virtual bool direct() const { return false; }
+  // True once the receiver has released every slot posted so far.
+  virtual bool drained() const { return true; }
   // Why the connection can no longer make progress (a dead peer, a reset
   // socket), or "" while it is healthy.
   virtual std::string failure() const { return ""; }
@@ -50,6 +63,11 @@ class RecvConn {
   // Returns the slot from the last tryPeek to the sender and wakes it.
   virtual void release() = 0;
   virtual int peer() const = 0;
+  // Copies `bytes` at `ref` in the sender's memory to `dst` (for slots
+  // flagged kSlotDirect). False if the read failed.
+  virtual bool fetch(const DirectRef& ref, void* dst, size_t bytes) { return false; }
+  // The sender's memory at `ref` as a pointer, if it is in this process.
+  virtual const void* mapDirect(const DirectRef& ref) { return nullptr; }
   virtual std::string failure() const { return ""; }
 };
 

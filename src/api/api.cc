@@ -121,7 +121,7 @@ Status runCalls(const std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>>
       return st;
     }
     owned.push_back(std::make_unique<CollTask>(call, sched, comm, comm->settings.sliceBytes,
-                                               comm->settings.checkCalls));
+                                               comm->settings.checkCalls, comm->settings.directBytes));
     tasks.emplace_back(comm, owned.back().get());
   }
   return runTasks(tasks);

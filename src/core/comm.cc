@@ -53,6 +53,7 @@ Status finishInit(hocclComm* c) {
   so.rank = c->rank;
   so.slotBytes = c->settings.sliceBytes;
   so.slots = c->settings.slots;
+  so.crossMemoryAttach = c->settings.crossMemoryAttach;
   HOCCL_TRY(ShmDomain::create(*c->boot, so, c->localRanks, &c->shm));
   if (!remote.empty()) {
     SocketNetOptions no;
@@ -226,6 +227,7 @@ Status hocclComm::prepare(const ScheduleKey& key, std::shared_ptr<const Schedule
   }
   Schedule built = algo->build(key);
   if (nranks > 1 && settings.checkCalls) addSyncSteps(*algo, key, &built);
+  markStableValues(&built);
   auto sched = std::make_shared<const Schedule>(std::move(built));
   std::set<EdgeRequest> edges;
   for (size_t ch = 0; ch < sched->channels.size(); ++ch) {

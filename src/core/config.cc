@@ -78,6 +78,12 @@ std::string retriesRange(const std::string& v) {
   return "";
 }
 
+std::string directRange(const std::string& v) {
+  long long x;
+  if (!parseInt(v, &x) || x < 0 || x > (1ll << 30)) return "a byte count >= 0 (K/M suffixes allowed; 0 = off)";
+  return "";
+}
+
 std::string boolValue(const std::string& v) {
   if (v == "0" || v == "1") return "";
   return "0 or 1";
@@ -165,6 +171,15 @@ const std::vector<SettingDecl> kSettings = {
      "1: every message carries the collective's signature, so calls that differ across ranks "
      "are reported instead of corrupting data.",
      boolValue, true},
+    {"HOCCL_DIRECT_BYTES", "32K",
+     "Slices of at least this many bytes travel by reference between ranks of one process (and of "
+     "one node with HOCCL_CMA=1): the receiver copies them once from the sender's buffer. 0 turns "
+     "it off.",
+     directRange, false},
+    {"HOCCL_CMA", "0",
+     "1: processes on one node read each other's buffers with process_vm_readv for slices sent by "
+     "reference. Off by default: slower than copies through shared memory on 2-core VMs.",
+     boolValue, false},
     {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.", isaName,
      false},
 };
@@ -215,6 +230,9 @@ bool loadSettings(Settings* out, std::string* error) {
   s.topoFile = settingValue("HOCCL_TOPO_FILE");
   s.topoDumpFile = settingValue("HOCCL_TOPO_DUMP_FILE");
   s.checkCalls = settingValue("HOCCL_CHECK_CALLS") == "1";
+  s.crossMemoryAttach = settingValue("HOCCL_CMA") == "1";
+  parseInt(settingValue("HOCCL_DIRECT_BYTES"), &x);
+  s.directBytes = static_cast<uint64_t>(x);
   *out = s;
   return true;
 }

@@ -41,6 +41,8 @@ struct Settings {
   std::string topoDumpFile;       // HOCCL_TOPO_DUMP_FILE
   int connectRetries = 0;         // HOCCL_CONNECT_RETRIES
   bool checkCalls = true;         // HOCCL_CHECK_CALLS
+  uint64_t directBytes = 0;       // HOCCL_DIRECT_BYTES
+  bool crossMemoryAttach = false; // HOCCL_CMA
 
   // Wire-relevant settings as "NAME=value" lines, compared across ranks.
   std::string fingerprint() const;

@@ -1,5 +1,7 @@
 #include "src/exec/executor.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace hoccl {
@@ -17,7 +19,7 @@ std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, i
 }
 
 CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, ExecLinks* links,
-                   size_t sliceBytes, bool checkCalls)
+                   size_t sliceBytes, bool checkCalls, size_t directMinBytes)
     : call_(call),
       sched_(std::move(schedule)),
       links_(links),
@@ -25,6 +27,7 @@ CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedul
       esize_(dtypeSize(call.dtype)),
       sliceElems_(std::max<uint64_t>(1, sliceBytes / dtypeSize(call.dtype))),
       checkCalls_(checkCalls),
+      directMinBytes_(directMinBytes),
       chans_(sched_->channels.size()) {
   if (sched_->scratchCount) scratch_.resize(sched_->scratchCount * esize_);
   if (sched_->stepCount() == 0) finish();
@@ -102,29 +105,55 @@ Status CollTask::advance(int c, bool* progressed) {
     }
     const char* src = s.src.present() ? bufferAt(s.src) + cs.done * esize_ : nullptr;
     char* dst = s.dst.present() ? bufferAt(s.dst) + cs.done * esize_ : nullptr;
+    // A large slice whose value stays put in this rank's buffers is sent
+    // as a reference: the receiver copies it once, straight from here.
+    const bool sendRef = sc && s.stable && directMinBytes_ && bytes >= directMinBytes_ && sc->direct();
+    const bool recvRef = rc && (rh->flags & kSlotDirect);
+    DirectRef ref{};
+    if (recvRef) memcpy(&ref, rdata, sizeof ref);
     // The value this step produces lands first where it must be stored
     // (dst, else the send slot); a send then copies it from there.
     const char* value;
     if (rc && s.reduce) {
+      const void* in = rdata;
+      if (recvRef && !(in = rc->mapDirect(ref))) {
+        // Another process: pull the data into our own receive slot.
+        if (!rc->fetch(ref, const_cast<void*>(rdata), bytes)) return directFailure(s.recvPeer);
+        in = rdata;
+      }
       char* target = dst ? dst : static_cast<char*>(sdata);
-      reduce(target, rdata, src, n);
+      reduce(target, in, src, n);
       value = target;
     } else if (rc) {
-      if (dst && bytes) copyBytes(dst, rdata, bytes);
-      value = static_cast<const char*>(rdata);
+      char* into = dst ? dst : sc ? static_cast<char*>(sdata) : nullptr;
+      if (recvRef) {
+        if (into && bytes && !rc->fetch(ref, into, bytes)) return directFailure(s.recvPeer);
+        value = into;
+      } else {
+        if (dst && bytes) copyBytes(dst, rdata, bytes);
+        value = static_cast<const char*>(dst ? dst : rdata);
+      }
     } else {
       if (dst && dst != src && bytes) copyBytes(dst, src, bytes);
-      value = src;
+      value = dst ? dst : src;
     }
     if (sc) {
-      if (value != sdata && bytes) copyBytes(sdata, value, bytes);
+      uint8_t flags = 0;
+      if (sendRef) {
+        DirectRef out{reinterpret_cast<uint64_t>(value)};
+        memcpy(sdata, &out, sizeof out);
+        flags = kSlotDirect;
+        if (std::find(directSends_.begin(), directSends_.end(), sc) == directSends_.end()) directSends_.push_back(sc);
+      } else if (value != sdata && bytes) {
+        copyBytes(sdata, value, bytes);
+      }
       sh->opSeq = call_.opSeq;
       sh->count = call_.count;
       sh->bytes = static_cast<uint32_t>(bytes);
       sh->coll = static_cast<uint8_t>(call_.coll);
       sh->dtype = static_cast<uint8_t>(call_.dtype);
       sh->op = static_cast<uint8_t>(call_.op);
-      sh->flags = 0;
+      sh->flags = flags;
       sh->root = call_.root;
       sh->sender = sched_->key.rank;
       sc->post();
@@ -148,8 +177,19 @@ Status CollTask::progress(bool* progressed) {
     HOCCL_TRY(advance(static_cast<int>(c), progressed));
     if (chans_[c].step < sched_->channels[c].steps.size()) all = false;
   }
+  // Memory lent to receivers by reference must stay as it is until they
+  // have read it: the call ends only when they have released every slot.
+  if (all)
+    for (SendConn* sc : directSends_)
+      if (!sc->drained()) return Status();
   if (all) finish();
   return Status();
+}
+
+Status CollTask::directFailure(int peer) const {
+  return errorf(hocclSystemError, "rank %d could not read rank %d's memory for %s (call #%llu): %s", sched_->key.rank,
+                peer, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
+                static_cast<unsigned long long>(call_.opSeq), strerror(errno));
 }
 
 void CollTask::finish() {

@@ -41,8 +41,10 @@ std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, i
 
 class CollTask {
  public:
+  // Slices of at least directMinBytes whose value stays put go by reference
+  // where the connection allows (0: never).
   CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, ExecLinks* links,
-           size_t sliceBytes, bool checkCalls);
+           size_t sliceBytes, bool checkCalls, size_t directMinBytes);
   // Advances all channels as far as possible without waiting. Returns an
   // error for a mismatched message; sets *progressed if anything moved.
   Status progress(bool* progressed);
@@ -65,6 +67,7 @@ class CollTask {
   Status advance(int channel, bool* progressed);
   char* bufferAt(const Slice& s);
   Status checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer) const;
+  Status directFailure(int peer) const;
   void finish();
 
   CollCall call_;
@@ -74,8 +77,10 @@ class CollTask {
   size_t esize_;
   uint64_t sliceElems_;
   bool checkCalls_;
+  size_t directMinBytes_;
   std::vector<ChannelState> chans_;
   std::vector<char> scratch_;
+  std::vector<SendConn*> directSends_;  // connections that carried references
   bool done_ = false;
 };
 

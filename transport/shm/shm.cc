@@ -5,9 +5,11 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <ctime>
 
@@ -29,8 +31,23 @@ struct EdgeHeader {
   uint64_t slotBytes;
   int32_t sender;
   int32_t receiver;
+  uint32_t directOk;  // the receiver can read the sender's memory
 };
 static_assert(sizeof(EdgeHeader) <= kEdgeHeaderBytes);
+
+constexpr uint64_t kProbeValue = 0x484f43434d413031ull;  // "HOCCMA01"
+
+// Whether this process can read `owner`'s memory: the same process, or
+// process_vm_readv permitted (same user, ptrace policy allows).
+bool canReadMemoryOf(const ControlBlock* owner, bool crossMemoryAttach) {
+  if (owner->pid == getpid()) return true;
+  if (!crossMemoryAttach) return false;
+  uint64_t value = 0;
+  iovec local{&value, sizeof value};
+  iovec remote{reinterpret_cast<void*>(owner->selfAddress + offsetof(ControlBlock, probeValue)), sizeof value};
+  return process_vm_readv(owner->pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof value) &&
+         value == kProbeValue;
+}
 
 size_t slotStride(size_t slotBytes) { return sizeof(SlotHeader) + slotBytes; }
 
@@ -99,6 +116,8 @@ class ShmSend : public SendConn {
   }
   size_t slotBytes() const override { return e_->slotBytes; }
   int peer() const override { return peer_; }
+  bool direct() const override { return e_->directOk != 0; }
+  bool drained() const override { return e_->tail.load(std::memory_order_acquire) == head_; }
 
  private:
   EdgeHeader* e_;
@@ -129,6 +148,18 @@ class ShmRecv : public RecvConn {
     ringDoorbell(peerCtl_);
   }
   int peer() const override { return peer_; }
+  const void* mapDirect(const DirectRef& ref) override {
+    return peerCtl_->pid == getpid() ? reinterpret_cast<const void*>(ref.address) : nullptr;
+  }
+  bool fetch(const DirectRef& ref, void* dst, size_t bytes) override {
+    if (const void* p = mapDirect(ref)) {
+      memcpy(dst, p, bytes);
+      return true;
+    }
+    iovec local{dst, bytes};
+    iovec remote{reinterpret_cast<void*>(ref.address), bytes};
+    return process_vm_readv(peerCtl_->pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(bytes);
+  }
 
  private:
   EdgeHeader* e_;
@@ -179,6 +210,8 @@ Status ShmDomain::create(Bootstrap& boot, const ShmOptions& opt, const std::vect
   d->self_ = new (addr) ControlBlock();
   d->self_->pid = getpid();
   d->self_->commHash = opt.commHash;
+  d->self_->selfAddress = reinterpret_cast<uint64_t>(d->self_);
+  d->self_->probeValue = kProbeValue;
   d->controls_[opt.rank] = d->self_;
 
   std::vector<int32_t> pids(boot.nranks());
@@ -234,6 +267,7 @@ Status ShmDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges
     h->slotBytes = opt_.slotBytes;
     h->sender = e.peer;
     h->receiver = opt_.rank;
+    h->directOk = canReadMemoryOf(peerCtl, opt_.crossMemoryAttach) ? 1 : 0;
     recvs_[{e.peer, e.channel}] = std::make_unique<ShmRecv>(h, peerCtl, e.peer);
     HOCCL_TRY(boot.send(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), name.data(), name.size()));
   }

@@ -31,6 +31,10 @@ struct ControlBlock {
   char abortMsg[1024];
   alignas(64) int32_t pid;
   uint64_t commHash;
+  // For the cross-memory-attach probe: where this block sits in its owner's
+  // address space, and a known value a peer reads there.
+  uint64_t selfAddress;
+  uint64_t probeValue;
 };
 
 // Wakes the owner of `cb` if it sleeps.
@@ -43,6 +47,10 @@ struct ShmOptions {
   int rank = 0;
   size_t slotBytes = 128 << 10;
   int slots = 8;
+  // Let processes read each other's buffers (process_vm_readv). Off by
+  // default: slower than two copies through shared slots on the machines
+  // we measured (pinning pages costs more than the copy it saves).
+  bool crossMemoryAttach = false;
 };
 
 // A connection to set up: this rank sends to or receives from `peer` on
