@@ -155,6 +155,12 @@ Span spanOf(const ScheduleKey& k, const Slice& sl, uint64_t count) {
 
 }  // namespace
 
+int Grouping::ngroups() const {
+  int n = 0;
+  for (int g : groupOf) n = std::max(n, g + 1);
+  return n;
+}
+
 void markStableValues(Schedule* s) {
   const ScheduleKey& k = s->key;
   auto span = [&](const Slice& sl, uint64_t count) { return spanOf(k, sl, count); };

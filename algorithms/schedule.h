@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,14 @@ struct Channel {
   std::vector<Step> steps;
 };
 
+// How ranks are grouped, for hierarchical builders: group (node) of each
+// rank and super-group (leaf switch) of each group. Flat builders ignore it.
+struct Grouping {
+  std::vector<int> groupOf;       // per rank: its group index, 0..ngroups-1
+  std::vector<int> superOf;       // per group: its super-group (switch) index; empty = one
+  int ngroups() const;
+};
+
 struct ScheduleKey {
   CollKind coll = CollKind::AllReduce;
   int nranks = 1;
@@ -79,6 +88,8 @@ struct ScheduleKey {
   // into rounds whose messages fit; the executor sets this to half of a
   // connection's slots.
   uint64_t maxStepCount = 0;
+  // Hierarchical builders need it; null means every rank in one group.
+  std::shared_ptr<const Grouping> groups;
 };
 
 struct Schedule {
