@@ -84,6 +84,7 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   key->count = count;
   key->root = rooted ? root : 0;
   key->nchannels = comm->settings.nchannels;
+  key->groups = comm->grouping;
   // Two messages must fit in a connection's slots (see ScheduleKey).
   key->maxStepCount = static_cast<uint64_t>(comm->settings.slots / 2) * (comm->settings.sliceBytes / esize);
   uint64_t inBytes = inputCount(*key) * esize, outBytes = outputCount(*key) * esize;

@@ -47,6 +47,7 @@ struct hocclComm : public hoccl::ExecLinks {
   std::vector<int> localRanks;
   std::vector<bool> isLocal;              // per rank: same node as this one
   hoccl::topo::System system;             // every node, switch and rank
+  std::shared_ptr<const hoccl::Grouping> grouping;  // node of each rank, switch of each node
   const hoccl::AlgoInfo* algo = nullptr;
   int spinIters = 0;
   bool yieldWhileSpinning = false;

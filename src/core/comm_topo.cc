@@ -71,6 +71,17 @@ Status buildSystem(hocclComm* c) {
     HOCCL_TRY(topo::loadOverridesFile(file, topo::isSlurmTopologyPath(file), &o).context("HOCCL_TOPO_FILE"));
     HOCCL_TRY(topo::applyOverrides(o, &sys).context("HOCCL_TOPO_FILE " + file));
   }
+  // What hierarchical schedules need of it: node per rank, switch per node.
+  auto g = std::make_shared<Grouping>();
+  for (const topo::RankPlacement& p : sys.ranks) g->groupOf.push_back(p.node);
+  std::vector<std::string> switches;
+  for (const topo::NodeInfo& n : sys.nodes) {
+    auto it = std::find(switches.begin(), switches.end(), n.switchName);
+    if (it == switches.end()) it = switches.insert(switches.end(), n.switchName);
+    g->superOf.push_back(static_cast<int>(it - switches.begin()));
+  }
+  c->grouping = g;
+
   if (c->rank == 0) {
     const std::string& dump = c->settings.topoDumpFile;
     if (!dump.empty()) {
