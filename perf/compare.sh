@@ -29,6 +29,22 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# The peers and the plotting library come from Debian; install what is
+# missing when we can (root), else say what to install.
+need=""
+for p in cmake g++ libgloo-dev libopenmpi-dev openmpi-bin python3-matplotlib; do
+  dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
+done
+if [ -n "$need" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "compare: installing$need (apt)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+  else
+    echo "compare: missing Debian packages:$need; the peers they provide are skipped" >&2
+  fi
+fi
+
 build=$root/build-release
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHOCCL_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
