@@ -7,6 +7,10 @@ namespace {
 
 bool ringSupports(CollKind) { return true; }
 
+bool groupedSupports(CollKind c) {
+  return c == CollKind::AllReduce || c == CollKind::ReduceScatter || c == CollKind::AllGather;
+}
+
 bool equalsIgnoringCase(const char* a, const char* b) {
   for (; *a && *b; ++a, ++b) {
     if (std::tolower(static_cast<unsigned char>(*a)) != std::tolower(static_cast<unsigned char>(*b))) {
@@ -23,6 +27,12 @@ const std::vector<AlgoInfo>& allAlgorithms() {
       {AlgoId::Ring, "ring",
        "one ring through all ranks per channel (a pipelined chain for broadcast and reduce)",
        ringSupports, buildRing},
+      {AlgoId::Hierarchical, "hierarchical",
+       "reduce to a leader per group, ring all-reduce among leaders, broadcast in the group (phases in sequence)",
+       groupedSupports, buildHierarchical},
+      {AlgoId::HoRing, "horing",
+       "HO-Ring: intra-group reduce-scatter, one rail ring per local index, intra-group all-gather, pipelined",
+       groupedSupports, buildHoRing},
   };
   return algos;
 }

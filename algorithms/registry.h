@@ -8,7 +8,7 @@
 
 namespace hoccl {
 
-enum class AlgoId : int { Ring = 0 };
+enum class AlgoId : int { Ring = 0, Hierarchical = 1, HoRing = 2 };
 
 struct AlgoInfo {
   AlgoId id;
@@ -24,5 +24,12 @@ const AlgoInfo& algorithmInfo(AlgoId id);
 
 // Ring (and chain for broadcast/reduce) builders, algorithms/ring.cc.
 Schedule buildRing(const ScheduleKey& key);
+
+// Leader-based hierarchical all-reduce / reduce-scatter / all-gather,
+// algorithms/hierarchical.cc; HO-Ring, algorithms/horing.cc. Both read
+// key.groups and fall back to buildRing (saying so in Schedule::algorithm)
+// for broadcast, reduce and groupings that do not describe key.nranks ranks.
+Schedule buildHierarchical(const ScheduleKey& key);
+Schedule buildHoRing(const ScheduleKey& key);
 
 }  // namespace hoccl

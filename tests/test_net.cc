@@ -216,3 +216,76 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FakeNodes, ::testing::Values(std::make_pair(2, 
                          });
 
 }  // namespace
+
+namespace {
+
+// Hierarchical and HO-Ring end to end: ranks as threads on fake nodes, the
+// algorithm forced through HOCCL_ALGO, every collective they implement
+// checked for several types, ops, counts and placements. Uneven nodes too.
+struct AlgoCase {
+  const char* algo;
+  std::vector<int> nodeSizes;
+};
+
+class AlgorithmsOnFakeNodes : public ::testing::TestWithParam<AlgoCase> {
+ protected:
+  void TearDown() override { unsetenv("HOCCL_ALGO"); }
+};
+
+TEST_P(AlgorithmsOnFakeNodes, ReductionsAndGathersAreCorrect) {
+  const AlgoCase& c = GetParam();
+  setenv("HOCCL_ALGO", c.algo, 1);
+  std::vector<int> nodeOf;
+  for (size_t n = 0; n < c.nodeSizes.size(); ++n)
+    for (int i = 0; i < c.nodeSizes[n]; ++i) nodeOf.push_back(static_cast<int>(n));
+  const int n = static_cast<int>(nodeOf.size());
+  std::string err;
+  ASSERT_TRUE(testutil::runThreadsWithSetup(
+      n, [&](int rank) { setThreadHostIdOverride("algo-node-" + std::to_string(nodeOf[rank])); },
+      [&](hocclComm_t comm, int rank) {
+        for (uint64_t count : {1ull, 1009ull, 200003ull})
+          for (auto type : {hocclFloat32, hocclInt8, hocclBfloat16})
+            for (auto red : {hocclSum, hocclMax, hocclAvg}) {
+              bool inPlace = (count + rank) % 2 == 0;
+              size_t es = testutil::typeSize(type);
+              std::string why;
+              std::vector<char> in(count * n * es + 1), out(count * n * es + 1);
+              testutil::fillReduceInput(in.data(), type, red, rank, 0, count);
+              void* recv = inPlace ? in.data() : out.data();
+              ASSERT_EQ(hocclAllReduce(in.data(), recv, count, type, red, comm, nullptr), hocclSuccess)
+                  << hocclGetLastError(comm);
+              EXPECT_EQ(testutil::countReduceErrors(recv, type, red, n, 0, count, &why), 0u)
+                  << c.algo << " AllReduce " << testutil::typeName(type) << " count " << count << ": " << why;
+              testutil::fillReduceInput(in.data(), type, red, rank, 0, count * n);
+              recv = inPlace ? in.data() + rank * count * es : out.data();
+              ASSERT_EQ(hocclReduceScatter(in.data(), recv, count, type, red, comm, nullptr), hocclSuccess)
+                  << hocclGetLastError(comm);
+              EXPECT_EQ(testutil::countReduceErrors(recv, type, red, n, rank * count, count, &why), 0u)
+                  << c.algo << " ReduceScatter " << testutil::typeName(type) << " count " << count << ": " << why;
+            }
+        const uint64_t count = 50021;
+        std::vector<int32_t> mine(count), all(count * n);
+        for (uint64_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(rank * 1000003 + i);
+        ASSERT_EQ(hocclAllGather(mine.data(), all.data(), count, hocclInt32, comm, nullptr), hocclSuccess)
+            << hocclGetLastError(comm);
+        uint64_t wrong = 0;
+        for (int r = 0; r < n; ++r)
+          for (uint64_t i = 0; i < count; ++i) wrong += all[r * count + i] != static_cast<int32_t>(r * 1000003 + i);
+        EXPECT_EQ(wrong, 0u) << c.algo << " AllGather";
+      },
+      &err))
+      << err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AlgorithmsOnFakeNodes,
+    ::testing::Values(AlgoCase{"hierarchical", {2, 2}}, AlgoCase{"hierarchical", {3, 1, 2}},
+                      AlgoCase{"horing", {2, 2}}, AlgoCase{"horing", {2, 2, 2}}, AlgoCase{"horing", {3, 1, 2}},
+                      AlgoCase{"horing", {1, 1, 1}}),
+    [](const auto& info) {
+      std::string name = info.param.algo;
+      for (int s : info.param.nodeSizes) name += "_" + std::to_string(s);
+      return name;
+    });
+
+}  // namespace

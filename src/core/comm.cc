@@ -225,8 +225,10 @@ Status hocclComm::prepare(const ScheduleKey& key, std::shared_ptr<const Schedule
     *out = it->second;
     return Status();
   }
-  Schedule built = algo->build(key);
-  if (nranks > 1 && settings.checkCalls) addSyncSteps(*algo, key, &built);
+  // The forced algorithm where it has this collective, else the ring.
+  const AlgoInfo& use = algo->supports(key.coll) ? *algo : algorithmInfo(AlgoId::Ring);
+  Schedule built = use.build(key);
+  if (nranks > 1 && settings.checkCalls) addSyncSteps(use, key, &built);
   markStableValues(&built);
   auto sched = std::make_shared<const Schedule>(std::move(built));
   std::set<EdgeRequest> edges;
@@ -319,7 +321,7 @@ Status deadPeer(hocclComm* c, const CollTask& t) {
       return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s (call #%llu)",
                     c->rank, peer, cb->pid, c->hostId.c_str(), call.c_str(),
                     static_cast<unsigned long long>(t.call().opSeq));
-    for (int ch = 0; ch < c->settings.nchannels; ++ch) {
+    for (int ch = 0; ch < t.channelCount(); ++ch) {
       std::string why;
       if (SendConn* s = c->sendConn(peer, ch)) why = s->failure();
       if (RecvConn* r = why.empty() ? c->recvConn(peer, ch) : nullptr) why = r->failure();

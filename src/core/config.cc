@@ -97,10 +97,10 @@ std::string debugLevel(const std::string& v) {
 }
 
 std::string algoName(const std::string& v) {
-  static const char* names[] = {"auto", "ring"};
+  static const char* names[] = {"auto", "ring", "hierarchical", "horing"};
   for (const char* n : names)
     if (strcasecmp(v.c_str(), n) == 0) return "";
-  return "one of auto, ring";
+  return "one of auto, ring, hierarchical, horing";
 }
 
 std::string isaName(const std::string& v) {
@@ -162,7 +162,8 @@ const std::vector<SettingDecl> kSettings = {
      true},
     {"HOCCL_NCHANNELS", "1", "Channels (independent rings over disjoint parts of the data).",
      channelsRange, true},
-    {"HOCCL_ALGO", "auto", "Force an algorithm: auto or ring.", algoName, true},
+    {"HOCCL_ALGO", "auto", "Force an algorithm: auto (ring until the cost model lands), ring, hierarchical or horing. "
+     "hierarchical and horing group ranks by node (and switch); broadcast and reduce use the ring.", algoName, true},
     {"HOCCL_SPIN", "-1",
      "Polls before a waiting rank sleeps; -1 picks a value from the number of local ranks and "
      "cores.",

@@ -50,6 +50,7 @@ class CollTask {
   Status progress(bool* progressed);
   bool done() const { return done_; }
   const CollCall& call() const { return call_; }
+  int channelCount() const { return static_cast<int>(chans_.size()); }
   // Where the task waits now: "channel 0 step 3 (recvReduceSend): waiting to
   // receive from rank 1; last completed step 2".
   std::string describeWait() const;

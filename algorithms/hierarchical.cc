@@ -1,0 +1,162 @@
+// Leader-based hierarchical collectives (HO-RING.md, "hierarchical"),
+// composed of flat phases on sub-groups (phases.h) that run in sequence:
+//   all-reduce      chain reduce to the group's leader, ring all-reduce
+//                   among the leaders, chain broadcast from the leader;
+//   reduce-scatter  chain reduce of the whole input to the leader (kept in
+//                   Scratch: P*count elements, at leaders only), leaders'
+//                   ring reduce-scatter of group-sized blocks (one ring pass
+//                   per local index), star scatter of each member's block;
+//   all-gather      the mirror: star gather to the leader straight into its
+//                   output, leaders' ring all-gather of group-sized blocks,
+//                   chain broadcast of the whole output from the leader.
+// The leader is a group's lowest rank; leaders are ringed in switch order.
+// Uneven groups need nothing special (a column of the leaders' ring where a
+// group has no member is simply an empty block).
+//
+// Channels: key.nchannels lanes, one channel each, each owning a near-equal
+// part of the data (of every block for reduce-scatter and all-gather), as
+// ring.cc's channels do. The phases of a lane are in sequence on its
+// channel; chains and stars are one step per message, which the executor
+// pipelines in slices; the leaders' ring honours key.maxStepCount.
+#include <algorithm>
+
+#include "algorithms/phases.h"
+#include "algorithms/registry.h"
+
+namespace hoccl {
+namespace {
+
+struct Range {
+  uint64_t base = 0, len = 0;
+};
+
+Slice out(uint64_t offset) { return Slice{Buf::Output, offset}; }
+
+// Calls fn(offset, len) on runs covering elements `r` of each of the P
+// blocks of `count` elements: a single run when r is the whole block.
+template <class F>
+void forRuns(uint64_t count, int P, Range r, F fn) {
+  if (r.len == count) {
+    fn(0, count * uint64_t(P));
+    return;
+  }
+  for (int b = 0; b < P; ++b) fn(uint64_t(b) * count + r.base, r.len);
+}
+
+void allReduce(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part) {
+  const SubGroup group = h.group();
+  const Slice dst = out(part.base);
+  Slice sum = inputSlice(k, part.base, part.len);  // the group's sum, at the leader
+  if (group.size() > 1) {
+    chainReduce(lane, group, sum, dst, part.len);
+    sum = dst;
+  }
+  if (h.myLocal == 0) {
+    std::vector<Block> blocks(h.ngroups());
+    for (int q = 0; q < h.ngroups(); ++q) {
+      const uint64_t at = partStart(part.len, h.ngroups(), q);
+      blocks[q] = Block{shifted(sum, at), shifted(dst, at), partSize(part.len, h.ngroups(), q)};
+    }
+    ringAllReduce(lane, h.leaders(), blocks, k.maxStepCount);
+  }
+  if (group.size() > 1) chainBroadcast(lane, group, dst, dst, part.len);
+}
+
+void reduceScatter(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part) {
+  const uint64_t n = k.count;
+  const SubGroup group = h.group();
+  const bool alone = group.size() == 1;
+  // Where the leader keeps its group's sum of rank b's block.
+  auto sum = [&](int b) {
+    const uint64_t at = uint64_t(b) * n + part.base;
+    return alone ? inputSlice(k, at, part.len) : Slice{Buf::Scratch, at};
+  };
+  if (!alone) {
+    forRuns(n, k.nranks, part, [&](uint64_t at, uint64_t len) {
+      chainReduce(lane, group, inputSlice(k, at, len), Slice{Buf::Scratch, at}, len);
+    });
+  }
+  if (h.myLocal == 0) {
+    // Pass c moves the blocks of every group's member c.
+    for (int c = 0; c < h.rails; ++c) {
+      std::vector<Block> blocks(h.ngroups());
+      for (int q = 0; q < h.ngroups(); ++q) {
+        const int b = h.owner(q, c);
+        if (b < 0) continue;
+        const Slice dst = q != h.myGroup ? Slice{} : c == 0 ? out(part.base) : sum(b);
+        blocks[q] = Block{sum(b), dst, part.len};
+      }
+      ringReduceScatter(lane, h.leaders(), blocks, k.maxStepCount);
+    }
+  }
+  if (!alone) {
+    std::vector<Block> blocks(group.size());
+    for (int i = 0; i < group.size(); ++i) {
+      blocks[i] = Block{i == 0 ? out(part.base) : sum(group.members[i]), out(part.base), part.len};
+    }
+    starScatter(lane, group, blocks);
+  }
+}
+
+void allGather(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part) {
+  const uint64_t n = k.count;
+  const SubGroup group = h.group();
+  const Slice mine = inputSlice(k, part.base, part.len);
+  auto blockOf = [&](int b) { return out(uint64_t(b) * n + part.base); };
+  if (group.size() > 1) {
+    std::vector<Block> blocks(group.size());
+    for (int i = 0; i < group.size(); ++i) {
+      blocks[i] = Block{i == group.pos ? mine : Slice{}, blockOf(group.members[i]), part.len};
+    }
+    starGather(lane, group, blocks);
+  }
+  if (h.myLocal == 0) {
+    for (int c = 0; c < h.rails; ++c) {
+      std::vector<Block> blocks(h.ngroups());
+      for (int q = 0; q < h.ngroups(); ++q) {
+        const int b = h.owner(q, c);
+        if (b < 0) continue;
+        // Gathered into Output already unless the leader is alone.
+        blocks[q] = Block{b == h.rank && group.size() == 1 ? mine : blockOf(b), blockOf(b), part.len};
+      }
+      ringAllGather(lane, h.leaders(), blocks, k.maxStepCount);
+    }
+  }
+  if (group.size() > 1) {
+    forRuns(n, k.nranks, part,
+            [&](uint64_t at, uint64_t len) { chainBroadcast(lane, group, out(at), out(at), len); });
+  }
+}
+
+}  // namespace
+
+Schedule buildHierarchical(const ScheduleKey& key) {
+  if (key.coll != CollKind::AllReduce && key.coll != CollKind::ReduceScatter &&
+      key.coll != CollKind::AllGather) {
+    return ringFallback(key, "ring (fallback: hierarchical has no broadcast/reduce)");
+  }
+  Hierarchy h;
+  if (makeHierarchy(key, &h) != nullptr) return ringFallback(key, "ring (fallback: invalid grouping)");
+  Schedule s;
+  s.key = key;
+  s.algorithm = "hierarchical";
+  const int nch = std::max(1, key.nchannels);
+  s.key.nchannels = nch;
+  s.channels.resize(nch);
+  if (key.coll == CollKind::ReduceScatter && h.myLocal == 0 && h.mySize() > 1) {
+    s.scratchCount = uint64_t(key.nranks) * key.count;
+  }
+  for (int c = 0; c < nch; ++c) {
+    Lane lane(s, c);
+    const Range part{partStart(key.count, nch, c), partSize(key.count, nch, c)};
+    if (part.len == 0) continue;
+    switch (key.coll) {
+      case CollKind::AllReduce: allReduce(lane, key, h, part); break;
+      case CollKind::ReduceScatter: reduceScatter(lane, key, h, part); break;
+      default: allGather(lane, key, h, part); break;
+    }
+  }
+  return s;
+}
+
+}  // namespace hoccl

@@ -1,0 +1,259 @@
+// HO-Ring (shared/design/HO-RING.md) composed of flat ring phases
+// (phases.h) on sub-groups:
+//   intra  ring reduce-scatter inside each group: member i ends with the
+//          group's sum of shard i;
+//   rail   S concurrent rail rings, rail s through the member serving it in
+//          every group (groups in switch order), each all-reducing shard s
+//          (reduce-scatter: reducing / all-gather: gathering its blocks);
+//   gather ring all-gather inside each group.
+// All-reduce = intra, rail, gather; reduce-scatter = intra, rail;
+// all-gather = rail, gather.
+//
+// Channels. key.nchannels lanes each own a near-equal part of the data, as
+// ring.cc's channels do; lane c has one channel per phase, numbered
+// c * phases + phase in the order above (all-reduce 3 per lane, the others
+// 2). Phases run concurrently on their channels: each lane's part is cut
+// into pipeline chunks, and chunk k of a phase waits (depChannel/depStep)
+// only for chunk k of the phase before it on this rank, so the group works
+// on chunk k+1 while the rails carry chunk k. A phase that is trivial on
+// every rank (one group: no rails; groups of one: no intra phases) is left
+// out, so N = 1 and G = 1 build exactly a plain ring.
+//
+// Data layout. All-reduce: a chunk is cut into S shards; member i of a group
+// of G reduces shards i, i+G, ... and serves those rails. Reduce-scatter:
+// the member serving rail s needs, for every group q, the group's sum of the
+// block of rank (q, s) (rank with local index s in group q), because the
+// rail's reduce-scatter leaves block (q, s) at position q. So the intra
+// reduce-scatter runs on blocks in that permuted order, one ring pass per
+// (G rails, group q) column, and keeps the sums in Output (its own block)
+// and Scratch (the others: (N-1)*count elements when groups are even).
+// All-gather mirrors it with no scratch: the rails gather straight into
+// Output, then the group passes the blocks around.
+//
+// Uneven groups run HO-Ring, not a ring: S is the largest group, and a
+// member of a smaller group serves rails s = its index mod its group size;
+// in a rail s beyond its group's size it is a guest (owns no block, carries
+// traffic). Its NIC carries proportionally more, which is the smaller
+// group's share of the work.
+#include <algorithm>
+
+#include "algorithms/phases.h"
+#include "algorithms/registry.h"
+
+namespace hoccl {
+namespace {
+
+// Pipeline depth until the tuner picks it: chunks of at least this many
+// elements moved per rank, at most kMaxPipelineChunks.
+constexpr uint64_t kElemsPerPipelineChunk = uint64_t{1} << 15;
+constexpr int kMaxPipelineChunks = 4;
+
+struct Range {
+  uint64_t base = 0, len = 0;
+};
+
+Range partOf(Range r, uint64_t parts, uint64_t i) {
+  return Range{r.base + partStart(r.len, parts, i), partSize(r.len, parts, i)};
+}
+
+Slice out(uint64_t offset) { return Slice{Buf::Output, offset}; }
+
+class Builder {
+ public:
+  Builder(const ScheduleKey& key, const Hierarchy& h, Schedule& s)
+      : k_(key), h_(h), s_(s), S_(h.rails), G_(h.mySize()), N_(h.ngroups()), maxMsg_(key.maxStepCount) {}
+
+  // Phases present on every rank (see the top of the file).
+  bool hasIntra() const { return S_ > 1; }
+  bool hasRail() const { return N_ > 1 || !hasIntra(); }
+  int phases() const {
+    if (k_.coll == CollKind::AllReduce) return hasIntra() && N_ > 1 ? 3 : 1;
+    return hasIntra() + hasRail();
+  }
+  // Scratch slots for group sums of blocks other than this rank's own.
+  void planScratch();
+  void allReduce(Range chunk, std::vector<Lane>& lanes);
+  void reduceScatter(Range chunk, std::vector<Lane>& lanes);
+  void allGather(Range chunk, std::vector<Lane>& lanes);
+
+ private:
+  Slice in(Range r) const { return inputSlice(k_, r.base, r.len); }
+  Slice inBlock(int b, Range r) const { return inputSlice(k_, uint64_t(b) * k_.count + r.base, r.len); }
+  Slice outBlock(int b, Range r) const { return out(uint64_t(b) * k_.count + r.base); }
+  // Where this rank keeps its group's sum of chunk r of the block of rank
+  // owner(q, s), for rail s it serves.
+  Slice held(int s, int q, Range r) const {
+    const int b = h_.owner(q, s);
+    if (G_ == 1) return inBlock(b, r);
+    if (b == h_.rank) return out(r.base);
+    return Slice{Buf::Scratch, slot_[size_t(s) * N_ + q] * k_.count + r.base};
+  }
+
+  const ScheduleKey& k_;
+  const Hierarchy& h_;
+  Schedule& s_;
+  const int S_, G_, N_;
+  const uint64_t maxMsg_;
+  std::vector<uint64_t> slot_;  // [s * N + q]
+};
+
+void Builder::planScratch() {
+  if (k_.coll != CollKind::ReduceScatter || G_ == 1) return;
+  slot_.assign(size_t(S_) * N_, 0);
+  uint64_t slots = 0;
+  for (int s = 0; s < S_; ++s) {
+    if (!h_.serves(s)) continue;
+    for (int q = 0; q < N_; ++q) {
+      const int b = h_.owner(q, s);
+      if (b >= 0 && b != h_.rank) slot_[size_t(s) * N_ + q] = slots++;
+    }
+  }
+  s_.scratchCount = slots * k_.count;
+}
+
+void Builder::allReduce(Range chunk, std::vector<Lane>& lanes) {
+  if (lanes.size() == 1) {  // one group, or groups of one: a plain ring
+    const SubGroup ring = N_ == 1 ? h_.group() : h_.rail(0);
+    std::vector<Block> blocks(ring.size());
+    for (int j = 0; j < ring.size(); ++j) {
+      const Range r = partOf(chunk, ring.size(), j);
+      blocks[j] = Block{in(r), out(r.base), r.len};
+    }
+    ringAllReduce(lanes[0], ring, blocks, maxMsg_);
+    return;
+  }
+  Lane &intra = lanes[0], &rail = lanes[1], &gather = lanes[2];
+  auto shard = [&](int s) { return partOf(chunk, S_, s); };
+  // Member i of the group reduces (gathers) shards i, i+G, ...: one ring
+  // pass per G shards.
+  auto groupPasses = [&](bool reduce) {
+    for (int first = 0; G_ > 1 && first < S_; first += G_) {
+      std::vector<Block> blocks(G_);
+      for (int i = 0; i < G_ && first + i < S_; ++i) {
+        const Range r = shard(first + i);
+        blocks[i] = Block{reduce ? in(r) : out(r.base), out(r.base), r.len};
+      }
+      if (reduce) ringReduceScatter(intra, h_.group(), blocks, maxMsg_);
+      else ringAllGather(gather, h_.group(), blocks, maxMsg_);
+    }
+  };
+  groupPasses(true);
+  rail.after(intra.done());
+  for (int s = 0; s < S_; ++s) {
+    if (!h_.serves(s)) continue;
+    std::vector<Block> blocks(N_);
+    for (int q = 0; q < N_; ++q) {
+      const Range r = partOf(shard(s), N_, q);
+      blocks[q] = Block{G_ > 1 ? out(r.base) : in(r), out(r.base), r.len};
+    }
+    ringAllReduce(rail, h_.rail(s), blocks, maxMsg_);
+  }
+  gather.after(rail.done());
+  groupPasses(false);
+}
+
+// `chunk` is the same element range of every rank's block.
+void Builder::reduceScatter(Range chunk, std::vector<Lane>& lanes) {
+  Lane* intra = hasIntra() ? &lanes[0] : nullptr;
+  Lane* rail = hasRail() ? &lanes.back() : nullptr;
+  if (intra && G_ > 1) {
+    for (int first = 0; first < S_; first += G_) {
+      for (int q = 0; q < N_; ++q) {
+        std::vector<Block> blocks(G_);
+        for (int i = 0; i < G_ && first + i < S_; ++i) {
+          const int s = first + i, b = h_.owner(q, s);
+          if (b < 0) continue;
+          blocks[i] = Block{inBlock(b, chunk), i == h_.myLocal ? held(s, q, chunk) : Slice{}, chunk.len};
+        }
+        ringReduceScatter(*intra, h_.group(), blocks, maxMsg_);
+      }
+    }
+  }
+  if (!rail) return;
+  if (intra) rail->after(intra->done());
+  for (int s = 0; s < S_; ++s) {
+    if (!h_.serves(s)) continue;
+    std::vector<Block> blocks(N_);
+    for (int q = 0; q < N_; ++q) {
+      if (h_.owner(q, s) < 0) continue;  // a guest's position owns no block
+      blocks[q] = Block{held(s, q, chunk), q == h_.myGroup ? out(chunk.base) : Slice{}, chunk.len};
+    }
+    ringReduceScatter(*rail, h_.rail(s), blocks, maxMsg_);
+  }
+}
+
+void Builder::allGather(Range chunk, std::vector<Lane>& lanes) {
+  Lane* rail = hasRail() ? &lanes[0] : nullptr;
+  Lane* gather = hasIntra() ? &lanes.back() : nullptr;
+  const Slice mine = in(chunk);
+  for (int s = 0; rail && s < S_; ++s) {
+    if (!h_.serves(s)) continue;
+    std::vector<Block> blocks(N_);
+    for (int q = 0; q < N_; ++q) {
+      const int b = h_.owner(q, s);
+      if (b >= 0) blocks[q] = Block{b == h_.rank ? mine : outBlock(b, chunk), outBlock(b, chunk), chunk.len};
+    }
+    ringAllGather(*rail, h_.rail(s), blocks, maxMsg_);
+  }
+  if (!gather || G_ == 1) return;
+  if (rail) gather->after(rail->done());
+  for (int first = 0; first < S_; first += G_) {
+    for (int q = 0; q < N_; ++q) {
+      std::vector<Block> blocks(G_);
+      for (int i = 0; i < G_ && first + i < S_; ++i) {
+        const int b = h_.owner(q, first + i);
+        if (b < 0) continue;
+        // Without rails this rank's own block is still in its input.
+        const Slice src = b == h_.rank && !rail ? mine : outBlock(b, chunk);
+        blocks[i] = Block{src, outBlock(b, chunk), chunk.len};
+      }
+      ringAllGather(*gather, h_.group(), blocks, maxMsg_);
+    }
+  }
+}
+
+int defaultChunks(const ScheduleKey& key, uint64_t len) {
+  const uint64_t moved = key.coll == CollKind::AllReduce ? len : len * uint64_t(key.nranks);
+  const uint64_t chunks = std::clamp<uint64_t>(moved / kElemsPerPipelineChunk, 1, kMaxPipelineChunks);
+  return static_cast<int>(std::min<uint64_t>(chunks, std::max<uint64_t>(len, 1)));
+}
+
+}  // namespace
+
+Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks) {
+  if (key.coll != CollKind::AllReduce && key.coll != CollKind::ReduceScatter &&
+      key.coll != CollKind::AllGather) {
+    return ringFallback(key, "ring (fallback: horing has no broadcast/reduce)");
+  }
+  Hierarchy h;
+  if (makeHierarchy(key, &h) != nullptr) return ringFallback(key, "ring (fallback: invalid grouping)");
+  Schedule s;
+  s.key = key;
+  s.algorithm = "horing";
+  const int nch = std::max(1, key.nchannels);
+  s.key.nchannels = nch;
+  Builder b(key, h, s);
+  const int phases = b.phases();
+  s.channels.resize(size_t(nch) * phases);
+  b.planScratch();
+  for (int c = 0; c < nch; ++c) {
+    const Range part{partStart(key.count, nch, c), partSize(key.count, nch, c)};
+    std::vector<Lane> lanes;
+    for (int i = 0; i < phases; ++i) lanes.emplace_back(s, c * phases + i);
+    const int chunks = pipelineChunks > 0 ? pipelineChunks : defaultChunks(key, part.len);
+    for (int k = 0; k < chunks; ++k) {
+      const Range chunk = partOf(part, chunks, k);
+      if (chunk.len == 0) continue;
+      switch (key.coll) {
+        case CollKind::AllReduce: b.allReduce(chunk, lanes); break;
+        case CollKind::ReduceScatter: b.reduceScatter(chunk, lanes); break;
+        default: b.allGather(chunk, lanes); break;
+      }
+    }
+  }
+  return s;
+}
+
+Schedule buildHoRing(const ScheduleKey& key) { return buildHoRingPipelined(key, 0); }
+
+}  // namespace hoccl

@@ -1,0 +1,278 @@
+#include "algorithms/phases.h"
+
+#include "algorithms/registry.h"
+
+#include <algorithm>
+#include <map>
+
+namespace hoccl {
+namespace {
+
+int mod(int64_t a, int n) { return static_cast<int>(((a % n) + n) % n); }
+
+constexpr Slice kNone{};
+
+// Elements [round*maxMsg, round*maxMsg + maxMsg) of a block, clipped to it.
+Block piece(const Block& b, uint64_t round, uint64_t maxMsg) {
+  if (maxMsg == 0) return b;
+  const uint64_t begin = round * maxMsg;
+  if (begin >= b.len) return Block{b.src, b.dst, 0};
+  return Block{shifted(b.src, begin), shifted(b.dst, begin), std::min(maxMsg, b.len - begin)};
+}
+
+uint64_t roundCount(const std::vector<Block>& blocks, uint64_t maxMsg) {
+  uint64_t longest = 0;
+  for (const Block& b : blocks) longest = std::max(longest, b.len);
+  if (longest == 0) return 0;
+  return maxMsg == 0 ? 1 : (longest + maxMsg - 1) / maxMsg;
+}
+
+// Runs `pass(block)` once per round; block(j) is round r of blocks[j mod n].
+template <class Pass>
+void inRounds(const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg, Pass pass) {
+  const uint64_t rounds = roundCount(blocks, maxMsg);
+  for (uint64_t r = 0; r < rounds; ++r) {
+    pass([&](int j) { return piece(blocks[mod(j, g.size())], r, maxMsg); });
+  }
+}
+
+}  // namespace
+
+int SubGroup::at(int i) const { return members[mod(i, size())]; }
+
+// ------------------------------------------------------------------ Lane
+
+void Lane::after(Token t) {
+  if (t.channel >= 0) pending_ = t;
+}
+
+Token Lane::done() const {
+  if (pending_.channel >= 0) return pending_;
+  const std::vector<Step>& steps = s_->channels[ch_].steps;
+  if (steps.empty()) return Token{};
+  return Token{ch_, static_cast<int>(steps.size()) - 1};
+}
+
+void Lane::add(int from, int to, bool reduce, Slice src, Slice dst, uint64_t n) {
+  if (n == 0) return;
+  Step s;
+  s.recvPeer = from;
+  s.sendPeer = to;
+  s.reduce = reduce;
+  s.src = src;
+  s.dst = dst;
+  s.count = n;
+  if (pending_.channel >= 0) {
+    s.depChannel = pending_.channel;
+    s.depStep = pending_.step;
+    pending_ = Token{};
+  }
+  s_->channels[ch_].steps.push_back(s);
+}
+
+void Lane::copy(Slice src, Slice dst, uint64_t n) {
+  if (!sameSlice(src, dst)) add(-1, -1, false, src, dst, n);
+}
+
+Slice shifted(Slice s, uint64_t by) {
+  if (s.present()) s.offset += by;
+  return s;
+}
+
+bool sameSlice(Slice a, Slice b) { return a.buf == b.buf && a.offset == b.offset; }
+
+Slice inputSlice(const ScheduleKey& k, uint64_t offset, uint64_t len) {
+  if (!k.inPlace) return Slice{Buf::Input, offset};
+  switch (k.coll) {
+    case CollKind::AllGather: return Slice{Buf::Output, inPlaceOffset(k) + offset};
+    case CollKind::ReduceScatter: {
+      const uint64_t base = inPlaceOffset(k);
+      if (offset >= base && offset + len <= base + k.count) return Slice{Buf::Output, offset - base};
+      return Slice{Buf::Input, offset};
+    }
+    default: return Slice{Buf::Output, offset};
+  }
+}
+
+// ----------------------------------------------------------- ring phases
+//
+// Member p of a ring of n: in a reduce-scatter pass block j starts at member
+// j+1 and is complete at member j, so member p sends block p-1 first and
+// reduces block p last; in an all-gather pass member p sends its own block
+// first and receives block p-t at step t.
+
+void ringReduceScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
+  const int n = g.size(), p = g.pos;
+  const int next = g.at(p + 1), prev = g.at(p - 1);
+  inRounds(g, blocks, maxMsg, [&](auto block) {
+    if (n == 1) {
+      lane.copy(block(0).src, block(0).dst, block(0).len);
+      return;
+    }
+    Block b = block(p - 1);
+    lane.add(-1, next, false, b.src, kNone, b.len);
+    for (int s = 1; s <= n - 2; ++s) {
+      b = block(p - 1 - s);
+      lane.add(prev, next, true, b.src, kNone, b.len);
+    }
+    b = block(p);
+    lane.add(prev, -1, true, b.src, b.dst, b.len);
+  });
+}
+
+void ringAllGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
+  const int n = g.size(), p = g.pos;
+  const int next = g.at(p + 1), prev = g.at(p - 1);
+  inRounds(g, blocks, maxMsg, [&](auto block) {
+    Block b = block(p);
+    if (n == 1) {
+      lane.copy(b.src, b.dst, b.len);
+      return;
+    }
+    lane.add(-1, next, false, b.src, sameSlice(b.src, b.dst) ? kNone : b.dst, b.len);
+    for (int t = 1; t <= n - 2; ++t) {
+      b = block(p - t);
+      lane.add(prev, next, false, kNone, b.dst, b.len);
+    }
+    b = block(p + 1);
+    lane.add(prev, -1, false, kNone, b.dst, b.len);
+  });
+}
+
+void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
+  const int n = g.size(), p = g.pos;
+  const int next = g.at(p + 1), prev = g.at(p - 1);
+  inRounds(g, blocks, maxMsg, [&](auto block) {
+    if (n == 1) {
+      lane.copy(block(0).src, block(0).dst, block(0).len);
+      return;
+    }
+    Block b = block(p - 1);
+    lane.add(-1, next, false, b.src, kNone, b.len);
+    for (int s = 1; s <= n - 2; ++s) {
+      b = block(p - 1 - s);
+      lane.add(prev, next, true, b.src, kNone, b.len);
+    }
+    // The last reduction completes block p and starts its all-gather.
+    b = block(p);
+    lane.add(prev, next, true, b.src, b.dst, b.len);
+    for (int t = 1; t <= n - 2; ++t) {
+      b = block(p - t);
+      lane.add(prev, next, false, kNone, b.dst, b.len);
+    }
+    b = block(p + 1);
+    lane.add(prev, -1, false, kNone, b.dst, b.len);
+  });
+}
+
+// ---------------------------------------------------- chain and star phases
+
+void chainReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len) {
+  const int n = g.size(), i = g.pos;
+  if (n == 1) {
+    lane.copy(src, dst, len);
+  } else if (i == n - 1) {
+    lane.add(-1, g.at(i - 1), false, src, kNone, len);
+  } else if (i > 0) {
+    lane.add(g.at(i + 1), g.at(i - 1), true, src, kNone, len);
+  } else {
+    lane.add(g.at(1), -1, true, src, dst, len);
+  }
+}
+
+void chainBroadcast(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len) {
+  const int n = g.size(), i = g.pos;
+  if (n == 1) {
+    lane.copy(src, dst, len);
+  } else if (i == 0) {
+    lane.add(-1, g.at(1), false, src, sameSlice(src, dst) ? kNone : dst, len);
+  } else {
+    lane.add(g.at(i - 1), i < n - 1 ? g.at(i + 1) : -1, false, kNone, dst, len);
+  }
+}
+
+void starGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks) {
+  const int n = g.size(), i = g.pos;
+  if (i > 0) {
+    lane.add(-1, g.at(0), false, blocks[i].src, kNone, blocks[i].len);
+    return;
+  }
+  lane.copy(blocks[0].src, blocks[0].dst, blocks[0].len);
+  for (int j = 1; j < n; ++j) lane.add(g.at(j), -1, false, kNone, blocks[j].dst, blocks[j].len);
+}
+
+void starScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks) {
+  const int n = g.size(), i = g.pos;
+  if (i > 0) {
+    lane.add(g.at(0), -1, false, kNone, blocks[i].dst, blocks[i].len);
+    return;
+  }
+  lane.copy(blocks[0].src, blocks[0].dst, blocks[0].len);
+  for (int j = 1; j < n; ++j) lane.add(-1, g.at(j), false, blocks[j].src, kNone, blocks[j].len);
+}
+
+// -------------------------------------------------------------- Hierarchy
+
+bool Hierarchy::even() const {
+  for (const std::vector<int>& g : groups) {
+    if (g.size() != groups.front().size()) return false;
+  }
+  return true;
+}
+
+SubGroup Hierarchy::group() const { return SubGroup{groups[myGroup], myLocal}; }
+
+SubGroup Hierarchy::rail(int s) const {
+  SubGroup r;
+  for (int q = 0; q < ngroups(); ++q) r.members.push_back(groups[q][s % size(q)]);
+  r.pos = myGroup;
+  return r;
+}
+
+SubGroup Hierarchy::leaders() const {
+  SubGroup r;
+  for (const std::vector<int>& g : groups) r.members.push_back(g.front());
+  r.pos = myGroup;
+  return r;
+}
+
+const char* makeHierarchy(const ScheduleKey& key, Hierarchy* h) {
+  const int P = key.nranks;
+  *h = Hierarchy{};
+  h->rank = key.rank;
+  if (P < 1 || key.rank < 0 || key.rank >= P) return "rank outside the communicator";
+  std::vector<int> groupOf(P, 0), superOf;
+  if (key.groups) {
+    if (key.groups->groupOf.size() != static_cast<size_t>(P)) return "grouping does not cover every rank";
+    groupOf = key.groups->groupOf;
+    superOf = key.groups->superOf;
+    if (*std::min_element(groupOf.begin(), groupOf.end()) < 0) return "negative group index";
+    if (!superOf.empty() && superOf.size() != static_cast<size_t>(key.groups->ngroups())) {
+      return "superOf does not match the number of groups";
+    }
+  }
+  // (switch, group) -> members in rank order; empty groups never appear.
+  std::map<std::pair<int, int>, std::vector<int>> byKey;
+  for (int r = 0; r < P; ++r) {
+    const int g = groupOf[r];
+    byKey[{superOf.empty() ? 0 : superOf[g], g}].push_back(r);
+  }
+  for (auto& [k, members] : byKey) {
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i] != key.rank) continue;
+      h->myGroup = h->ngroups();
+      h->myLocal = static_cast<int>(i);
+    }
+    h->rails = std::max(h->rails, static_cast<int>(members.size()));
+    h->groups.push_back(std::move(members));
+  }
+  return nullptr;
+}
+
+Schedule ringFallback(const ScheduleKey& key, const char* label) {
+  Schedule s = buildRing(key);
+  s.algorithm = label;
+  return s;
+}
+
+}  // namespace hoccl

@@ -1,0 +1,150 @@
+// Flat phases on sub-groups: the pieces hierarchical schedules are made of.
+//
+// A phase appends one rank's steps of a flat collective over an ordered list
+// of member ranks (ring reduce-scatter / all-gather / all-reduce, chain
+// reduce / broadcast, star gather / scatter) to one channel. It works on
+// blocks the caller places anywhere in the rank's buffers, so one ring
+// reduce-scatter serves a node's shards, a rail's blocks or the leaders'
+// group-sized blocks alike. hierarchical.cc and horing.cc only decide which
+// phase runs on which sub-group, on which slices, on which channel, after
+// what; they contain no ring loop of their own.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/schedule.h"
+
+namespace hoccl {
+
+// Ordered member ranks (ring order; chain and star phases take members[0]
+// as the root) and this rank's position among them.
+struct SubGroup {
+  std::vector<int> members;
+  int pos = 0;
+  int size() const { return static_cast<int>(members.size()); }
+  int at(int i) const;  // member i, taken modulo size()
+};
+
+// "Step `step` of channel `channel` of this rank has run"; none when
+// channel < 0.
+struct Token {
+  int channel = -1;
+  int step = -1;
+};
+
+// Appends steps to one channel. Zero-element steps are dropped: every phase
+// derives its message sizes from data both ends of an edge share, so both
+// drop the same messages and FIFO matching is unchanged. A dependency given
+// to after() is attached to the next step actually emitted, so a phase with
+// nothing to do on this rank passes it through to done().
+class Lane {
+ public:
+  Lane(Schedule& s, int channel) : s_(&s), ch_(channel) {}
+  // The next step emitted waits for `t`; a none token changes nothing. A
+  // later after() before any step is emitted replaces the earlier token:
+  // the dependency belongs to the work that next emits a step, and work
+  // that emitted nothing on this rank needed none.
+  void after(Token t);
+  // Completes when everything emitted so far, and what it waited for, ran.
+  Token done() const;
+  void add(int from, int to, bool reduce, Slice src, Slice dst, uint64_t n);
+  void copy(Slice src, Slice dst, uint64_t n);  // omitted when src is dst
+
+ private:
+  Schedule* s_;
+  int ch_;
+  Token pending_;
+};
+
+// One block of a phase as this rank sees it: where its operand lives (src)
+// and where the block's result goes (dst). Every member must give block j
+// the same len. Which fields a phase reads is said at each phase.
+struct Block {
+  Slice src;
+  Slice dst;
+  uint64_t len = 0;
+};
+
+Slice shifted(Slice s, uint64_t by);
+bool sameSlice(Slice a, Slice b);
+// Input[offset] of this rank, named as Output where an in-place call aliases
+// the whole range [offset, offset+len) into the output, so that phases can
+// see a copy would be a no-op.
+Slice inputSlice(const ScheduleKey& k, uint64_t offset, uint64_t len);
+
+// Ring phases over g.members (member i sends to member i+1). blocks.size()
+// must be g.size(). Messages carry at most maxMsg elements (0: unlimited):
+// blocks are cut into rounds and the ring runs once per round, so that each
+// edge needs room for two messages (see ScheduleKey::maxStepCount).
+//
+// Reduce-scatter: member j ends with block j reduced over all members, in
+// blocks[j].dst. Reads blocks[*].src.
+void ringReduceScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
+// All-gather: block j, found in member j's blocks[j].src, lands in
+// blocks[j].dst of every member.
+void ringAllGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
+// All-reduce: every member ends with blocks[j].dst = sum over members of
+// blocks[j].src, for all j; src may equal dst (in place). Reduce-scatter and
+// all-gather fused per round: 2n-1 steps for n members.
+void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
+
+// Chain and star phases have no cycle, so they emit one step per message of
+// any size (the executor pipelines it in slices, as for ring.cc's chains).
+//
+// Chain reduce towards members[0]: members[n-1] -> ... -> members[0], which
+// stores the sum of every member's src into dst.
+void chainReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len);
+// Chain broadcast members[0] -> members[1] -> ...: src of members[0] lands in
+// dst of every member (members[0] copies it when dst is not src).
+void chainBroadcast(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len);
+// Star gather to members[0]: blocks[i].src of member i lands in the root's
+// blocks[i].dst (the root copies its own block when needed).
+void starGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks);
+// Star scatter from members[0]: the root's blocks[i].src lands in member i's
+// blocks[i].dst.
+void starScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks);
+
+// The two-level view of key.groups that hierarchical builders work from.
+// Groups are the non-empty groups of key.groups, members in rank order,
+// ordered by (switch, group index) so that a ring through one member of
+// each group enters and leaves every switch once.
+//
+// Rails: S = the largest group size; rail s (0 <= s < S) is served in group q
+// by member s mod size(q). With equal groups that is the member with local
+// index s; with unequal ones a member of a small group serves several rails,
+// and in rail s >= size(q) it is a guest: it carries the rail's traffic but
+// owns no block of it.
+struct Hierarchy {
+  std::vector<std::vector<int>> groups;
+  int rank = 0;
+  int myGroup = 0;  // index into groups
+  int myLocal = 0;  // index into groups[myGroup]
+  int rails = 1;    // S
+
+  int ngroups() const { return static_cast<int>(groups.size()); }
+  int size(int q) const { return static_cast<int>(groups[q].size()); }
+  int mySize() const { return size(myGroup); }
+  bool even() const;
+  bool serves(int s) const { return s % mySize() == myLocal; }
+  // Rank with local index s in group q, or -1 when group q is smaller.
+  int owner(int q, int s) const { return s < size(q) ? groups[q][s] : -1; }
+  SubGroup group() const;      // this rank's group, leader (lowest rank) first
+  SubGroup rail(int s) const;  // the rail's servers in group order; serves(s)
+  SubGroup leaders() const;    // every group's first member, in group order
+};
+
+// Fills *h from key.groups (null: one group of all ranks). Returns the
+// reason as a static string when the grouping does not describe
+// key.nranks ranks, else nullptr.
+const char* makeHierarchy(const ScheduleKey& key, Hierarchy* h);
+
+// buildRing(key) labelled "ring (fallback: <why>)"; `label` is that whole
+// static string.
+Schedule ringFallback(const ScheduleKey& key, const char* label);
+
+// HO-Ring with an explicit number of pipeline chunks per channel (0: the
+// default policy buildHoRing uses); for tests and the tuner.
+Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks);
+
+}  // namespace hoccl

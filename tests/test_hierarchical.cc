@@ -1,0 +1,458 @@
+// Hierarchical and HO-Ring schedules: every rank's schedule verifies
+// symbolically for many groupings (even, uneven, one group, groups of one,
+// several switches, P up to 256), the phases overlap and degenerate as
+// designed, and a 2-node x 4-rank HO-Ring all-reduce prints in a screenful.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/phases.h"
+#include "algorithms/registry.h"
+#include "algorithms/verifier.h"
+
+namespace hoccl {
+namespace {
+
+using Builder = Schedule (*)(const ScheduleKey&);
+
+struct Shape {
+  std::string name;
+  int nranks;
+  std::shared_ptr<const Grouping> groups;
+};
+
+// N groups of G consecutive ranks; group g under switch g * switches / N.
+Shape rect(int N, int G, int switches = 1) {
+  auto g = std::make_shared<Grouping>();
+  for (int r = 0; r < N * G; ++r) g->groupOf.push_back(r / G);
+  if (switches > 1) {
+    for (int q = 0; q < N; ++q) g->superOf.push_back(q * switches / N);
+  }
+  return Shape{std::to_string(N) + "x" + std::to_string(G) + (switches > 1 ? "_sw" + std::to_string(switches) : ""),
+               N * G, g};
+}
+
+// Consecutive groups of the given sizes.
+Shape sized(const std::vector<int>& sizes, const std::string& name) {
+  auto g = std::make_shared<Grouping>();
+  for (size_t q = 0; q < sizes.size(); ++q) g->groupOf.insert(g->groupOf.end(), sizes[q], int(q));
+  return Shape{name, int(g->groupOf.size()), g};
+}
+
+Shape custom(std::vector<int> groupOf, std::vector<int> superOf, const std::string& name) {
+  auto g = std::make_shared<Grouping>();
+  g->groupOf = std::move(groupOf);
+  g->superOf = std::move(superOf);
+  return Shape{name, int(g->groupOf.size()), g};
+}
+
+std::vector<Shape> smallShapes() {
+  std::vector<Shape> v = {rect(1, 1), rect(1, 6), rect(6, 1), rect(2, 2), rect(2, 4), rect(3, 3),
+                          rect(4, 2), rect(3, 5), rect(4, 8, 2), rect(8, 4, 4)};
+  v.push_back(custom({0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5}, {0, 1, 0, 1, 0, 1}, "6x2_interleaved_switches"));
+  v.push_back(sized({3, 1, 2}, "uneven_3_1_2"));
+  v.push_back(sized({8, 8, 8, 4}, "uneven_8_8_8_4"));
+  v.push_back(sized({2, 5}, "uneven_2_5"));
+  v.push_back(sized({1, 4, 1}, "uneven_1_4_1"));
+  v.push_back(custom({0, 1, 2, 3, 0, 1, 2, 3, 0, 1}, {}, "round_robin_10_over_4"));
+  v.push_back(custom({2, 0, 2, 0, 2}, {}, "empty_group_index"));
+  v.push_back(Shape{"null_grouping", 5, nullptr});
+  return v;
+}
+
+std::vector<Shape> largeShapes() {
+  std::vector<int> uneven(15, 16);
+  uneven.push_back(10);
+  return {rect(16, 16, 4), rect(32, 8, 4), rect(8, 32), rect(64, 4, 8), rect(2, 128), rect(256, 1, 2),
+          rect(1, 256), sized(uneven, "uneven_15x16_plus_10")};
+}
+
+ScheduleKey makeKey(CollKind coll, const Shape& shape, uint64_t count, bool inPlace = false, int nch = 1,
+                    uint64_t maxStep = 0) {
+  ScheduleKey k;
+  k.coll = coll;
+  k.nranks = shape.nranks;
+  k.count = count;
+  k.inPlace = inPlace;
+  k.nchannels = nch;
+  k.maxStepCount = maxStep;
+  k.groups = shape.groups;
+  return k;
+}
+
+std::vector<Schedule> buildAll(Builder build, ScheduleKey key) {
+  std::vector<Schedule> all;
+  for (int r = 0; r < key.nranks; ++r) {
+    key.rank = r;
+    all.push_back(build(key));
+  }
+  return all;
+}
+
+template <int K>
+Schedule pipelined(const ScheduleKey& k) {
+  return buildHoRingPipelined(k, K);
+}
+
+const CollKind kColls[] = {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather};
+
+struct Case {
+  uint64_t count;
+  bool inPlace;
+  int nch;
+  uint64_t maxStep;
+};
+
+// Small shapes: every combination. Large shapes: a selection that still
+// covers each count, both placements, two channels and small messages;
+// reduce-scatter and all-gather with small messages at P = 256 and counts
+// of a few hundred take the verifier 5-15 s each, for the ring too, so
+// there they get counts of a few rounds only.
+std::vector<Case> cases(CollKind coll, uint64_t P, bool large) {
+  std::vector<Case> v;
+  if (!large) {
+    // 2P+1 divides by neither P nor any even group size.
+    for (uint64_t count : {uint64_t(0), uint64_t(1), P - 1, P, uint64_t(1009), 2 * P + 1, uint64_t(100003)})
+      for (bool inPlace : {false, true})
+        for (int nch : {1, 2})
+          for (uint64_t maxStep : {0, 7}) {
+            // ~10^5 steps per rank: only where the ring test does the same.
+            if (maxStep && count == 100003 && (P > 8 || coll != CollKind::AllReduce)) continue;
+            v.push_back({count, inPlace, nch, maxStep});
+          }
+    return v;
+  }
+  const bool ar = coll == CollKind::AllReduce;
+  return {{0, true, 1, 0},        {1, false, 1, 7},          {P - 1, true, 2, 0},
+          {P, false, 1, ar ? 7u : 0u}, {1009, true, 1, ar ? 7u : 0u}, {2 * P + 1, false, 2, 0},
+          {15, true, 1, 7},       {100003, false, 1, 0}};
+}
+
+void sweep(Builder build, const char* algo, CollKind coll, const Shape& shape, bool large) {
+  for (const Case& c : cases(coll, shape.nranks, large)) {
+    const ScheduleKey key = makeKey(coll, shape, c.count, c.inPlace, c.nch, c.maxStep);
+    const VerifyResult res = verifyBuilder(build, key);
+    ASSERT_TRUE(res.ok) << algo << " " << collName(coll) << " " << shape.name << " count " << c.count << " inPlace "
+                        << c.inPlace << " nch " << c.nch << " maxStep " << c.maxStep << ": " << res.error;
+  }
+}
+
+// --------------------------------------------------------------- sweeps
+
+class Verifies : public ::testing::TestWithParam<std::tuple<int, CollKind, int>> {};
+
+TEST_P(Verifies, SmallShapes) {
+  const auto [algo, coll, shape] = GetParam();
+  sweep(algo == 0 ? buildHierarchical : buildHoRing, algo == 0 ? "hierarchical" : "horing", coll,
+        smallShapes()[shape], false);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Verifies,
+                         ::testing::Combine(::testing::Values(0, 1), ::testing::ValuesIn(kColls),
+                                            ::testing::Range(0, int(smallShapes().size()))),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == 0 ? "hier_" : "horing_") +
+                                  collName(std::get<1>(info.param)) + "_" +
+                                  smallShapes()[std::get<2>(info.param)].name;
+                         });
+
+class VerifiesLarge : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(VerifiesLarge, UpTo256Ranks) {
+  const auto [algo, shape] = GetParam();
+  for (CollKind coll : kColls) {
+    sweep(algo == 0 ? buildHierarchical : buildHoRing, algo == 0 ? "hierarchical" : "horing", coll,
+          largeShapes()[shape], true);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, VerifiesLarge,
+                         ::testing::Combine(::testing::Values(0, 1), ::testing::Range(0, int(largeShapes().size()))),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == 0 ? "hier_" : "horing_") +
+                                  largeShapes()[std::get<1>(info.param)].name;
+                         });
+
+// Explicit pipeline depths, more chunks than elements included.
+TEST(HoRingPipeline, ChunkCountsVerify) {
+  const Builder builders[] = {pipelined<2>, pipelined<3>, pipelined<5>};
+  for (const Shape& shape : {rect(2, 4), rect(3, 3), rect(4, 8, 2), sized({3, 1, 2}, "u"), sized({8, 8, 8, 4}, "u")}) {
+    for (CollKind coll : kColls) {
+      for (Builder build : builders) {
+        for (uint64_t count : {uint64_t(1), uint64_t(4), uint64_t(shape.nranks) + 1, uint64_t(1009)}) {
+          for (bool inPlace : {false, true}) {
+            for (uint64_t maxStep : {0, 3}) {
+              const VerifyResult res = verifyBuilder(build, makeKey(coll, shape, count, inPlace, 2, maxStep));
+              ASSERT_TRUE(res.ok) << collName(coll) << " " << shape.name << " count " << count << ": " << res.error;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Chunk k of the rail phase waits for chunk k of the intra phase, not for the
+// whole intra phase: the rail's first step depends on an early intra step.
+TEST(HoRingPipeline, RailsStartAfterTheirChunk) {
+  const Shape shape = rect(2, 4);
+  ScheduleKey key = makeKey(CollKind::AllReduce, shape, 4000);
+  const Schedule s = buildHoRingPipelined(key, 4);
+  ASSERT_EQ(s.channels.size(), 3u);
+  const std::vector<Step>& intra = s.channels[0].steps;
+  const std::vector<Step>& rail = s.channels[1].steps;
+  const std::vector<Step>& gather = s.channels[2].steps;
+  ASSERT_EQ(intra.size(), 16u);  // 4 chunks x 4 steps
+  EXPECT_EQ(rail[0].depChannel, 0);
+  EXPECT_EQ(rail[0].depStep, 3);  // end of chunk 0's reduce-scatter
+  EXPECT_EQ(rail[3].depStep, 7);  // chunk 1
+  EXPECT_EQ(gather[0].depChannel, 1);
+  EXPECT_EQ(gather[0].depStep, 2);  // end of chunk 0's rail all-reduce
+  for (const Step& st : intra) EXPECT_EQ(st.depChannel, -1);
+}
+
+// The verifier runs one interleaving of the channels; this checks all of
+// them: two steps of different channels of a rank that touch the same
+// memory (one writing) must be ordered by channel order and dependencies.
+struct Access {
+  int space;  // 0 output memory, 1 input memory (out of place), 2 scratch
+  uint64_t begin, end;
+};
+
+Access accessOf(const ScheduleKey& k, Slice sl, uint64_t n) {
+  uint64_t off = sl.offset;
+  if (sl.buf == Buf::Scratch) return {2, off, off + n};
+  if (!k.inPlace) return {sl.buf == Buf::Output ? 0 : 1, off, off + n};
+  if (k.coll == CollKind::AllGather && sl.buf == Buf::Input) off += inPlaceOffset(k);
+  if (k.coll == CollKind::ReduceScatter && sl.buf == Buf::Output) off += inPlaceOffset(k);
+  return {0, off, off + n};
+}
+
+std::string firstRace(const Schedule& s) {
+  const size_t nch = s.channels.size();
+  // seen[c][i][d]: steps of channel d known done before step i of channel c starts (count).
+  std::vector<std::vector<std::vector<int>>> seen(nch);
+  std::vector<std::vector<char>> state(nch);
+  for (size_t c = 0; c < nch; ++c) seen[c].resize(s.channels[c].steps.size()), state[c].resize(seen[c].size());
+  auto clock = [&](auto& self, size_t c, size_t i) -> const std::vector<int>& {
+    std::vector<int>& v = seen[c][i];
+    if (state[c][i]) return v;
+    state[c][i] = 1;
+    v.assign(nch, 0);
+    auto merge = [&](size_t d, size_t j) {  // step j of channel d is done
+      const std::vector<int>& w = self(self, d, j);
+      for (size_t x = 0; x < nch; ++x) v[x] = std::max(v[x], w[x]);
+      v[d] = std::max(v[d], int(j) + 1);
+    };
+    if (i > 0) merge(c, i - 1);
+    const Step& st = s.channels[c].steps[i];
+    if (st.depChannel >= 0) merge(st.depChannel, st.depStep);
+    return v;
+  };
+  struct Use {
+    size_t c, i;
+    Access a;
+    bool write;
+  };
+  std::vector<Use> uses;
+  for (size_t c = 0; c < nch; ++c) {
+    for (size_t i = 0; i < s.channels[c].steps.size(); ++i) {
+      const Step& st = s.channels[c].steps[i];
+      if (st.src.present() && (st.recvPeer < 0 || st.reduce)) uses.push_back({c, i, accessOf(s.key, st.src, st.count), false});
+      if (st.dst.present()) uses.push_back({c, i, accessOf(s.key, st.dst, st.count), true});
+    }
+  }
+  for (const Use& x : uses) {
+    for (const Use& y : uses) {
+      if (x.c >= y.c || !(x.write || y.write) || x.a.space != y.a.space) continue;
+      if (x.a.end <= y.a.begin || y.a.end <= x.a.begin) continue;
+      if (clock(clock, y.c, y.i)[x.c] > int(x.i) || clock(clock, x.c, x.i)[y.c] > int(y.i)) continue;
+      return "ch " + std::to_string(x.c) + " step " + std::to_string(x.i) + " and ch " + std::to_string(y.c) +
+             " step " + std::to_string(y.i) + " touch the same memory unordered";
+    }
+  }
+  return "";
+}
+
+TEST(Channels, NoUnorderedConflictingAccess) {
+  const Builder builders[] = {buildHierarchical, buildHoRing, pipelined<3>};
+  for (const Shape& shape : smallShapes()) {
+    for (CollKind coll : kColls) {
+      for (Builder build : builders) {
+        for (uint64_t count : {uint64_t(shape.nranks) + 1, uint64_t(4 * shape.nranks) + 3}) {
+          for (bool inPlace : {false, true}) {
+            const uint64_t maxStep = count > uint64_t(shape.nranks) + 1 ? 3 : 0;
+            for (const Schedule& s : buildAll(build, makeKey(coll, shape, count, inPlace, 2, maxStep))) {
+              ASSERT_EQ(firstRace(s), "") << collName(coll) << " " << shape.name << " rank " << s.key.rank << " count "
+                                          << count << " inPlace " << inPlace;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Channels, DroppedDependencyIsARace) {
+  ScheduleKey key = makeKey(CollKind::AllReduce, rect(2, 4), 64, true);
+  key.rank = 1;
+  Schedule s = buildHoRingPipelined(key, 2);
+  ASSERT_EQ(firstRace(s), "");
+  s.channels[2].steps[0].depChannel = -1;  // the all-gather no longer waits for the rail
+  EXPECT_NE(firstRace(s), "");
+}
+
+// -------------------------------------------------------- degenerate shapes
+
+void expectSameShapeAsRing(const ScheduleKey& key) {
+  for (int r = 0; r < key.nranks; ++r) {
+    ScheduleKey k = key;
+    k.rank = r;
+    const Schedule ring = buildRing(k), ho = buildHoRing(k);
+    EXPECT_STREQ(ho.algorithm, "horing");
+    ASSERT_EQ(ho.channels.size(), ring.channels.size()) << collName(key.coll);
+    for (size_t c = 0; c < ring.channels.size(); ++c) {
+      ASSERT_EQ(ho.channels[c].steps.size(), ring.channels[c].steps.size()) << collName(key.coll) << " rank " << r;
+      for (size_t i = 0; i < ring.channels[c].steps.size(); ++i) {
+        EXPECT_STREQ(stepKindName(ho.channels[c].steps[i]), stepKindName(ring.channels[c].steps[i]));
+        EXPECT_EQ(ho.channels[c].steps[i].sendPeer, ring.channels[c].steps[i].sendPeer);
+      }
+    }
+  }
+}
+
+TEST(HoRingDegenerate, OneGroupOrGroupsOfOneIsAPlainRing) {
+  for (CollKind coll : kColls) {
+    expectSameShapeAsRing(makeKey(coll, rect(1, 6), 60));
+    expectSameShapeAsRing(makeKey(coll, rect(5, 1), 50, true));
+    expectSameShapeAsRing(makeKey(coll, Shape{"null", 4, nullptr}, 40));
+  }
+}
+
+TEST(Labels, UnevenRunsHoRingInvalidFallsBack) {
+  for (const Shape& shape : {sized({8, 8, 8, 4}, "u"), sized({1, 4, 1}, "u")}) {
+    for (CollKind coll : kColls) {
+      EXPECT_STREQ(buildHoRing(makeKey(coll, shape, 100)).algorithm, "horing");
+      EXPECT_STREQ(buildHierarchical(makeKey(coll, shape, 100)).algorithm, "hierarchical");
+    }
+  }
+  Shape bad = custom({0, 1, 0}, {}, "short");
+  bad.nranks = 4;  // groupOf covers 3 of 4 ranks
+  for (Builder build : {buildHierarchical, buildHoRing}) {
+    ScheduleKey key = makeKey(CollKind::AllReduce, bad, 10);
+    EXPECT_STREQ(build(key).algorithm, "ring (fallback: invalid grouping)");
+    EXPECT_TRUE(verifyBuilder(build, key).ok);
+    key = makeKey(CollKind::Broadcast, rect(2, 2), 10);
+    EXPECT_NE(std::string(build(key).algorithm).find("fallback"), std::string::npos);
+    EXPECT_TRUE(verifyBuilder(build, key).ok);
+  }
+  const ScheduleKey key = makeKey(CollKind::AllReduce, custom({0, 0, 1, 1}, {0}, "x"), 10);  // superOf too short
+  EXPECT_STREQ(buildHoRing(key).algorithm, "ring (fallback: invalid grouping)");
+}
+
+// ---------------------------------------------------------------- topology
+
+TEST(HoRingTopology, RailKeepsAGroupsSwitchTogether) {
+  // Groups 0, 2, 4 under switch 0 and 1, 3, 5 under switch 1: the rail
+  // through local index 0 is 0 -> 4 -> 8 -> 2 -> 6 -> 10 -> 0.
+  const Shape shape = custom({0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5}, {0, 1, 0, 1, 0, 1}, "sw");
+  ScheduleKey key = makeKey(CollKind::AllReduce, shape, 1200);
+  const int expectNext[] = {4, -1, 6, -1, 8, -1, 10, -1, 2, -1, 0, -1};
+  for (int r = 0; r < shape.nranks; r += 2) {
+    key.rank = r;
+    const Schedule s = buildHoRing(key);
+    EXPECT_EQ(s.channels[1].steps.front().sendPeer, expectNext[r]) << "rank " << r;
+  }
+}
+
+// --------------------------------------------------------------- printing
+
+int lineCount(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(Print, TwoNodesByFourRanksFitsAScreen) {
+  ScheduleKey key = makeKey(CollKind::AllReduce, rect(2, 4), 64);
+  key.rank = 0;
+  const std::string small = buildHoRing(key).toString();
+  std::printf("%s", small.c_str());
+  EXPECT_LE(lineCount(small), 24);
+  const std::string piped = buildHoRingPipelined(key, 2).toString();
+  std::printf("%s", piped.c_str());
+  EXPECT_LE(lineCount(piped), 40);
+  key.rank = 5;
+  std::printf("%s", buildHierarchical(key).toString().c_str());
+}
+
+// ------------------------------------------------------- cost, by counting
+
+struct Stats {
+  size_t steps = 0, messages = 0;
+  uint64_t sent = 0, sentAcross = 0;  // elements; across: to another group
+};
+
+Stats statsOf(const Schedule& s) {
+  Stats st;
+  for (const Channel& c : s.channels) {
+    for (const Step& step : c.steps) {
+      ++st.steps;
+      if (step.sendPeer < 0) continue;
+      ++st.messages;
+      st.sent += step.count;
+      if (s.key.groups->groupOf[step.sendPeer] != s.key.groups->groupOf[s.key.rank]) st.sentAcross += step.count;
+    }
+  }
+  return st;
+}
+
+TEST(Cost, StepsMessagesAndBytesLeavingAGroup) {
+  const uint64_t M = uint64_t{1} << 20;
+  for (const Shape& shape : {rect(2, 4), rect(4, 8)}) {
+    const int P = shape.nranks, N = shape.groups->ngroups();
+    for (uint64_t count : {uint64_t(P * 4), M}) {
+      std::printf("%s all-reduce count %llu: max over ranks (steps, messages, elements sent), elements leaving group 0\n",
+                  shape.name.c_str(), static_cast<unsigned long long>(count));
+      uint64_t leaving[3] = {};
+      const Builder builders[] = {buildRing, buildHierarchical, buildHoRing};
+      const char* names[] = {"ring", "hierarchical", "horing"};
+      for (int a = 0; a < 3; ++a) {
+        Stats worst;
+        for (const Schedule& s : buildAll(builders[a], makeKey(CollKind::AllReduce, shape, count))) {
+          const Stats st = statsOf(s);
+          worst.steps = std::max(worst.steps, st.steps);
+          worst.messages = std::max(worst.messages, st.messages);
+          worst.sent = std::max(worst.sent, st.sent);
+          if (shape.groups->groupOf[s.key.rank] == 0) leaving[a] += st.sentAcross;
+        }
+        std::printf("  %-13s steps %4zu  messages %4zu  sent %8llu  leaving group 0 %8llu\n", names[a], worst.steps,
+                    worst.messages, static_cast<unsigned long long>(worst.sent),
+                    static_cast<unsigned long long>(leaving[a]));
+      }
+      // HO-RING.md: ring 2(P-1)/P*M, hierarchical and horing 2(N-1)/N*M.
+      EXPECT_EQ(leaving[0], 2 * (P - 1) * count / P);
+      EXPECT_EQ(leaving[1], 2 * (N - 1) * count / N);
+      EXPECT_EQ(leaving[2], 2 * (N - 1) * count / N);
+    }
+  }
+}
+
+TEST(Scratch, OnlyWhereNeeded) {
+  const Shape shape = rect(4, 8);
+  ScheduleKey key = makeKey(CollKind::ReduceScatter, shape, 100);
+  key.rank = 9;
+  EXPECT_EQ(buildHoRing(key).scratchCount, 300u);  // (N-1) blocks
+  EXPECT_EQ(buildHierarchical(key).scratchCount, 0u);
+  key.rank = 8;
+  EXPECT_EQ(buildHierarchical(key).scratchCount, 3200u);  // the leader holds P blocks
+  for (CollKind coll : {CollKind::AllReduce, CollKind::AllGather}) {
+    key.coll = coll;
+    EXPECT_EQ(buildHoRing(key).scratchCount, 0u);
+    EXPECT_EQ(buildHierarchical(key).scratchCount, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace hoccl
