@@ -2,6 +2,8 @@
 // crash or a silent wrong answer.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -156,6 +158,41 @@ TEST(Mismatch, DifferentTypesOpsAndCollectives) {
       EXPECT_NE(msg[r].find(k.expect), std::string::npos) << k.name << " rank " << r << ": " << msg[r];
     }
   }
+}
+
+// hocclCommAbort from another thread while a call on that communicator is
+// blocked (its peer never joins): the call returns an error, the abort
+// returns promptly, and nothing is used after it is freed (ASan/TSan runs).
+TEST(Abort, FromAnotherThreadWhileACallIsBlocked) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclComm_t comms[2] = {nullptr, nullptr};
+  std::thread init1([&] { hocclCommInitRank(&comms[1], 2, id, 1); });
+  ASSERT_EQ(hocclCommInitRank(&comms[0], 2, id, 0), hocclSuccess);
+  init1.join();
+  ASSERT_NE(comms[1], nullptr);
+  std::atomic<int> rc{-1};
+  auto start = std::chrono::steady_clock::now();
+  std::thread blocked([&] {
+    float x[1024] = {0};
+    rc = hocclAllReduce(x, x, 1024, hocclFloat, hocclSum, comms[0], nullptr);  // rank 1 never calls
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto abortStart = std::chrono::steady_clock::now();
+  EXPECT_EQ(hocclCommAbort(comms[0]), hocclSuccess);
+  double abortSecs = std::chrono::duration<double>(std::chrono::steady_clock::now() - abortStart).count();
+  blocked.join();
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(rc.load(), hocclSuccess);
+  EXPECT_LT(abortSecs, 1.0);
+  EXPECT_LT(total, 5.0);
+  // Abort is idempotent in effect: the handle is no longer live.
+  EXPECT_EQ(hocclCommAbort(comms[0]), hocclInvalidUsage);
+  // The peer learns of the abort through its control block.
+  hocclResult_t async = hocclSuccess;
+  ASSERT_EQ(hocclCommGetAsyncError(comms[1], &async), hocclSuccess);
+  EXPECT_EQ(async, hocclRemoteError);
+  EXPECT_EQ(hocclCommDestroy(comms[1]), hocclSuccess);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "hoccl.h"
 #include "src/api/api_internal.h"
@@ -51,13 +52,23 @@ Status checkComm(hocclComm* comm, const char* fn) {
   return Status();
 }
 
+Status enterComm(hocclComm* comm, const char* fn) {
+  HOCCL_TRY(checkComm(comm, fn));
+  std::lock_guard<std::mutex> lock(registryMutex);
+  if (!registry().count(comm))
+    return errorf(hocclInvalidUsage, "%s: comm %p was aborted or destroyed", fn, static_cast<void*>(comm));
+  comm->inFlight.fetch_add(1);
+  return Status();
+}
+
 Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
                        size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key) {
   const char* fn = collName(coll);
   HOCCL_TRY(checkComm(comm, fn));
-  if (comm->fatalCode != hocclSuccess)
-    return Status(comm->fatalCode, std::string(fn) + ": the communicator is unusable after an earlier error (" +
-                                       comm->fatalMsg + "); destroy or abort it");
+  Status fatal = comm->fatalError();
+  if (!fatal.ok())
+    return Status(fatal.code(), std::string(fn) + ": the communicator is unusable after an earlier error (" +
+                                    fatal.message() + "); destroy or abort it");
   if (dtype < 0 || dtype >= hocclNumTypes)
     return errorf(hocclInvalidArgument, "%s: datatype %d is not a valid hocclDataType_t (0..%d)", fn, dtype,
                   hocclNumTypes - 1);
@@ -137,7 +148,10 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   (void)stream;  // host buffers: the call completes before returning
   CollCall call;
   ScheduleKey key;
-  Status st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &call, &key);
+  CommUse use;
+  Status st = enterComm(comm, collName(coll));
+  if (st.ok()) use.comm = comm;
+  if (st.ok()) st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &call, &key);
   if (!st.ok()) return report(nullptr, st);
   setLogRank(comm->rank);
   if (groupActive()) {
@@ -242,9 +256,18 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   if (!comm) return hocclSuccess;
   Status st = checkComm(comm, "hocclCommAbort");
   if (!st.ok()) return report(nullptr, st);
+  // No new call can start once it is unregistered; a call running on another
+  // thread sees the abort flag (its doorbell is rung) and returns.
+  unregisterComm(comm);
   comm->abortRequested.store(true);
   comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true);
-  unregisterComm(comm);
+  if (comm->shm) ringDoorbell(comm->shm->self());
+  for (int i = 0; i < 1000 && comm->inFlight.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (comm->inFlight.load() > 0) {
+    // Freeing memory another thread still uses would be worse than a leak.
+    HWARN(kSubAll, "hocclCommAbort: a call on rank %d did not return within 1 s; its memory is leaked", comm->rank);
+    return hocclSuccess;
+  }
   commFree(comm);
   return hocclSuccess;
 }
@@ -253,7 +276,7 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
   Status st = checkComm(comm, "hocclCommGetAsyncError");
   if (st.ok() && !asyncError) st = errorf(hocclInvalidArgument, "hocclCommGetAsyncError: asyncError is NULL");
   if (!st.ok()) return report(nullptr, st);
-  *asyncError = comm->fatalCode;
+  *asyncError = comm->fatalError().code();
   if (*asyncError == hocclSuccess) {
     Status peer = comm->peerAbort();
     if (!peer.ok()) *asyncError = peer.code();

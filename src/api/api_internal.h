@@ -12,6 +12,18 @@ hocclResult_t report(hocclComm* comm, const Status& st);
 // comm must be a live communicator: not NULL, not destroyed.
 Status checkComm(hocclComm* comm, const char* fn);
 void registerComm(hocclComm* comm);
+// Marks comm as used by this call (atomically with the liveness check), so
+// hocclCommAbort from another thread waits for the call before freeing.
+Status enterComm(hocclComm* comm, const char* fn);
+struct CommUse {
+  CommUse() = default;
+  CommUse(const CommUse&) = delete;
+  CommUse& operator=(const CommUse&) = delete;
+  hocclComm* comm = nullptr;
+  ~CommUse() {
+    if (comm) comm->inFlight.fetch_sub(1);
+  }
+};
 void unregisterComm(hocclComm* comm);
 
 // Validates a collective's arguments and fills `call` and `key`.

@@ -34,6 +34,12 @@ hocclResult_t hocclGroupEnd(void) {
   auto calls = std::move(pending);
   pending.clear();
   if (calls.empty()) return hocclSuccess;
+  std::vector<CommUse> uses(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Status st = enterComm(std::get<0>(calls[i]), "hocclGroupEnd");
+    if (!st.ok()) return report(nullptr, st);
+    uses[i].comm = std::get<0>(calls[i]);
+  }
   Status st = runCalls(calls);
   return report(st.ok() ? nullptr : std::get<0>(calls[0]), st);
 }

@@ -55,9 +55,15 @@ struct hocclComm : public hoccl::ExecLinks {
 
   // A fatal error (mismatch, dead peer, timeout, abort) leaves the
   // communicator unusable; every later call returns it.
+  // Written under errMutex; read through fatalError() from any thread.
   hocclResult_t fatalCode = hocclSuccess;
   std::string fatalMsg;
+  hoccl::Status fatalError() {
+    std::lock_guard<std::mutex> lock(errMutex);
+    return hoccl::Status(fatalCode, fatalMsg);
+  }
   std::atomic<bool> abortRequested{false};
+  std::atomic<int> inFlight{0};  // API calls using this comm right now (abort waits for them)
   std::mutex errMutex;
   std::string lastError;
 
