@@ -1,5 +1,7 @@
 #include "src/exec/executor.h"
 
+#include "src/exec/tsan.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -110,7 +112,10 @@ Status CollTask::advance(int c, bool* progressed) {
     const bool sendRef = sc && s.stable && directMinBytes_ && bytes >= directMinBytes_ && sc->direct();
     const bool recvRef = rc && (rh->flags & kSlotDirect);
     DirectRef ref{};
-    if (recvRef) memcpy(&ref, rdata, sizeof ref);
+    if (recvRef) {
+      memcpy(&ref, rdata, sizeof ref);
+      HOCCL_TSAN_ACQUIRE(ref.address);  // the sender's writes before it posted
+    }
     // The value this step produces lands first where it must be stored
     // (dst, else the send slot); a send then copies it from there.
     const char* value;
@@ -143,6 +148,10 @@ Status CollTask::advance(int c, bool* progressed) {
         DirectRef out{reinterpret_cast<uint64_t>(value)};
         memcpy(sdata, &out, sizeof out);
         flags = kSlotDirect;
+        HOCCL_TSAN_RELEASE(out.address);
+#if defined(__SANITIZE_THREAD__)
+        lent_.push_back(out.address);
+#endif
         if (std::find(directSends_.begin(), directSends_.end(), sc) == directSends_.end()) directSends_.push_back(sc);
       } else if (value != sdata && bytes) {
         copyBytes(sdata, value, bytes);
@@ -158,6 +167,7 @@ Status CollTask::advance(int c, bool* progressed) {
       sh->sender = sched_->key.rank;
       sc->post();
     }
+    if (recvRef) HOCCL_TSAN_RELEASE(ref.address);  // our reads, before the sender reuses it
     if (rc) rc->release();
     *progressed = true;
     cs.done += n;
@@ -182,7 +192,10 @@ Status CollTask::progress(bool* progressed) {
   if (all)
     for (SendConn* sc : directSends_)
       if (!sc->drained()) return Status();
-  if (all) finish();
+  if (all) {
+    for (uint64_t a : lent_) HOCCL_TSAN_ACQUIRE(a);  // the receivers' reads
+    finish();
+  }
   return Status();
 }
 

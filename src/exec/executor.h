@@ -82,6 +82,7 @@ class CollTask {
   std::vector<ChannelState> chans_;
   std::vector<char> scratch_;
   std::vector<SendConn*> directSends_;  // connections that carried references
+  std::vector<uint64_t> lent_;          // addresses lent (ThreadSanitizer annotations)
   bool done_ = false;
 };
 
