@@ -53,10 +53,12 @@ Status checkComm(hocclComm* comm, const char* fn) {
 }
 
 Status enterComm(hocclComm* comm, const char* fn) {
-  HOCCL_TRY(checkComm(comm, fn));
+  if (!comm) return errorf(hocclInvalidArgument, "%s: comm is NULL", fn);
+  // One lock for the check and the mark: abort cannot slip in between.
   std::lock_guard<std::mutex> lock(registryMutex);
   if (!registry().count(comm))
-    return errorf(hocclInvalidUsage, "%s: comm %p was aborted or destroyed", fn, static_cast<void*>(comm));
+    return errorf(hocclInvalidUsage, "%s: comm %p is not a live communicator (destroyed, aborted or never created)",
+                  fn, static_cast<void*>(comm));
   comm->inFlight.fetch_add(1);
   return Status();
 }
@@ -64,7 +66,6 @@ Status enterComm(hocclComm* comm, const char* fn) {
 Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
                        size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key) {
   const char* fn = collName(coll);
-  HOCCL_TRY(checkComm(comm, fn));
   Status fatal = comm->fatalError();
   if (!fatal.ok())
     return Status(fatal.code(), std::string(fn) + ": the communicator is unusable after an earlier error (" +

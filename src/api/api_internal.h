@@ -26,7 +26,8 @@ struct CommUse {
 };
 void unregisterComm(hocclComm* comm);
 
-// Validates a collective's arguments and fills `call` and `key`.
+// Validates a collective's arguments and fills `call` and `key`; comm must
+// already be entered (enterComm), which checked that it is live.
 Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
                        size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key);
 
