@@ -27,6 +27,11 @@ namespace socknet {
 constexpr uint64_t kMagic = 0x484f434c534f434bull;  // "HOCLSOCK"
 constexpr size_t kSplitMin = 256 << 10;            // smaller messages use one stream
 constexpr int kMaxStreams = 16;
+// Receives one irecv may group (NCCL's maxRecvs). The i-th message of a
+// group goes to the first unfilled buffer whose tag is the message's tag,
+// so the senders sharing one connection (NCCL's PXN) may send in any order
+// within the group; groups themselves are matched in FIFO order.
+constexpr int kMaxRecvs = 8;
 
 struct ConnectState;
 
@@ -47,15 +52,24 @@ struct Hello {
 
 struct Comm;
 
-struct Request {
-  Comm* comm = nullptr;
-  bool isSend = false;
+// One buffer of a request: a send has one, a grouped receive up to kMaxRecvs.
+struct Slot {
   char* buf = nullptr;
   size_t size = 0;      // bytes sent / received
   size_t capacity = 0;  // receive buffer size
   int tag = 0;
+  bool matched = false; // receive: a message header was paired with it
+};
+
+struct Request {
+  Comm* comm = nullptr;
+  bool isSend = false;
+  int n = 1;            // slots in use
+  Slot slots[kMaxRecvs];
+  int matchedSlots = 0;
+  bool anyTag = false;  // irecv without tags: buffers taken in order
   int partsLeft = 0;
-  bool headerDone = false;
+  bool headerDone = false;  // send: header written; receive: every slot matched
   bool done = false;
   Status error;
 };

@@ -59,7 +59,7 @@ class SocketTransport : public NetTransport {
     p->name = ifname;
     p->ptrSupport = kPtrHost;
     p->speedMbps = readSpeedMbps(ifname);
-    p->maxRecvs = 1;
+    p->maxRecvs = kMaxRecvs;
     p->maxP2pBytes = size_t(1) << 30;
     char path[256];
     snprintf(path, sizeof path, "/sys/class/net/%s/device", ifname.c_str());
@@ -127,18 +127,21 @@ class SocketTransport : public NetTransport {
     Comm* c = static_cast<Comm*>(sendComm);
     std::lock_guard<std::mutex> lock(mu_);
     HOCCL_TRY(c->failed);
-    if (c->inflight >= kNetMaxRequests) return Status();
+    // A receiver may group kMaxRecvs sends in each of its kNetMaxRequests
+    // receives, so a sender must take that many before refusing.
+    if (c->inflight >= kNetMaxRequests * kMaxRecvs) return Status();
     auto r = std::make_unique<Request>();
     r->comm = c;
     r->isSend = true;
-    r->buf = static_cast<char*>(data);
-    r->size = size;
-    r->tag = tag;
+    Slot& slot = r->slots[0];
+    slot.buf = static_cast<char*>(data);
+    slot.size = size;
+    slot.tag = tag;
     uint64_t hdr[2] = {size, static_cast<uint64_t>(static_cast<uint32_t>(tag))};
     c->ctrlOut.append(reinterpret_cast<const char*>(hdr), sizeof hdr);
     c->headerOwners.push_back(r.get());
     for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
-      c->streams[p.stream].queue.push_back({r->buf + p.start, p.len, r.get()});
+      c->streams[p.stream].queue.push_back({slot.buf + p.start, p.len, r.get()});
       ++r->partsLeft;
     }
     ++c->nextMessage;
@@ -153,16 +156,21 @@ class SocketTransport : public NetTransport {
 
   Status irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void**, void** request) override {
     *request = nullptr;
-    if (n != 1) return errorf(hocclInvalidArgument, "socket transport: %d grouped receives (maxRecvs is 1)", n);
+    if (n < 1 || n > kMaxRecvs)
+      return errorf(hocclInvalidArgument, "socket transport: %d grouped receives (1 to %d)", n, kMaxRecvs);
     Comm* c = static_cast<Comm*>(recvComm);
     std::lock_guard<std::mutex> lock(mu_);
     HOCCL_TRY(c->failed);
     if (c->inflight >= kNetMaxRequests) return Status();
     auto r = std::make_unique<Request>();
     r->comm = c;
-    r->buf = static_cast<char*>(data[0]);
-    r->capacity = sizes[0];
-    r->tag = tags ? tags[0] : 0;
+    r->n = n;
+    r->anyTag = tags == nullptr;
+    for (int i = 0; i < n; ++i) {
+      r->slots[i].buf = static_cast<char*>(data[i]);
+      r->slots[i].capacity = sizes[i];
+      r->slots[i].tag = tags ? tags[i] : 0;
+    }
     c->posted.push_back(r.get());
     ++c->inflight;
     *request = r.get();
@@ -181,7 +189,8 @@ class SocketTransport : public NetTransport {
     if (!r->error.ok()) return r->error;
     if (!r->done) return Status();
     *done = 1;
-    if (sizes) *sizes = static_cast<int>(r->size);
+    if (sizes)
+      for (int i = 0; i < r->n; ++i) sizes[i] = static_cast<int>(r->slots[i].size);
     Comm* c = r->comm;
     --c->inflight;
     for (auto it = c->requests.begin(); it != c->requests.end(); ++it)
@@ -247,24 +256,35 @@ class SocketTransport : public NetTransport {
     delete c;
   }
 
-  // Pairs arrived headers with posted receives, in order (mu_ held).
+  // Pairs arrived headers with posted receives, in order: each header takes
+  // the first unmatched buffer of the oldest receive with its tag (mu_ held).
   void match(Comm* c) {
     while (!c->arrived.empty() && !c->posted.empty()) {
       auto [size, tag] = c->arrived.front();
       Request* r = c->posted.front();
       c->arrived.pop_front();
-      c->posted.pop_front();
-      if (size > r->capacity) {
-        fail(c, errorf(hocclInvalidUsage, "socket transport: a %llu-byte message from %s does not fit the %zu-byte receive",
-                       static_cast<unsigned long long>(size), c->peer.c_str(), r->capacity));
+      Slot* slot = nullptr;
+      for (int i = 0; i < r->n && !slot; ++i)
+        if (!r->slots[i].matched && (r->anyTag || r->slots[i].tag == tag)) slot = &r->slots[i];
+      if (!slot) {
+        fail(c, errorf(hocclInvalidUsage, "socket transport: a message with tag %d from %s matches no buffer of the "
+                       "%d-buffer receive posted for it", tag, c->peer.c_str(), r->n));
         return;
       }
-      r->size = size;
+      if (size > slot->capacity) {
+        fail(c, errorf(hocclInvalidUsage, "socket transport: a %llu-byte message from %s does not fit the %zu-byte receive",
+                       static_cast<unsigned long long>(size), c->peer.c_str(), slot->capacity));
+        return;
+      }
+      slot->matched = true;
+      slot->size = size;
       for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
-        c->streams[p.stream].queue.push_back({r->buf + p.start, p.len, r});
+        c->streams[p.stream].queue.push_back({slot->buf + p.start, p.len, r});
         ++r->partsLeft;
       }
       ++c->nextMessage;
+      if (++r->matchedSlots < r->n) continue;
+      c->posted.pop_front();
       r->headerDone = true;
       if (r->partsLeft == 0) complete(r);
     }
@@ -319,7 +339,7 @@ class SocketTransport : public NetTransport {
       if (p.left == 0) {
         Request* r = p.req;
         s.queue.pop_front();
-        if (--r->partsLeft == 0 && (!r->isSend || r->headerDone)) complete(r);
+        if (--r->partsLeft == 0 && r->headerDone) complete(r);
       }
     }
   }
