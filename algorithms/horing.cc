@@ -58,23 +58,37 @@ Range partOf(Range r, uint64_t parts, uint64_t i) {
 
 Slice out(uint64_t offset) { return Slice{Buf::Output, offset}; }
 
+// The phases of one lane, in pipeline order; absent ones are null.
+struct Lanes {
+  Lane* intra = nullptr;   // reduce-scatter inside the group
+  Lane* swRS = nullptr;    // switch level: reduce-scatter among a rail's servers under one switch
+  Lane* rail = nullptr;    // the rail ring (with a switch level: across switches)
+  Lane* swAG = nullptr;    // switch level: all-gather among a rail's servers under one switch
+  Lane* gather = nullptr;  // all-gather inside the group
+};
+
 class Builder {
  public:
   Builder(const ScheduleKey& key, const Hierarchy& h, Schedule& s)
-      : k_(key), h_(h), s_(s), S_(h.rails), G_(h.mySize()), N_(h.ngroups()), maxMsg_(key.maxStepCount) {}
+      : k_(key), h_(h), s_(s), S_(h.rails), G_(h.mySize()), N_(h.ngroups()), maxMsg_(key.maxStepCount) {
+    const char* why = nullptr;
+    sw_ = switchLevel(h, &W_, &n_, &why);
+    myW_ = h.myGroup / n_;
+    myJ_ = h.myGroup % n_;
+  }
 
   // Phases present on every rank (see the top of the file).
   bool hasIntra() const { return S_ > 1; }
   bool hasRail() const { return N_ > 1 || !hasIntra(); }
-  int phases() const {
-    if (k_.coll == CollKind::AllReduce) return hasIntra() && N_ > 1 ? 3 : 1;
-    return hasIntra() + hasRail();
-  }
+  bool plainRing() const { return k_.coll == CollKind::AllReduce && !(hasIntra() && N_ > 1) && !sw_; }
+  // The lanes of one channel group, created on channels first.. in order.
+  Lanes lanes(std::vector<Lane>& store, int first);
+  int phases() const;
   // Scratch slots for group sums of blocks other than this rank's own.
   void planScratch();
-  void allReduce(Range chunk, std::vector<Lane>& lanes);
-  void reduceScatter(Range chunk, std::vector<Lane>& lanes);
-  void allGather(Range chunk, std::vector<Lane>& lanes);
+  void allReduce(Range chunk, const Lanes& l);
+  void reduceScatter(Range chunk, const Lanes& l);
+  void allGather(Range chunk, const Lanes& l);
 
  private:
   Slice in(Range r) const { return inputSlice(k_, r.base, r.len); }
@@ -85,78 +99,177 @@ class Builder {
   Slice held(int s, int q, Range r) const {
     const int b = h_.owner(q, s);
     if (G_ == 1) return inBlock(b, r);
-    if (b == h_.rank) return out(r.base);
+    return sum(s, q, r);
+  }
+  // Where the switch level leaves its sum of the same (the group's sum when
+  // there is no switch level); never the caller's input.
+  Slice sum(int s, int q, Range r) const {
+    if (h_.owner(q, s) == h_.rank) return out(r.base);
     return Slice{Buf::Scratch, slot_[size_t(s) * N_ + q] * k_.count + r.base};
   }
+  bool needsSum(int s, int q) const {
+    const int b = h_.owner(q, s);
+    if (b < 0 || b == h_.rank) return false;
+    return G_ > 1 || (sw_ && q % n_ == myJ_);
+  }
+  // Rail s's servers under this rank's switch (switch level only), and
+  // those with this rank's index under its switch, one per switch.
+  SubGroup swGroup(int s) const {
+    const SubGroup r = h_.rail(s);
+    SubGroup g;
+    for (int j = 0; j < n_; ++j) g.members.push_back(r.members[size_t(myW_ * n_ + j)]);
+    g.pos = myJ_;
+    return g;
+  }
+  SubGroup topGroup(int s) const {
+    const SubGroup r = h_.rail(s);
+    SubGroup g;
+    for (int w = 0; w < W_; ++w) g.members.push_back(r.members[size_t(w * n_ + myJ_)]);
+    g.pos = myW_;
+    return g;
+  }
+  // Group passes of the intra phases: member i of the group reduces
+  // (gathers) shards i, i+G, ...: one ring pass per G shards.
+  void groupPasses(Lane& lane, bool reduce, Range chunk);
 
   const ScheduleKey& k_;
   const Hierarchy& h_;
   Schedule& s_;
   const int S_, G_, N_;
   const uint64_t maxMsg_;
+  bool sw_ = false;
+  int W_ = 1, n_ = 1, myW_ = 0, myJ_ = 0;
   std::vector<uint64_t> slot_;  // [s * N + q]
 };
 
+int Builder::phases() const {
+  if (k_.coll == CollKind::AllReduce) {
+    if (sw_) return hasIntra() ? 5 : 3;
+    return hasIntra() && N_ > 1 ? 3 : 1;
+  }
+  return hasIntra() + (hasRail() ? (sw_ ? 2 : 1) : 0);
+}
+
+Lanes Builder::lanes(std::vector<Lane>& v, int first) {
+  for (int i = 0; i < phases(); ++i) v.emplace_back(s_, first + i);
+  Lanes l;
+  size_t i = 0;
+  if (plainRing()) {
+    l.rail = &v[0];
+    return l;
+  }
+  const bool ag = k_.coll == CollKind::AllGather, rs = k_.coll == CollKind::ReduceScatter;
+  if (hasIntra() && !ag) l.intra = &v[i++];
+  if (hasRail()) {
+    if (sw_ && !ag) l.swRS = &v[i++];
+    l.rail = &v[i++];
+    if (sw_ && !rs) l.swAG = &v[i++];
+  }
+  if (hasIntra() && !rs) l.gather = &v[i++];
+  return l;
+}
+
 void Builder::planScratch() {
-  if (k_.coll != CollKind::ReduceScatter || G_ == 1) return;
+  if (k_.coll != CollKind::ReduceScatter) return;
   slot_.assign(size_t(S_) * N_, 0);
   uint64_t slots = 0;
   for (int s = 0; s < S_; ++s) {
     if (!h_.serves(s)) continue;
     for (int q = 0; q < N_; ++q) {
-      const int b = h_.owner(q, s);
-      if (b >= 0 && b != h_.rank) slot_[size_t(s) * N_ + q] = slots++;
+      if (needsSum(s, q)) slot_[size_t(s) * N_ + q] = slots++;
     }
   }
   s_.scratchCount = slots * k_.count;
 }
 
-void Builder::allReduce(Range chunk, std::vector<Lane>& lanes) {
-  if (lanes.size() == 1) {  // one group, or groups of one: a plain ring
+void Builder::groupPasses(Lane& lane, bool reduce, Range chunk) {
+  for (int first = 0; G_ > 1 && first < S_; first += G_) {
+    std::vector<Block> blocks(G_);
+    for (int i = 0; i < G_ && first + i < S_; ++i) {
+      const Range r = partOf(chunk, S_, first + i);
+      blocks[i] = Block{reduce ? in(r) : out(r.base), out(r.base), r.len};
+    }
+    if (reduce) ringReduceScatter(lane, h_.group(), blocks, maxMsg_);
+    else ringAllGather(lane, h_.group(), blocks, maxMsg_);
+  }
+}
+
+void Builder::allReduce(Range chunk, const Lanes& l) {
+  if (plainRing()) {  // one group, or groups of one: a plain ring
     const SubGroup ring = N_ == 1 ? h_.group() : h_.rail(0);
     std::vector<Block> blocks(ring.size());
     for (int j = 0; j < ring.size(); ++j) {
       const Range r = partOf(chunk, ring.size(), j);
       blocks[j] = Block{in(r), out(r.base), r.len};
     }
-    ringAllReduce(lanes[0], ring, blocks, maxMsg_);
+    ringAllReduce(*l.rail, ring, blocks, maxMsg_);
     return;
   }
-  Lane &intra = lanes[0], &rail = lanes[1], &gather = lanes[2];
   auto shard = [&](int s) { return partOf(chunk, S_, s); };
-  // Member i of the group reduces (gathers) shards i, i+G, ...: one ring
-  // pass per G shards.
-  auto groupPasses = [&](bool reduce) {
-    for (int first = 0; G_ > 1 && first < S_; first += G_) {
-      std::vector<Block> blocks(G_);
-      for (int i = 0; i < G_ && first + i < S_; ++i) {
-        const Range r = shard(first + i);
-        blocks[i] = Block{reduce ? in(r) : out(r.base), out(r.base), r.len};
+  // Before the rails, this rank's shards are in its output (after the
+  // group's reduce-scatter) or still in its input (groups of one).
+  auto operand = [&](Range r) { return G_ > 1 ? out(r.base) : in(r); };
+  if (l.intra) groupPasses(*l.intra, true, chunk);
+  if (!sw_) {
+    if (l.intra) l.rail->after(l.intra->done());
+    for (int s = 0; s < S_; ++s) {
+      if (!h_.serves(s)) continue;
+      std::vector<Block> blocks(N_);
+      for (int q = 0; q < N_; ++q) {
+        const Range r = partOf(shard(s), N_, q);
+        blocks[q] = Block{operand(r), out(r.base), r.len};
       }
-      if (reduce) ringReduceScatter(intra, h_.group(), blocks, maxMsg_);
-      else ringAllGather(gather, h_.group(), blocks, maxMsg_);
+      ringAllReduce(*l.rail, h_.rail(s), blocks, maxMsg_);
     }
-  };
-  groupPasses(true);
-  rail.after(intra.done());
+    if (l.gather) {
+      l.gather->after(l.rail->done());
+      groupPasses(*l.gather, false, chunk);
+    }
+    return;
+  }
+  // Switch level: the shard's part j is reduced over the switch by the
+  // server with index j under it, all-reduced across the switches by the
+  // servers with index j, and gathered back under each switch.
+  if (l.intra) l.swRS->after(l.intra->done());
   for (int s = 0; s < S_; ++s) {
     if (!h_.serves(s)) continue;
-    std::vector<Block> blocks(N_);
-    for (int q = 0; q < N_; ++q) {
-      const Range r = partOf(shard(s), N_, q);
-      blocks[q] = Block{G_ > 1 ? out(r.base) : in(r), out(r.base), r.len};
+    std::vector<Block> blocks(n_);
+    for (int j = 0; j < n_; ++j) {
+      const Range r = partOf(shard(s), n_, j);
+      blocks[j] = Block{operand(r), out(r.base), r.len};
     }
-    ringAllReduce(rail, h_.rail(s), blocks, maxMsg_);
+    ringReduceScatter(*l.swRS, swGroup(s), blocks, maxMsg_);
   }
-  gather.after(rail.done());
-  groupPasses(false);
+  l.rail->after(l.swRS->done());
+  for (int s = 0; s < S_; ++s) {
+    if (!h_.serves(s)) continue;
+    const Range part = partOf(shard(s), n_, myJ_);
+    std::vector<Block> blocks(W_);
+    for (int w = 0; w < W_; ++w) {
+      const Range r = partOf(part, W_, w);
+      blocks[w] = Block{out(r.base), out(r.base), r.len};
+    }
+    ringAllReduce(*l.rail, topGroup(s), blocks, maxMsg_);
+  }
+  l.swAG->after(l.rail->done());
+  for (int s = 0; s < S_; ++s) {
+    if (!h_.serves(s)) continue;
+    std::vector<Block> blocks(n_);
+    for (int j = 0; j < n_; ++j) {
+      const Range r = partOf(shard(s), n_, j);
+      blocks[j] = Block{out(r.base), out(r.base), r.len};
+    }
+    ringAllGather(*l.swAG, swGroup(s), blocks, maxMsg_);
+  }
+  if (l.gather) {
+    l.gather->after(l.swAG->done());
+    groupPasses(*l.gather, false, chunk);
+  }
 }
 
 // `chunk` is the same element range of every rank's block.
-void Builder::reduceScatter(Range chunk, std::vector<Lane>& lanes) {
-  Lane* intra = hasIntra() ? &lanes[0] : nullptr;
-  Lane* rail = hasRail() ? &lanes.back() : nullptr;
-  if (intra && G_ > 1) {
+void Builder::reduceScatter(Range chunk, const Lanes& l) {
+  if (l.intra && G_ > 1) {
     for (int first = 0; first < S_; first += G_) {
       for (int q = 0; q < N_; ++q) {
         std::vector<Block> blocks(G_);
@@ -165,12 +278,39 @@ void Builder::reduceScatter(Range chunk, std::vector<Lane>& lanes) {
           if (b < 0) continue;
           blocks[i] = Block{inBlock(b, chunk), i == h_.myLocal ? held(s, q, chunk) : Slice{}, chunk.len};
         }
-        ringReduceScatter(*intra, h_.group(), blocks, maxMsg_);
+        ringReduceScatter(*l.intra, h_.group(), blocks, maxMsg_);
       }
     }
   }
-  if (!rail) return;
-  if (intra) rail->after(intra->done());
+  if (!l.rail) return;
+  if (l.swRS) {
+    // Server j under each switch sums, over the switch, the blocks of the
+    // ranks (w, j) of every switch w: one ring pass per switch w.
+    if (l.intra) l.swRS->after(l.intra->done());
+    for (int s = 0; s < S_; ++s) {
+      if (!h_.serves(s)) continue;
+      for (int w = 0; w < W_; ++w) {
+        std::vector<Block> blocks(n_);
+        for (int j = 0; j < n_; ++j) {
+          const int q = w * n_ + j;
+          blocks[j] = Block{held(s, q, chunk), j == myJ_ ? sum(s, q, chunk) : Slice{}, chunk.len};
+        }
+        ringReduceScatter(*l.swRS, swGroup(s), blocks, maxMsg_);
+      }
+    }
+    l.rail->after(l.swRS->done());
+    for (int s = 0; s < S_; ++s) {
+      if (!h_.serves(s)) continue;
+      std::vector<Block> blocks(W_);
+      for (int w = 0; w < W_; ++w) {
+        const int q = w * n_ + myJ_;
+        blocks[w] = Block{sum(s, q, chunk), w == myW_ ? out(chunk.base) : Slice{}, chunk.len};
+      }
+      ringReduceScatter(*l.rail, topGroup(s), blocks, maxMsg_);
+    }
+    return;
+  }
+  if (l.intra) l.rail->after(l.intra->done());
   for (int s = 0; s < S_; ++s) {
     if (!h_.serves(s)) continue;
     std::vector<Block> blocks(N_);
@@ -178,25 +318,49 @@ void Builder::reduceScatter(Range chunk, std::vector<Lane>& lanes) {
       if (h_.owner(q, s) < 0) continue;  // a guest's position owns no block
       blocks[q] = Block{held(s, q, chunk), q == h_.myGroup ? out(chunk.base) : Slice{}, chunk.len};
     }
-    ringReduceScatter(*rail, h_.rail(s), blocks, maxMsg_);
+    ringReduceScatter(*l.rail, h_.rail(s), blocks, maxMsg_);
   }
 }
 
-void Builder::allGather(Range chunk, std::vector<Lane>& lanes) {
-  Lane* rail = hasRail() ? &lanes[0] : nullptr;
-  Lane* gather = hasIntra() ? &lanes.back() : nullptr;
+void Builder::allGather(Range chunk, const Lanes& l) {
   const Slice mine = in(chunk);
-  for (int s = 0; rail && s < S_; ++s) {
-    if (!h_.serves(s)) continue;
-    std::vector<Block> blocks(N_);
-    for (int q = 0; q < N_; ++q) {
-      const int b = h_.owner(q, s);
-      if (b >= 0) blocks[q] = Block{b == h_.rank ? mine : outBlock(b, chunk), outBlock(b, chunk), chunk.len};
+  if (l.rail && l.swAG) {
+    // Across the switches among the servers with this rank's index, then
+    // under each switch, one ring pass per switch.
+    for (int s = 0; s < S_; ++s) {
+      if (!h_.serves(s)) continue;
+      std::vector<Block> blocks(W_);
+      for (int w = 0; w < W_; ++w) {
+        const int b = h_.owner(w * n_ + myJ_, s);
+        blocks[w] = Block{b == h_.rank ? mine : outBlock(b, chunk), outBlock(b, chunk), chunk.len};
+      }
+      ringAllGather(*l.rail, topGroup(s), blocks, maxMsg_);
     }
-    ringAllGather(*rail, h_.rail(s), blocks, maxMsg_);
+    l.swAG->after(l.rail->done());
+    for (int s = 0; s < S_; ++s) {
+      if (!h_.serves(s)) continue;
+      for (int w = 0; w < W_; ++w) {
+        std::vector<Block> blocks(n_);
+        for (int j = 0; j < n_; ++j) {
+          const int b = h_.owner(w * n_ + j, s);
+          blocks[j] = Block{outBlock(b, chunk), outBlock(b, chunk), chunk.len};
+        }
+        ringAllGather(*l.swAG, swGroup(s), blocks, maxMsg_);
+      }
+    }
+  } else if (l.rail) {
+    for (int s = 0; s < S_; ++s) {
+      if (!h_.serves(s)) continue;
+      std::vector<Block> blocks(N_);
+      for (int q = 0; q < N_; ++q) {
+        const int b = h_.owner(q, s);
+        if (b >= 0) blocks[q] = Block{b == h_.rank ? mine : outBlock(b, chunk), outBlock(b, chunk), chunk.len};
+      }
+      ringAllGather(*l.rail, h_.rail(s), blocks, maxMsg_);
+    }
   }
-  if (!gather || G_ == 1) return;
-  if (rail) gather->after(rail->done());
+  if (!l.gather || G_ == 1) return;
+  if (l.rail) l.gather->after((l.swAG ? l.swAG : l.rail)->done());
   for (int first = 0; first < S_; first += G_) {
     for (int q = 0; q < N_; ++q) {
       std::vector<Block> blocks(G_);
@@ -204,10 +368,10 @@ void Builder::allGather(Range chunk, std::vector<Lane>& lanes) {
         const int b = h_.owner(q, first + i);
         if (b < 0) continue;
         // Without rails this rank's own block is still in its input.
-        const Slice src = b == h_.rank && !rail ? mine : outBlock(b, chunk);
+        const Slice src = b == h_.rank && !l.rail ? mine : outBlock(b, chunk);
         blocks[i] = Block{src, outBlock(b, chunk), chunk.len};
       }
-      ringAllGather(*gather, h_.group(), blocks, maxMsg_);
+      ringAllGather(*l.gather, h_.group(), blocks, maxMsg_);
     }
   }
 }
@@ -238,8 +402,9 @@ Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks) {
   b.planScratch();
   for (int c = 0; c < nch; ++c) {
     const Range part{partStart(key.count, nch, c), partSize(key.count, nch, c)};
-    std::vector<Lane> lanes;
-    for (int i = 0; i < phases; ++i) lanes.emplace_back(s, c * phases + i);
+    std::vector<Lane> store;
+    store.reserve(size_t(phases));
+    const Lanes lanes = b.lanes(store, c * phases);
     const int chunks = pipelineChunks > 0 ? pipelineChunks : defaultChunks(key, part.len);
     for (int k = 0; k < chunks; ++k) {
       const Range chunk = partOf(part, chunks, k);

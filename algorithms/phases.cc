@@ -253,6 +253,7 @@ const char* makeHierarchy(const ScheduleKey& key, Hierarchy* h) {
   }
   // (switch, group) -> members in rank order; empty groups never appear.
   std::map<std::pair<int, int>, std::vector<int>> byKey;
+  int switches = 0, lastSwitch = 0;
   for (int r = 0; r < P; ++r) {
     const int g = groupOf[r];
     byKey[{superOf.empty() ? 0 : superOf[g], g}].push_back(r);
@@ -265,8 +266,38 @@ const char* makeHierarchy(const ScheduleKey& key, Hierarchy* h) {
     }
     h->rails = std::max(h->rails, static_cast<int>(members.size()));
     h->groups.push_back(std::move(members));
+    if (h->switchOf.empty() || k.first != lastSwitch) ++switches;
+    lastSwitch = k.first;
+    h->switchOf.push_back(switches - 1);
   }
   return nullptr;
+}
+
+bool switchLevel(const Hierarchy& h, int* W, int* n, const char** why) {
+  *W = 1;
+  *n = h.ngroups();
+  *why = nullptr;
+  const int switches = h.switchOf.empty() ? 1 : h.switchOf.back() + 1;
+  if (switches < 2) return false;
+  std::vector<int> per(switches, 0);
+  for (int sw : h.switchOf) ++per[sw];
+  if (per.front() < 2) {
+    *why = "one node per switch";
+    return false;
+  }
+  for (int c : per) {
+    if (c != per.front()) {
+      *why = "switches have unequal node counts";
+      return false;
+    }
+  }
+  if (!h.even()) {
+    *why = "nodes have unequal rank counts";
+    return false;
+  }
+  *W = switches;
+  *n = per.front();
+  return true;
 }
 
 Schedule ringFallback(const ScheduleKey& key, const char* label) {

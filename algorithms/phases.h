@@ -121,6 +121,7 @@ struct Hierarchy {
   int myGroup = 0;  // index into groups
   int myLocal = 0;  // index into groups[myGroup]
   int rails = 1;    // S
+  std::vector<int> switchOf;  // per group: its switch, numbered 0.. in group order
 
   int ngroups() const { return static_cast<int>(groups.size()); }
   int size(int q) const { return static_cast<int>(groups[q].size()); }
@@ -138,6 +139,13 @@ struct Hierarchy {
 // reason as a static string when the grouping does not describe
 // key.nranks ranks, else nullptr.
 const char* makeHierarchy(const ScheduleKey& key, Hierarchy* h);
+
+// HO-Ring's switch level (HO-RING.md, "multi-level"): a rail is itself
+// run as an HO-Ring over switches when there are W >= 2 switches of the same
+// number n >= 2 of groups each and every group has the same size. Returns
+// true and fills W and n then; else false and, where switches were given
+// but cannot be used, *why (a static string).
+bool switchLevel(const Hierarchy& h, int* W, int* n, const char** why);
 
 // buildRing(key) labelled "ring (fallback: <why>)"; `label` is that whole
 // static string.

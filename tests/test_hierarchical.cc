@@ -53,8 +53,10 @@ Shape custom(std::vector<int> groupOf, std::vector<int> superOf, const std::stri
 
 std::vector<Shape> smallShapes() {
   std::vector<Shape> v = {rect(1, 1), rect(1, 6), rect(6, 1), rect(2, 2), rect(2, 4), rect(3, 3),
-                          rect(4, 2), rect(3, 5), rect(4, 8, 2), rect(8, 4, 4)};
+                          rect(4, 2), rect(3, 5), rect(4, 8, 2), rect(8, 4, 4),
+                          rect(4, 1, 2), rect(6, 3, 2), rect(9, 2, 3)};
   v.push_back(custom({0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5}, {0, 1, 0, 1, 0, 1}, "6x2_interleaved_switches"));
+  v.push_back(custom({0, 0, 1, 1, 2, 2}, {0, 0, 1}, "3x2_uneven_switches"));
   v.push_back(sized({3, 1, 2}, "uneven_3_1_2"));
   v.push_back(sized({8, 8, 8, 4}, "uneven_8_8_8_4"));
   v.push_back(sized({2, 5}, "uneven_2_5"));
@@ -357,17 +359,72 @@ TEST(Labels, UnevenRunsHoRingInvalidFallsBack) {
 
 // ---------------------------------------------------------------- topology
 
-TEST(HoRingTopology, RailKeepsAGroupsSwitchTogether) {
-  // Groups 0, 2, 4 under switch 0 and 1, 3, 5 under switch 1: the rail
-  // through local index 0 is 0 -> 4 -> 8 -> 2 -> 6 -> 10 -> 0.
+TEST(HoRingTopology, SwitchLevelRingsStayUnderTheirSwitch) {
+  // Groups 0, 2, 4 under switch 0 and 1, 3, 5 under switch 1. Rail 0's
+  // servers are 0 4 8 | 2 6 10: the switch-level ring under switch 0 is
+  // 0 -> 4 -> 8 -> 0 (channel 1), and the ring across switches pairs the
+  // servers with the same index: 0 <-> 2, 4 <-> 6, 8 <-> 10 (channel 2).
   const Shape shape = custom({0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5}, {0, 1, 0, 1, 0, 1}, "sw");
   ScheduleKey key = makeKey(CollKind::AllReduce, shape, 1200);
-  const int expectNext[] = {4, -1, 6, -1, 8, -1, 10, -1, 2, -1, 0, -1};
+  const int expectSw[] = {4, -1, 6, -1, 8, -1, 10, -1, 0, -1, 2, -1};
+  const int expectTop[] = {2, -1, 0, -1, 6, -1, 4, -1, 10, -1, 8, -1};
   for (int r = 0; r < shape.nranks; r += 2) {
     key.rank = r;
     const Schedule s = buildHoRing(key);
-    EXPECT_EQ(s.channels[1].steps.front().sendPeer, expectNext[r]) << "rank " << r;
+    ASSERT_EQ(s.channels.size(), 5u);
+    EXPECT_EQ(s.channels[1].steps.front().sendPeer, expectSw[r]) << "rank " << r;
+    EXPECT_EQ(s.channels[2].steps.front().sendPeer, expectTop[r]) << "rank " << r;
   }
+}
+
+// Elements that leave switch 0, summed over its ranks.
+uint64_t leavingSwitch0(const std::vector<Schedule>& all, const Grouping& g) {
+  uint64_t n = 0;
+  for (const Schedule& s : all) {
+    const int me = s.key.rank;
+    if (g.superOf[size_t(g.groupOf[size_t(me)])] != 0) continue;
+    for (const Channel& c : s.channels)
+      for (const Step& st : c.steps)
+        if (st.sendPeer >= 0 && g.superOf[size_t(g.groupOf[size_t(st.sendPeer)])] != 0) n += st.count;
+  }
+  return n;
+}
+
+// HO-RING.md: with the switch level only 1/(ranks under a switch) of the
+// data crosses the uplinks per rank; a switch sends 2(W-1)/W*M in all, where
+// node-level HO-Ring sends 2(N-1)/N*M (rails cross once each way per lap).
+TEST(HoRingTopology, SwitchLevelCutsUplinkBytes) {
+  for (const Shape& shape : {rect(4, 2, 2), rect(8, 4, 2), rect(16, 4, 4), rect(6, 2, 2)}) {
+    const Grouping& g = *shape.groups;
+    const uint64_t W = uint64_t(*std::max_element(g.superOf.begin(), g.superOf.end()) + 1);
+    const uint64_t M = uint64_t(shape.nranks) * 4 * 3 * 5 * 7;
+    const uint64_t ho = leavingSwitch0(buildAll(buildHoRing, makeKey(CollKind::AllReduce, shape, M)), g);
+    EXPECT_EQ(ho, 2 * (W - 1) * M / W) << shape.name;
+    const uint64_t ring = leavingSwitch0(buildAll(buildRing, makeKey(CollKind::AllReduce, shape, M)), g);
+    const uint64_t P = uint64_t(shape.nranks);
+    EXPECT_EQ(ring, 2 * (P - 1) * M / P) << shape.name;
+    std::printf("%s: elements leaving switch 0: ring %llu, horing %llu (%.2fx fewer)\n", shape.name.c_str(),
+                static_cast<unsigned long long>(ring), static_cast<unsigned long long>(ho), double(ring) / double(ho));
+  }
+}
+
+TEST(HoRingTopology, UnevenSwitchesRunNodeLevelOnly) {
+  int W = 0, n = 0;
+  const char* why = nullptr;
+  Hierarchy h;
+  ScheduleKey key = makeKey(CollKind::AllReduce, custom({0, 0, 1, 1, 2, 2}, {0, 0, 1}, "u"), 60);
+  ASSERT_EQ(makeHierarchy(key, &h), nullptr);
+  EXPECT_FALSE(switchLevel(h, &W, &n, &why));
+  EXPECT_STREQ(why, "switches have unequal node counts");
+  key = makeKey(CollKind::AllReduce, custom({0, 0, 1, 2, 2, 3, 3}, {0, 0, 1, 1}, "u"), 60);
+  ASSERT_EQ(makeHierarchy(key, &h), nullptr);
+  EXPECT_FALSE(switchLevel(h, &W, &n, &why));
+  EXPECT_STREQ(why, "nodes have unequal rank counts");
+  key = makeKey(CollKind::AllReduce, rect(8, 2, 2), 60);
+  ASSERT_EQ(makeHierarchy(key, &h), nullptr);
+  EXPECT_TRUE(switchLevel(h, &W, &n, &why));
+  EXPECT_EQ(W, 2);
+  EXPECT_EQ(n, 4);
 }
 
 // --------------------------------------------------------------- printing
