@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -89,23 +90,35 @@ LogState& state() {
 
 thread_local int tlsRank = -1;
 std::mutex logMutex;
+std::atomic<LogSink> sinkFn{nullptr};
+std::atomic<int> sinkLevel{0};
 
 }  // namespace
 
 void setLogRank(int rank) { tlsRank = rank; }
 
+void setLogSink(LogSink sink, LogLevel level) {
+  sinkLevel = static_cast<int>(level);
+  sinkFn = sink;
+}
+
 bool logEnabled(LogLevel level, uint32_t subsys) {
+  if (sinkFn.load(std::memory_order_relaxed)) return static_cast<int>(level) <= sinkLevel.load();
   const LogState& s = state();
   return static_cast<int>(level) <= static_cast<int>(s.level) && (s.subsys & subsys) != 0;
 }
 
 void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
-  LogState& s = state();
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (LogSink sink = sinkFn.load()) {
+    sink(level, subsys, file, line, msg);
+    return;
+  }
+  LogState& s = state();
   const char* lv = level == LogLevel::Warn ? "WARN" : level == LogLevel::Info ? "INFO" : "TRACE";
   const char* base = strrchr(file, '/');
   base = base ? base + 1 : file;

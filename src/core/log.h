@@ -26,6 +26,12 @@ void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, con
 // The rank shown in log lines written by this thread (-1: none).
 void setLogRank(int rank);
 
+// A host program may take hoccl's log lines (the NCCL plugins hand them to
+// NCCL's logger): while a sink is set, lines up to `level` go to it, already
+// formatted, instead of to HOCCL_DEBUG's destination. nullptr restores that.
+using LogSink = void (*)(LogLevel level, uint32_t subsys, const char* file, int line, const char* msg);
+void setLogSink(LogSink sink, LogLevel level);
+
 }  // namespace hoccl
 
 #define HOCCL_LOG(level, subsys, ...)                                          \
