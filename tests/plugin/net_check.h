@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string>
+
+namespace pluginharness {
+
+struct NetCheckOptions {
+  std::string plugin = "hoccl";  // as NCCL_NET_PLUGIN would say it
+  int version = 12;              // which ncclNetPlugin_vN to drive
+  int rank = 0;                  // of 2
+  std::string addr = "127.0.0.1";  // rank 0's out-of-band address
+  int port = 0;
+  size_t maxBytes = 64u << 20;
+};
+
+// 0 when every check passed.
+int runNetCheck(const NetCheckOptions& o);
+
+}  // namespace pluginharness

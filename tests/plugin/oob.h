@@ -1,0 +1,24 @@
+// The out-of-band channel two harness processes use to swap listen handles,
+// as NCCL does over its bootstrap: rank 0 listens on MASTER_ADDR:port, rank 1
+// connects; each exchange() sends our bytes and returns the peer's.
+#pragma once
+
+#include <string>
+
+namespace pluginharness {
+
+class Oob {
+ public:
+  // Blocks until the peer is there (at most timeoutSec).
+  bool open(int rank, const std::string& addr, int port, double timeoutSec, std::string* err);
+  bool exchange(const void* mine, void* theirs, size_t bytes, std::string* err);
+  ~Oob();
+
+ private:
+  int fd_ = -1;
+};
+
+// A TCP port that was free on 127.0.0.1 a moment ago.
+int freeLocalPort();
+
+}  // namespace pluginharness
