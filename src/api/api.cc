@@ -66,6 +66,9 @@ Status enterComm(hocclComm* comm, const char* fn) {
 Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
                        size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key) {
   const char* fn = collName(coll);
+  if (comm->initPending.load(std::memory_order_acquire))
+    return errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress; wait until "
+                  "hocclCommGetAsyncError returns hocclSuccess", fn);
   Status fatal = comm->fatalError();
   if (!fatal.ok())
     return Status(fatal.code(), std::string(fn) + ": the communicator is unusable after an earlier error (" +
@@ -164,6 +167,53 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   return report(comm, runCalls({{comm, call, key}}));
 }
 
+// As NCCL documents for blocking = 0: the handle is returned at once with
+// hocclInProgress; hocclCommGetAsyncError says hocclInProgress until init
+// has ended, then hocclSuccess or init's error.
+hocclResult_t initNonBlocking(hocclComm_t* comm, int nranks, const UniqueIdData& id, int rank,
+                              const hocclConfig_t& config) {
+  hocclComm* c = new hocclComm();
+  c->rank = rank;
+  c->nranks = nranks;
+  c->initPending.store(true);
+  registerComm(c);
+  *comm = c;
+  c->initThread = std::thread([c, id, nranks, rank, config] {
+    Status st = commInit(id, nranks, rank, &config, c);
+    if (!st.ok()) {
+      st.context("rank " + std::to_string(rank) + " init");
+      c->fail(st, false);
+      report(c, st);
+    }
+    std::unique_lock<std::mutex> lock(c->initMutex);
+    c->initPending.store(false, std::memory_order_release);
+    if (c->initAbandoned) {
+      lock.unlock();
+      commFree(c);  // aborted meanwhile: nobody else holds it
+    }
+  });
+  return hocclInProgress;
+}
+
+// Waits for a non-blocking init to end (destroy), or leaves it to free the
+// communicator itself when it ends (abort: bounded time). True if the
+// caller may free comm now.
+bool settleInit(hocclComm* comm, bool wait) {
+  if (!comm->initThread.joinable()) return true;
+  if (wait) {
+    comm->initThread.join();
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(comm->initMutex);
+  if (!comm->initPending.load()) {
+    comm->initThread.join();  // it has ended, or is about to
+    return true;
+  }
+  comm->initAbandoned = true;
+  comm->initThread.detach();
+  return false;
+}
+
 }  // namespace
 
 extern "C" {
@@ -212,9 +262,13 @@ hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUnique
   if (id.tag != kUniqueIdTag || id.protocol != kBootstrapProtocol)
     return report(nullptr, errorf(hocclInvalidArgument,
                                   "%s: the unique id is not one made by hocclGetUniqueId of this hoccl version", fn));
-  hocclComm* c = nullptr;
-  Status st = commInit(id, nranks, rank, config, &c);
-  if (!st.ok()) return report(nullptr, st.context("rank " + std::to_string(rank) + " init"));
+  if (config && config->blocking == 0) return initNonBlocking(comm, nranks, id, rank, *config);
+  hocclComm* c = new hocclComm();
+  Status st = commInit(id, nranks, rank, config, c);
+  if (!st.ok()) {
+    commFree(c);
+    return report(nullptr, st.context("rank " + std::to_string(rank) + " init"));
+  }
   registerComm(c);
   *comm = c;
   return hocclSuccess;
@@ -228,6 +282,8 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
                              hocclConfig_t* config) {
   Status st = checkComm(comm, "hocclCommSplit");
   if (st.ok() && !newcomm) st = errorf(hocclInvalidArgument, "hocclCommSplit: newcomm is NULL");
+  if (st.ok() && comm->initPending.load(std::memory_order_acquire))
+    st = errorf(hocclInvalidUsage, "hocclCommSplit: the communicator's non-blocking init is still in progress");
   if (st.ok() && color < 0 && color != HOCCL_SPLIT_NOCOLOR)
     st = errorf(hocclInvalidArgument, "hocclCommSplit: color %d must be >= 0 or HOCCL_SPLIT_NOCOLOR", color);
   if (!st.ok()) return report(nullptr, st);
@@ -249,6 +305,7 @@ hocclResult_t hocclCommDestroy(hocclComm_t comm) {
   Status st = checkComm(comm, "hocclCommDestroy");
   if (!st.ok()) return report(nullptr, st);
   unregisterComm(comm);
+  settleInit(comm, true);
   commFree(comm);
   return hocclSuccess;
 }
@@ -261,9 +318,12 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   // thread sees the abort flag (its doorbell is rung) and returns.
   unregisterComm(comm);
   comm->abortRequested.store(true);
-  comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true);
+  if (!settleInit(comm, false)) return hocclSuccess;  // init in progress frees it when it ends
+  // Within 1 s in all: at most 0.3 s telling the peers, 0.6 s for a call
+  // on another thread to return.
+  comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true, 0.3);
   if (comm->shm) ringDoorbell(comm->shm->self());
-  for (int i = 0; i < 1000 && comm->inFlight.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 600 && comm->inFlight.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (comm->inFlight.load() > 0) {
     // Freeing memory another thread still uses would be worse than a leak.
     HWARN(kSubAll, "hocclCommAbort: a call on rank %d did not return within 1 s; its memory is leaked", comm->rank);
@@ -277,10 +337,19 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
   Status st = checkComm(comm, "hocclCommGetAsyncError");
   if (st.ok() && !asyncError) st = errorf(hocclInvalidArgument, "hocclCommGetAsyncError: asyncError is NULL");
   if (!st.ok()) return report(nullptr, st);
+  if (comm->initPending.load(std::memory_order_acquire)) {
+    *asyncError = hocclInProgress;
+    return hocclSuccess;
+  }
   *asyncError = comm->fatalError().code();
   if (*asyncError == hocclSuccess) {
-    Status peer = comm->peerAbort();
-    if (!peer.ok()) *asyncError = peer.code();
+    // A peer's abort notice: sticky from now on, as NCCL's async errors are.
+    Status peer = comm->peerAbort(true);
+    if (!peer.ok()) {
+      comm->fail(peer, false);
+      report(comm, peer);
+      *asyncError = peer.code();
+    }
   }
   return hocclSuccess;
 }

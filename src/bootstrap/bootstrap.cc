@@ -1,5 +1,6 @@
 #include "src/bootstrap/bootstrap.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -55,10 +56,13 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   h.info.pid = getpid();
   h.info.listenAddr = b->listenAddr_;
   snprintf(h.fingerprint, sizeof h.fingerprint, "%s", opt.fingerprint.c_str());
+  h.timeoutMs = static_cast<int32_t>(std::min(opt.timeoutSec * 1000.0, 2e9));
   HOCCL_TRY(sendFrame(root, id.magic, kTagRootHello, &h, sizeof h, dl).context("rendezvous"));
   uint32_t tag = 0;
   std::string payload;
-  st = recvFrame(root, id.magic, &tag, &payload, dl);
+  // A little past our own timeout: the rendezvous gives up on missing ranks
+  // at it and sends their list.
+  st = recvFrame(root, id.magic, &tag, &payload, Deadline::in(opt.timeoutSec + 2));
   waitForLocalRoot(id.magic, std::min(opt.timeoutSec, 10.0));
   if (!st.ok()) {
     if (st.code() == hocclTimeout)
@@ -66,12 +70,11 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
                     opt.rank, opt.timeoutSec, opt.nranks, id.root.toString().c_str());
     return st.context("rendezvous at " + id.root.toString());
   }
+  if (tag == kTagRootTimeout) return Status(hocclTimeout, "rank " + std::to_string(opt.rank) + ": " + payload);
   if (tag == kTagRootError) return Status(hocclInvalidUsage, "rendezvous refused rank " + std::to_string(opt.rank) + ": " + payload);
-  if (tag != kTagRootTable || payload.size() != static_cast<size_t>(opt.nranks) * sizeof(RankInfo))
-    return errorf(hocclInternalError, "rendezvous sent a malformed table (%zu bytes)", payload.size());
+  if (tag != kTagRootTable) return errorf(hocclInternalError, "rendezvous answered with unknown tag %u", tag);
+  HOCCL_TRY(decodeRankTable(payload, opt.nranks, &b->table_));
   b->ifname_ = ifname;
-  b->table_.resize(opt.nranks);
-  memcpy(b->table_.data(), payload.data(), payload.size());
   b->out_.resize(opt.nranks);
   b->in_.resize(opt.nranks);
   HINFO(kSubBootstrap, "rank %d of %d joined via %s, listening on %s (%s)", opt.rank, opt.nranks,
@@ -114,6 +117,16 @@ Status Bootstrap::connectTo(int peer) {
 }
 
 Status Bootstrap::send(int peer, uint32_t tag, const void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sendLocked(peer, tag, data, bytes);
+}
+
+Status Bootstrap::recv(int peer, uint32_t tag, std::string* data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recvLocked(peer, tag, data);
+}
+
+Status Bootstrap::sendLocked(int peer, uint32_t tag, const void* data, size_t bytes) {
   if (peer < 0 || peer >= nranks())
     return errorf(hocclInternalError, "bootstrap send to invalid rank %d", peer);
   if (peer == rank_) {
@@ -133,12 +146,17 @@ Status Bootstrap::acceptOne(const Deadline& dl) {
   std::string payload;
   HOCCL_TRY(recvFrame(s, magic_, &tag, &payload, Deadline::in(std::min(10.0, timeoutSec_)))
                 .context("bootstrap: refused an incoming connection"));
-  int32_t from = -1;
-  if (tag != kTagPeerHello || payload.size() != sizeof from)
-    return errorf(hocclInvalidUsage, "bootstrap: malformed hello from a peer");
-  memcpy(&from, payload.data(), sizeof from);
-  if (from < 0 || from >= nranks())
-    return errorf(hocclInvalidUsage, "bootstrap: hello from unknown rank %d", from);
+  if (tag == kTagAbort) {
+    AbortNotice n;
+    HOCCL_TRY(decodeAbortNotice(payload, nranks(), &n));
+    HINFO(kSubBootstrap, "rank %d: abort notice from rank %d: %s", rank_, n.rank, n.msg);
+    std::lock_guard<std::mutex> lock(abortMu_);
+    if (abort_.ok()) abort_ = Status(static_cast<hocclResult_t>(n.code), n.msg);
+    return Status();
+  }
+  if (tag != kTagPeerHello) return errorf(hocclInvalidUsage, "bootstrap: unexpected first message (tag %u)", tag);
+  int from = -1;
+  HOCCL_TRY(decodePeerHello(payload, nranks(), &from));
   in_[from] = std::move(s);
   return Status();
 }
@@ -184,11 +202,12 @@ Status Bootstrap::pump(const Deadline& dl, int waitPeer) {
   return Status();
 }
 
-Status Bootstrap::recv(int peer, uint32_t tag, std::string* data) {
+Status Bootstrap::recvLocked(int peer, uint32_t tag, std::string* data) {
   if (peer < 0 || peer >= nranks())
     return errorf(hocclInternalError, "bootstrap recv from invalid rank %d", peer);
   Deadline dl = Deadline::in(timeoutSec_);
   for (;;) {
+    HOCCL_TRY(abortSeen());
     auto it = inbox_.find({peer, tag});
     if (it != inbox_.end() && !it->second.empty()) {
       *data = std::move(it->second.front());
@@ -204,6 +223,7 @@ Status Bootstrap::recv(int peer, uint32_t tag, std::string* data) {
 }
 
 Status Bootstrap::allGather(void* all, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   int n = nranks();
   if (n == 1) return Status();
   char* base = static_cast<char*>(all);
@@ -213,9 +233,9 @@ Status Bootstrap::allGather(void* all, size_t bytes) {
   for (int s = 0; s < n - 1; ++s) {
     int sendBlock = (rank_ - s + n) % n;
     int recvBlock = (rank_ - s - 1 + n) % n;
-    HOCCL_TRY(send(next, tag, base + sendBlock * bytes, bytes));
+    HOCCL_TRY(sendLocked(next, tag, base + sendBlock * bytes, bytes));
     std::string got;
-    HOCCL_TRY(recv(prev, tag, &got));
+    HOCCL_TRY(recvLocked(prev, tag, &got));
     if (got.size() != bytes)
       return errorf(hocclInvalidUsage, "bootstrap allgather: rank %d sent %zu bytes, expected %zu (mismatched calls?)",
                     prev, got.size(), bytes);
@@ -227,6 +247,72 @@ Status Bootstrap::allGather(void* all, size_t bytes) {
 Status Bootstrap::barrier() {
   std::vector<char> dummy(nranks());
   return allGather(dummy.data(), 1);
+}
+
+Status Bootstrap::abortSeen() {
+  std::lock_guard<std::mutex> lock(abortMu_);
+  return abort_;
+}
+
+Status Bootstrap::pollAbort() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock()) {
+    Status st = pump(Deadline::in(0), -1);
+    (void)st;  // only aborts matter here; pump keeps the rest for recv
+  }
+  return abortSeen();
+}
+
+void Bootstrap::broadcastAbort(hocclResult_t code, const std::string& msg, const std::vector<bool>& tell,
+                               double budgetSec) const {
+  AbortNotice notice{};
+  notice.rank = rank_;
+  notice.code = code;
+  snprintf(notice.msg, sizeof notice.msg, "%s", msg.c_str());
+  FrameHeader h{magic_, kTagAbort, static_cast<uint32_t>(sizeof notice)};
+  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
+  frame.append(reinterpret_cast<const char*>(&notice), sizeof notice);
+  // Connect to all at once, without blocking: a peer behind a cut link must
+  // not hold up the others, and the whole broadcast stays within budget.
+  struct Pending {
+    int fd;
+    size_t sent;
+  };
+  std::vector<Pending> pending;
+  for (int r = 0; r < nranks(); ++r) {
+    if (r == rank_ || r >= static_cast<int>(tell.size()) || !tell[r]) continue;
+    const SockAddr& a = table_[r].listenAddr;
+    int fd = ::socket(a.u.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (::connect(fd, &a.u.sa, a.len()) != 0 && errno != EINPROGRESS) {
+      ::close(fd);
+      continue;
+    }
+    pending.push_back({fd, 0});
+  }
+  Deadline dl = Deadline::in(budgetSec);
+  while (!pending.empty() && !dl.expired()) {
+    std::vector<pollfd> fds;
+    for (const Pending& p : pending) fds.push_back({p.fd, POLLOUT, 0});
+    int rc = poll(fds.data(), fds.size(), dl.remainingMs());
+    if (rc < 0 && errno != EINTR) break;
+    std::vector<Pending> left;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      Pending p = pending[i];
+      bool finished = false;
+      if (fds[i].revents & (POLLERR | POLLHUP)) {
+        finished = true;  // refused or reset: that peer is gone
+      } else if (fds[i].revents & POLLOUT) {
+        ssize_t n = ::send(p.fd, frame.data() + p.sent, frame.size() - p.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) p.sent += static_cast<size_t>(n);
+        finished = n < 0 ? (errno != EAGAIN && errno != EINTR) : p.sent == frame.size();
+      }
+      if (finished) ::close(p.fd);
+      else left.push_back(p);
+    }
+    pending.swap(left);
+  }
+  for (const Pending& p : pending) ::close(p.fd);
 }
 
 }  // namespace hoccl

@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@
 namespace hoccl {
 
 constexpr uint32_t kUniqueIdTag = 0x49434f48;  // "HOCI"
-constexpr uint32_t kBootstrapProtocol = 1;
+constexpr uint32_t kBootstrapProtocol = 2;
 
 // The contents of an hocclUniqueId.
 struct UniqueIdData {
@@ -85,17 +86,33 @@ class Bootstrap {
   const std::string& interfaceName() const { return ifname_; }
   const SockAddr& listenAddress() const { return listenAddr_; }
 
+  // A recv, allGather or barrier ends early with the abort of any peer
+  // that sent one (see broadcastAbort).
   Status send(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recv(int peer, uint32_t tag, std::string* data);
   // `all` holds nranks blocks of `bytes`; this rank's block is filled in.
   Status allGather(void* all, size_t bytes);
   Status barrier();
 
+  // Failure propagation: tells every rank r with tell[r] that this rank
+  // stopped, with `code` and `msg`, each over a short connection of its
+  // own (no state shared with the calls above, so any thread may call it).
+  // Returns within `budgetSec`; a peer not reached by then is skipped.
+  void broadcastAbort(hocclResult_t code, const std::string& msg, const std::vector<bool>& tell,
+                      double budgetSec) const;
+  // The first abort a peer sent us, after reading what has arrived without
+  // waiting; OK if none. Any thread: while another thread is inside a call
+  // above, it reports what that call has read so far.
+  Status pollAbort();
+
  private:
   Bootstrap() = default;
   Status connectTo(int peer);
   Status pump(const Deadline& dl, int waitPeer);
   Status acceptOne(const Deadline& dl);
+  Status sendLocked(int peer, uint32_t tag, const void* data, size_t bytes);
+  Status recvLocked(int peer, uint32_t tag, std::string* data);
+  Status abortSeen();
 
   int rank_ = 0;
   uint64_t magic_ = 0;
@@ -109,6 +126,9 @@ class Bootstrap {
   std::vector<Socket> out_;  // per peer, connections this rank opened
   std::vector<Socket> in_;   // per peer, connections the peer opened
   std::map<std::pair<int, uint32_t>, std::deque<std::string>> inbox_;
+  std::mutex mu_;  // the sockets and inbox above, after construction
+  std::mutex abortMu_;
+  Status abort_;   // the first abort notice received
 };
 
 }  // namespace hoccl

@@ -48,10 +48,9 @@ Status sendFrame(const Socket& s, uint64_t magic, uint32_t tag, const void* data
 }
 
 Status recvFrameRaw(const Socket& s, FrameHeader* h, std::string* payload, const Deadline& dl) {
-  HOCCL_TRY(s.recvAll(h, sizeof *h, dl));
-  if (h->len > kMaxFrameBytes)
-    return errorf(hocclInvalidUsage, "refused a bootstrap message of %u bytes (limit %u)", h->len,
-                  kMaxFrameBytes);
+  char raw[sizeof *h];
+  HOCCL_TRY(s.recvAll(raw, sizeof raw, dl));
+  HOCCL_TRY(decodeFrameHeader(raw, sizeof raw, h));
   payload->resize(h->len);
   if (h->len) HOCCL_TRY(s.recvAll(payload->data(), h->len, dl));
   return Status();
@@ -67,6 +66,78 @@ Status recvFrame(const Socket& s, uint64_t magic, uint32_t* tag, std::string* pa
                   "or foreign peer, or a unique id from another run",
                   static_cast<unsigned long long>(h.magic), static_cast<unsigned long long>(magic));
   *tag = h.tag;
+  return Status();
+}
+
+namespace {
+
+// A fixed-size string field from the wire: terminated, or refused.
+bool terminated(const char* s, size_t size) { return memchr(s, '\0', size) != nullptr; }
+
+Status checkRankInfo(const RankInfo& info, const char* what) {
+  if (!terminated(info.hostId, sizeof info.hostId) || !terminated(info.machineId, sizeof info.machineId))
+    return errorf(hocclInvalidUsage, "%s: unterminated host or machine id", what);
+  int family = info.listenAddr.u.sa.sa_family;
+  if (family != AF_INET && family != AF_INET6)
+    return errorf(hocclInvalidUsage, "%s: listening address has unknown family %d", what, family);
+  return Status();
+}
+
+}  // namespace
+
+Status decodeFrameHeader(const void* bytes, size_t n, FrameHeader* out) {
+  if (n < sizeof *out) return errorf(hocclInvalidUsage, "short bootstrap frame header (%zu bytes)", n);
+  memcpy(out, bytes, sizeof *out);
+  if (out->len > kMaxFrameBytes)
+    return errorf(hocclInvalidUsage, "refused a bootstrap message of %u bytes (limit %u)", out->len, kMaxFrameBytes);
+  return Status();
+}
+
+Status decodeRootHello(const std::string& payload, RootHello* out) {
+  if (payload.size() != sizeof *out)
+    return errorf(hocclInvalidUsage, "malformed hello: %zu bytes, expected %zu (another hoccl version?)",
+                  payload.size(), sizeof *out);
+  memcpy(out, payload.data(), sizeof *out);
+  if (out->protocol != kBootstrapProtocol)
+    return errorf(hocclInvalidUsage, "bootstrap protocol %u differs from the rendezvous' %u", out->protocol,
+                  kBootstrapProtocol);
+  if (!terminated(out->fingerprint, sizeof out->fingerprint))
+    return errorf(hocclInvalidUsage, "malformed hello: unterminated settings fingerprint");
+  HOCCL_TRY(checkRankInfo(out->info, "malformed hello"));
+  if (out->nranks < 1 || out->nranks > kMaxRanks)
+    return errorf(hocclInvalidUsage, "nranks must be in [1, %d] (got %d)", kMaxRanks, out->nranks);
+  if (out->rank < 0 || out->rank >= out->nranks)
+    return errorf(hocclInvalidUsage, "rank %d is out of range [0, %d)", out->rank, out->nranks);
+  return Status();
+}
+
+Status decodeRankTable(const std::string& payload, int nranks, std::vector<RankInfo>* out) {
+  if (nranks < 1 || payload.size() != static_cast<size_t>(nranks) * sizeof(RankInfo))
+    return errorf(hocclInternalError, "rendezvous sent a malformed table (%zu bytes for %d ranks)", payload.size(),
+                  nranks);
+  out->resize(nranks);
+  memcpy(out->data(), payload.data(), payload.size());
+  for (const RankInfo& info : *out) HOCCL_TRY(checkRankInfo(info, "rendezvous sent a malformed table"));
+  return Status();
+}
+
+Status decodePeerHello(const std::string& payload, int nranks, int* from) {
+  int32_t r = -1;
+  if (payload.size() != sizeof r) return errorf(hocclInvalidUsage, "bootstrap: malformed hello from a peer");
+  memcpy(&r, payload.data(), sizeof r);
+  if (r < 0 || r >= nranks) return errorf(hocclInvalidUsage, "bootstrap: hello from unknown rank %d", r);
+  *from = r;
+  return Status();
+}
+
+Status decodeAbortNotice(const std::string& payload, int nranks, AbortNotice* out) {
+  if (payload.size() != sizeof *out)
+    return errorf(hocclInvalidUsage, "bootstrap: malformed abort notice (%zu bytes)", payload.size());
+  memcpy(out, payload.data(), sizeof *out);
+  if (out->rank < 0 || out->rank >= nranks)
+    return errorf(hocclInvalidUsage, "bootstrap: abort notice from unknown rank %d", out->rank);
+  if (out->code <= hocclSuccess || out->code >= hocclNumResults) out->code = hocclRemoteError;
+  out->msg[sizeof out->msg - 1] = '\0';
   return Status();
 }
 
@@ -100,9 +171,11 @@ class Root {
     std::vector<Socket> conns;
     std::vector<RootHello> hellos;
     std::string fatal;
+    Deadline joinDl = dl_;
+    double joinTimeoutSec = timeoutSec_;
     while ((nranks < 0 || joined < nranks) && fatal.empty()) {
       Socket c;
-      if (!listener_.accept(dl_, &c).ok()) break;
+      if (!listener_.accept(joinDl, &c).ok()) break;
       FrameHeader fh{};
       std::string payload;
       Status st = recvFrameRaw(c, &fh, &payload, Deadline::in(std::min(10.0, timeoutSec_)));
@@ -121,25 +194,14 @@ class Root {
         sendFrame(c, fh.magic, kTagRootError, msg, strlen(msg), Deadline::in(2));
         continue;
       }
-      uint32_t tag = fh.tag;
-      if (tag != kTagRootHello || payload.size() != sizeof(RootHello)) {
-        reply(c, kTagRootError, "malformed hello: wrong tag or size (another hoccl version?)");
-        continue;
-      }
       RootHello h;
-      memcpy(&h, payload.data(), sizeof h);
-      h.fingerprint[sizeof h.fingerprint - 1] = '\0';
-      h.info.hostId[sizeof h.info.hostId - 1] = '\0';
-      if (h.protocol != kBootstrapProtocol) {
-        reply(c, kTagRootError, "bootstrap protocol " + std::to_string(h.protocol) +
-                                    " differs from the rendezvous' " + std::to_string(kBootstrapProtocol));
+      st = fh.tag == kTagRootHello ? decodeRootHello(payload, &h)
+                                   : Status(hocclInvalidUsage, "expected a hello, got tag " + std::to_string(fh.tag));
+      if (!st.ok()) {
+        reply(c, kTagRootError, st.message());
         continue;
       }
       if (nranks < 0) {
-        if (h.nranks < 1) {
-          reply(c, kTagRootError, "nranks must be >= 1");
-          continue;
-        }
         nranks = h.nranks;
         conns.resize(nranks);
         hellos.resize(nranks);
@@ -150,23 +212,25 @@ class Root {
         reply(c, kTagRootError, fatal);
         break;
       }
-      if (h.rank < 0 || h.rank >= nranks) {
-        reply(c, kTagRootError, "rank " + std::to_string(h.rank) + " is out of range [0, " +
-                                    std::to_string(nranks) + ")");
-        continue;
-      }
       if (conns[h.rank].valid()) {
         fatal = "rank " + std::to_string(h.rank) + " joined twice (pids " +
                 std::to_string(hellos[h.rank].info.pid) + " and " + std::to_string(h.info.pid) + ")";
         reply(c, kTagRootError, fatal);
         break;
       }
+      if (h.timeoutMs > 0 && Deadline::in(h.timeoutMs / 1000.0).at() < joinDl.at()) {
+        joinDl = Deadline::in(h.timeoutMs / 1000.0);
+        joinTimeoutSec = h.timeoutMs / 1000.0;
+      }
       conns[h.rank] = std::move(c);
       hellos[h.rank] = h;
       ++joined;
     }
-    if (fatal.empty() && (nranks < 0 || joined < nranks)) {
-      fatal = "timed out after " + std::to_string(static_cast<int>(timeoutSec_)) + " s waiting for ranks to join: ";
+    const bool timedOut = fatal.empty() && (nranks < 0 || joined < nranks);
+    if (timedOut) {
+      char secs[32];
+      snprintf(secs, sizeof secs, "%.0f", joinTimeoutSec);
+      fatal = std::string("timed out after ") + secs + " s (HOCCL_TIMEOUT) waiting for ranks to join: ";
       fatal += std::to_string(joined) + " of " + std::to_string(nranks) + " joined; missing:";
       int listed = 0;
       for (int r = 0; r < nranks && listed < 16; ++r)
@@ -179,7 +243,7 @@ class Root {
     for (int r = std::min(nranks, static_cast<int>(conns.size())) - 1; r >= 0; --r) {
       if (!conns[r].valid()) continue;
       if (!fatal.empty()) {
-        reply(conns[r], kTagRootError, fatal);
+        reply(conns[r], timedOut ? kTagRootTimeout : kTagRootError, fatal);
         continue;
       }
       std::vector<RankInfo> table(nranks);

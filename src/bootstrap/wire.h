@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/socket.h"
@@ -17,6 +18,8 @@ struct FrameHeader {
 };
 
 constexpr uint32_t kMaxFrameBytes = 64u << 20;
+// The rank table must fit one frame.
+constexpr int kMaxRanks = static_cast<int>(kMaxFrameBytes / sizeof(RankInfo));
 
 // Tags used between a rank and the root.
 constexpr uint32_t kTagRootHello = 1;
@@ -24,6 +27,11 @@ constexpr uint32_t kTagRootTable = 2;
 constexpr uint32_t kTagRootError = 3;
 // First frame on a rank-to-rank connection: the sender's rank.
 constexpr uint32_t kTagPeerHello = 4;
+// The only frame of a short connection: a rank stopped and tells the others
+// (AbortNotice), so ranks that never talk to the culprit stop too.
+constexpr uint32_t kTagAbort = 5;
+// The rendezvous' answer when ranks are missing at the deadline (their list).
+constexpr uint32_t kTagRootTimeout = 6;
 
 struct RootHello {
   uint32_t protocol;
@@ -32,7 +40,27 @@ struct RootHello {
   int32_t libVersion;
   RankInfo info;
   char fingerprint[512];
+  // The rank's HOCCL_TIMEOUT: the rendezvous stops waiting for missing
+  // ranks by the earliest deadline a joined rank has, so each gets the
+  // list of missing ranks before its own wait ends.
+  int32_t timeoutMs;
 };
+
+struct AbortNotice {
+  int32_t rank;  // the rank that stopped
+  int32_t code;  // its hocclResult_t
+  char msg[1024];
+};
+
+// Decoders of what arrives from the network. They are pure functions of the
+// bytes, so fuzz/fuzz_bootstrap_wire.cc runs them without sockets. Anything
+// they accept is safe to use as is: strings are terminated, numbers in range.
+Status decodeFrameHeader(const void* bytes, size_t n, FrameHeader* out);
+// A hello the root can act on: this protocol, nranks >= 1, rank in range.
+Status decodeRootHello(const std::string& payload, RootHello* out);
+Status decodeRankTable(const std::string& payload, int nranks, std::vector<RankInfo>* out);
+Status decodePeerHello(const std::string& payload, int nranks, int* from);
+Status decodeAbortNotice(const std::string& payload, int nranks, AbortNotice* out);
 
 Status sendFrame(const Socket& s, uint64_t magic, uint32_t tag, const void* data, size_t bytes,
                  const Deadline& dl);

@@ -114,11 +114,9 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
 
 }  // namespace
 
-Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config,
-                hocclComm** out) {
+Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config, hocclComm* c) {
   double t0 = nowSec();
   setLogRank(rank);
-  std::unique_ptr<hocclComm> c(new hocclComm());
   std::string why;
   if (!loadSettings(&c->settings, &why)) return Status(hocclInvalidArgument, why);
   HOCCL_TRY(applyConfig(config, &c->settings));
@@ -152,10 +150,9 @@ Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_
   bo.ifnameRule = c->settings.socketIfname;
   HOCCL_TRY(Bootstrap::join(id, bo, &c->boot));
   double t1 = nowSec();
-  HOCCL_TRY(finishInit(c.get()));
+  HOCCL_TRY(finishInit(c));
   HINFO(kSubInit, "rank %d/%d ready: bootstrap %.1f ms, total %.1f ms", rank, nranks, (t1 - t0) * 1e3,
         (nowSec() - t0) * 1e3);
-  *out = c.release();
   return Status();
 }
 
@@ -255,23 +252,40 @@ Status hocclComm::connectEdges(const std::vector<EdgeRequest>& edges) {
   return Status();
 }
 
-void hocclComm::fail(const Status& st, bool tellPeers) {
+void hocclComm::fail(const Status& st, bool tellPeers, double budgetSec) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(errMutex);
     if (fatalCode == hocclSuccess) {
       fatalCode = st.code();
       fatalMsg = st.message();
+      first = true;
     }
   }
-  if (tellPeers && shm) shm->broadcastAbort(st.code(), "rank " + std::to_string(rank) + ": " + st.message());
+  if (!tellPeers || !first) return;
+  std::string msg = "rank " + std::to_string(rank) + ": " + st.message();
+  if (shm) shm->broadcastAbort(st.code(), msg);
+  // Ranks on other nodes may not talk to this one (or to the culprit) at
+  // all in the current call; without a notice they would wait for the
+  // timeout.
+  if (net && boot) {
+    std::vector<bool> remote(nranks);
+    for (int r = 0; r < nranks; ++r) remote[r] = !isLocal[r];
+    boot->broadcastAbort(st.code(), msg, remote, budgetSec);
+  }
 }
 
-Status hocclComm::peerAbort() {
+Status hocclComm::peerAbort(bool network) {
   ControlBlock* cb = shm ? shm->self() : nullptr;
-  if (!cb || cb->aborted.load(std::memory_order_acquire) != 1) return Status();
-  std::string msg(cb->abortMsg, strnlen(cb->abortMsg, sizeof cb->abortMsg));
-  return Status(static_cast<hocclResult_t>(cb->abortCode),
-                "rank " + std::to_string(rank) + " stopped because " + msg);
+  if (cb && cb->aborted.load(std::memory_order_acquire) == 1) {
+    std::string msg(cb->abortMsg, strnlen(cb->abortMsg, sizeof cb->abortMsg));
+    return Status(static_cast<hocclResult_t>(cb->abortCode), "rank " + std::to_string(rank) + " stopped because " + msg);
+  }
+  if (network && net && boot) {
+    Status st = boot->pollAbort();
+    if (!st.ok()) return Status(st.code(), "rank " + std::to_string(rank) + " stopped because " + st.message());
+  }
+  return Status();
 }
 
 namespace hoccl {
@@ -312,6 +326,16 @@ void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s) {
 namespace {
 
 bool processAlive(int pid) { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; }
+
+// "; rank 1 is pid 123 on hostB" for each peer waited on.
+std::string describePeers(hocclComm* c, const std::vector<int>& peers) {
+  std::string out;
+  for (int p : std::set<int>(peers.begin(), peers.end())) {
+    const RankInfo& info = c->boot->table()[p];
+    out += "; rank " + std::to_string(p) + " is pid " + std::to_string(info.pid) + " on " + info.hostId;
+  }
+  return out;
+}
 
 Status deadPeer(hocclComm* c, const CollTask& t) {
   std::string call = describeCall(t.call().coll, t.call().count, t.call().dtype, t.call().op, t.call().root);
@@ -389,15 +413,21 @@ Status runTasks(const std::vector<std::pair<hocclComm*, CollTask*>>& tasks) {
       double limit = c->settings.timeoutSec;
       if (now - lastProgress > limit) {
         Status st = errorf(hocclTimeout,
-                           "rank %d (pid %d on %s) made no progress for %.0f s (HOCCL_TIMEOUT) in %s, call #%llu: %s",
+                           "rank %d (pid %d on %s) made no progress for %.0f s (HOCCL_TIMEOUT) in %s, call #%llu: %s%s",
                            c->rank, getpid(), c->hostId.c_str(), limit,
                            describeCall(t->call().coll, t->call().count, t->call().dtype, t->call().op, t->call().root).c_str(),
-                           static_cast<unsigned long long>(t->call().opSeq), t->describeWait().c_str());
+                           static_cast<unsigned long long>(t->call().opSeq), t->describeWait().c_str(),
+                           describePeers(c, t->waitingOn()).c_str());
         c->fail(st, true);
         return st;
       }
       if (now - lastHealthCheck > 0.1) {
-        Status st = deadPeer(c, *t);
+        Status st = c->peerAbort(true);
+        if (!st.ok()) {
+          c->fail(st, false);
+          return st;
+        }
+        st = deadPeer(c, *t);
         if (!st.ok()) {
           c->fail(st, true);
           return st;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -63,6 +64,13 @@ struct hocclComm : public hoccl::ExecLinks {
     return hoccl::Status(fatalCode, fatalMsg);
   }
   std::atomic<bool> abortRequested{false};
+  // Non-blocking init (config->blocking = 0): init runs on initThread and
+  // initPending stays true until it ends; its error, if any, is fatal. An
+  // abort meanwhile sets initAbandoned and the thread frees the comm.
+  std::atomic<bool> initPending{false};
+  std::thread initThread;
+  std::mutex initMutex;
+  bool initAbandoned = false;
   std::atomic<int> inFlight{0};  // API calls using this comm right now (abort waits for them)
   std::mutex errMutex;
   std::string lastError;
@@ -82,10 +90,13 @@ struct hocclComm : public hoccl::ExecLinks {
   // Builds (or reuses) this rank's schedule for a call and makes sure every
   // connection it uses exists.
   hoccl::Status prepare(const hoccl::ScheduleKey& key, std::shared_ptr<const hoccl::Schedule>* out);
-  // Records a fatal error and tells the local peers, so none of them waits.
-  void fail(const hoccl::Status& st, bool tellPeers);
-  // An abort recorded by a peer, if any.
-  hoccl::Status peerAbort();
+  // Records a fatal error and, the first time, tells the other ranks (local
+  // ones through their control blocks, the others through the bootstrap), so
+  // none of them waits, within about budgetSec.
+  void fail(const hoccl::Status& st, bool tellPeers, double budgetSec = 0.5);
+  // An abort a peer told us about, if any: through shared memory only
+  // (cheap: every poll), or through the network too (a syscall or two).
+  hoccl::Status peerAbort(bool network = false);
 };
 
 namespace hoccl {
@@ -93,9 +104,9 @@ namespace hoccl {
 // Fills comm->system (collective over the bootstrap; comm_topo.cc).
 Status buildSystem(hocclComm* comm);
 
-// Creates a communicator (collective over the ranks of the unique id).
-Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config,
-                hocclComm** out);
+// Initialises a new communicator `c` (collective over the ranks of the
+// unique id). On error the caller frees c.
+Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config, hocclComm* c);
 Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out);
 void commFree(hocclComm* comm);
 

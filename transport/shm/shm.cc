@@ -1,6 +1,8 @@
 #include "transport/shm/shm.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -169,6 +171,29 @@ class ShmRecv : public RecvConn {
   uint64_t headCache_ = 0;
 };
 
+// Segments whose creator was killed before a peer could unlink them stay
+// in /dev/shm until reboot. Their names carry the creator's pid
+// ("hoccl-<hash>-<pid>-..."), so any later init removes those of dead
+// processes; only this user's, so one user never removes another's.
+void removeSegmentsOfDeadProcesses() {
+  DIR* d = opendir("/dev/shm");
+  if (!d) return;
+  int removed = 0;
+  while (dirent* e = readdir(d)) {
+    unsigned long long hash = 0;
+    int pid = 0, used = 0;
+    if (sscanf(e->d_name, "hoccl-%16llx-%d-%n", &hash, &pid, &used) != 2 || used == 0 || pid <= 0) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid())
+      continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    if (shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
+  }
+  closedir(d);
+  if (removed) HINFO(kSubShm, "removed %d shared-memory segments left by processes that no longer run", removed);
+}
+
 }  // namespace
 
 void ringDoorbell(ControlBlock* cb) {
@@ -197,6 +222,7 @@ std::string ShmDomain::segmentName(const char* kind, int a, int b, int channel) 
 
 Status ShmDomain::create(Bootstrap& boot, const ShmOptions& opt, const std::vector<int>& localRanks,
                          std::unique_ptr<ShmDomain>* out) {
+  removeSegmentsOfDeadProcesses();
   std::unique_ptr<ShmDomain> d(new ShmDomain());
   d->opt_ = opt;
   d->localRanks_ = localRanks;
