@@ -1,4 +1,4 @@
-// The TCP transport on its own (NCCL net-plugin semantics), and collectives
+// The TCP transport's own features (grouped receives), and collectives
 // across emulated nodes: ranks as threads with fake node ids, so ranks on
 // different "nodes" talk over TCP and ranks on the same one over shm.
 #include <gtest/gtest.h>
@@ -55,96 +55,8 @@ void waitDone(NetTransport& net, void* req, int* size = nullptr) {
   }
 }
 
-TEST(SocketTransport, PropertiesAndRegistration) {
-  Pair p = loopbackPair(2);
-  ASSERT_NE(p.send, nullptr);
-  ASSERT_NE(p.recv, nullptr);
-  EXPECT_EQ(p.net->devices(), 1);
-  NetProperties props;
-  ASSERT_TRUE(p.net->getProperties(0, &props).ok());
-  EXPECT_EQ(props.ptrSupport, kPtrHost);
-  EXPECT_GT(props.maxP2pBytes, 0u);
-  EXPECT_GT(props.speedMbps, 0);
-  EXPECT_FALSE(p.net->getProperties(1, &props).ok());
-  void* mr = nullptr;
-  char buf[16];
-  EXPECT_FALSE(p.net->regMr(p.send, buf, sizeof buf, kPtrCuda, &mr).ok());
-  EXPECT_TRUE(p.net->regMr(p.send, buf, sizeof buf, kPtrHost, &mr).ok());
-  p.net->closeSend(p.send);
-  p.net->closeRecv(p.recv);
-}
-
-// Sizes from 0 to 1 GiB, several streams, FIFO matching with 32 requests
-// outstanding in each direction.
-TEST(SocketTransport, SizesFromZeroToOneGiB) {
-  Pair p = loopbackPair(4);
-  std::vector<size_t> sizes = {0, 1, 7, 4096, 256 << 10, (256 << 10) + 3, 3 << 20, size_t(1) << 30};
-  for (size_t size : sizes) {
-    std::vector<unsigned char> src(size), dst(size + 1, 0xee);
-    for (size_t i = 0; i < size; ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
-    void *sreq = nullptr, *rreq = nullptr;
-    void* data = dst.data();
-    size_t cap = dst.size();
-    int tag = 5;
-    ASSERT_TRUE(p.net->irecv(p.recv, 1, &data, &cap, &tag, nullptr, &rreq).ok());
-    ASSERT_TRUE(p.net->isend(p.send, src.data(), size, 5, nullptr, &sreq).ok());
-    ASSERT_NE(sreq, nullptr);
-    ASSERT_NE(rreq, nullptr);
-    int got = -1;
-    waitDone(*p.net, rreq, &got);
-    waitDone(*p.net, sreq);
-    EXPECT_EQ(static_cast<size_t>(got), size) << size;
-    EXPECT_EQ(memcmp(src.data(), dst.data(), size), 0) << size;
-    EXPECT_EQ(dst[size], 0xee) << "wrote past the message";
-  }
-  p.net->closeSend(p.send);
-  p.net->closeRecv(p.recv);
-}
-
-TEST(SocketTransport, ManyOutstandingRequestsMatchInOrder) {
-  Pair p = loopbackPair(3);
-  const int n = kNetMaxRequests;
-  std::vector<std::vector<int>> src(n), dst(n);
-  std::vector<void*> sreq(n), rreq(n);
-  // Receives are posted first for half, after the sends for the rest.
-  for (int i = 0; i < n; ++i) {
-    size_t count = (i % 5 == 0) ? 100000 : static_cast<size_t>(i);
-    src[i].resize(count);
-    std::iota(src[i].begin(), src[i].end(), i * 1000);
-    dst[i].assign(count, -1);
-  }
-  auto post = [&](int i) {
-    void* d = dst[i].data();
-    size_t cap = dst[i].size() * sizeof(int);
-    int tag = 0;
-    ASSERT_TRUE(p.net->irecv(p.recv, 1, &d, &cap, &tag, nullptr, &rreq[i]).ok());
-    ASSERT_NE(rreq[i], nullptr);
-  };
-  for (int i = 0; i < n / 2; ++i) post(i);
-  for (int i = 0; i < n; ++i) {
-    ASSERT_TRUE(p.net->isend(p.send, src[i].data(), src[i].size() * sizeof(int), 0, nullptr, &sreq[i]).ok());
-    ASSERT_NE(sreq[i], nullptr);
-  }
-  for (int i = n / 2; i < n; ++i) post(i);
-  // One receive more than the limit is refused with a null request, not an
-  // error. (Sends may run kMaxRecvs times further ahead: one grouped receive
-  // takes that many.)
-  void* extra = nullptr;
-  int x = 0;
-  void* xd = &x;
-  size_t xcap = sizeof x;
-  int xtag = 0;
-  ASSERT_TRUE(p.net->irecv(p.recv, 1, &xd, &xcap, &xtag, nullptr, &extra).ok());
-  EXPECT_EQ(extra, nullptr);
-  // Test in reverse order: completion order does not matter.
-  for (int i = n - 1; i >= 0; --i) {
-    waitDone(*p.net, rreq[i]);
-    EXPECT_EQ(src[i], dst[i]) << i;
-  }
-  for (int i = 0; i < n; ++i) waitDone(*p.net, sreq[i]);
-  p.net->closeSend(p.send);
-  p.net->closeRecv(p.recv);
-}
+// The contract every transport keeps (sizes, outstanding requests, errors)
+// is tested for TCP and IB alike in test_net_conformance.cc.
 
 // One irecv of 3 buffers takes 3 sends, each into the buffer whose tag it
 // carries, whatever order they were sent in; test reports each size.
@@ -184,35 +96,6 @@ TEST(SocketTransport, GroupedReceiveMatchesTagsWithinTheGroup) {
   for (void* r : s) waitDone(*p.net, r);
   p.net->closeSend(p.send);
   p.net->closeRecv(p.recv);
-}
-
-TEST(SocketTransport, TruncationAndClosedPeerAreErrors) {
-  Pair p = loopbackPair(1);
-  std::vector<char> big(1000, 1), small(10);
-  void *sreq = nullptr, *rreq = nullptr;
-  void* d = small.data();
-  size_t cap = small.size();
-  int tag = 0;
-  ASSERT_TRUE(p.net->irecv(p.recv, 1, &d, &cap, &tag, nullptr, &rreq).ok());
-  ASSERT_TRUE(p.net->isend(p.send, big.data(), big.size(), 0, nullptr, &sreq).ok());
-  int done = 0;
-  Status st;
-  for (int i = 0; i < 1000000 && st.ok(); ++i) st = p.net->test(rreq, &done, nullptr);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("does not fit"), std::string::npos) << st.message();
-
-  Pair q = loopbackPair(2);
-  q.net->closeSend(q.send);
-  // A receive posted after the peer closed fails at once or on test.
-  void* r2 = nullptr;
-  st = q.net->irecv(q.recv, 1, &d, &cap, &tag, nullptr, &r2);
-  for (int i = 0; i < 1000000 && st.ok(); ++i) {
-    st = q.net->test(r2, &done, nullptr);
-    std::this_thread::yield();
-  }
-  EXPECT_EQ(st.code(), hocclRemoteError);
-  EXPECT_NE(st.message().find("closed by the peer"), std::string::npos) << st.message();
-  q.net->closeRecv(q.recv);
 }
 
 // Ranks as threads on fake nodes: nodes x ranksPerNode, ring over TCP

@@ -56,7 +56,9 @@ Status finishInit(hocclComm* c) {
   so.crossMemoryAttach = c->settings.crossMemoryAttach;
   HOCCL_TRY(ShmDomain::create(*c->boot, so, c->localRanks, &c->shm));
   if (!remote.empty()) {
-    SocketNetOptions no;
+    NetChoice choice;
+    choice.mode = c->settings.net;
+    SocketNetOptions& no = choice.socket;
     no.ifnameRule = c->settings.socketIfname;
     no.localAddr = c->boot->listenAddress();
     no.localIfname = c->boot->interfaceName();
@@ -64,10 +66,26 @@ Status finishInit(hocclComm* c) {
     no.timeoutSec = c->settings.timeoutSec;
     no.notify = [](void* cb) { ringDoorbell(static_cast<ControlBlock*>(cb)); };
     no.notifyArg = c->shm->self();
+    IbNetOptions& io = choice.ib;
+    io.hcaRule = c->settings.ibHca;
+    io.gidIndex = c->settings.ibGidIndex;
+    io.qpsPerConn = c->settings.ibQpsPerConn;
+    io.timeout = c->settings.ibTimeout;
+    io.retryCnt = c->settings.ibRetryCnt;
+    io.ifnameRule = no.ifnameRule;
+    io.localAddr = no.localAddr;
+    io.timeoutSec = no.timeoutSec;
+    io.notify = no.notify;
+    io.notifyArg = no.notifyArg;
     std::unique_ptr<NetTransport> transport;
-    HOCCL_TRY(createSocketTransport(no, &transport));
+    std::string chosen;
+    HOCCL_TRY(createNetTransport(choice, &transport, &chosen));
+    // Rails: the l-th rank of a node uses the node's port l mod ports.
+    int local = static_cast<int>(std::find(c->localRanks.begin(), c->localRanks.end(), c->rank) - c->localRanks.begin());
+    int dev = local % std::max(1, transport->devices());
+    HINFO(kSubNet, "rank %d: network %s, device %d", c->rank, chosen.c_str(), dev);
     c->net = std::make_unique<NetDomain>(std::move(transport), c->rank, c->settings.sliceBytes, c->settings.slots,
-                                         c->settings.timeoutSec);
+                                         c->settings.timeoutSec, dev);
   }
   if (c->nranks > 1) {
     std::vector<EdgeRequest> ring;

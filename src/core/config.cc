@@ -72,6 +72,19 @@ std::string streamsRange(const std::string& v) {
   return "";
 }
 
+std::string netMode(const std::string& v) {
+  if (v == "auto" || v == "ib" || v == "socket") return "";
+  return "auto, ib or socket";
+}
+
+// An integer in [lo, hi] for the HOCCL_IB_* settings.
+template <long long lo, long long hi>
+std::string intRange(const std::string& v) {
+  long long x;
+  if (!parseInt(v, &x) || x < lo || x > hi) return "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  return "";
+}
+
 std::string retriesRange(const std::string& v) {
   long long x;
   if (!parseInt(v, &x) || x < 0 || x > 1000000) return "an integer >= 0";
@@ -153,6 +166,23 @@ const std::vector<SettingDecl> kSettings = {
      false},
     {"HOCCL_SOCKET_NSTREAMS", "2",
      "TCP streams per network connection (1-16); large messages are split across them.", streamsRange, false},
+    {"HOCCL_NET", "auto",
+     "Network between nodes: ib (verbs; fail if unavailable), socket (TCP), or auto: IB when an active "
+     "port exists, else TCP with an INFO line saying why. Set it alike on every rank.",
+     netMode, false},
+    {"HOCCL_IB_HCA", "",
+     "IB ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (name prefixes, optional :port); a leading = for "
+     "exact names, ^ to exclude. Default: every active port.",
+     anyValue, false},
+    {"HOCCL_IB_GID_INDEX", "-1",
+     "GID index for RoCE; -1 picks one: RoCE v2 with an IPv4 address first, else the best that exists.",
+     intRange<-1, 255>, false},
+    {"HOCCL_IB_QPS_PER_CONN", "1",
+     "Queue pairs per IB connection (1-16); messages of 64 KiB and more are split across them.",
+     intRange<1, 16>, false},
+    {"HOCCL_IB_TIMEOUT", "20", "IB ack timeout exponent: 4.096 us x 2^value per retry (1-31).",
+     intRange<1, 31>, false},
+    {"HOCCL_IB_RETRY_CNT", "7", "IB retransmissions before a connection fails (0-7).", intRange<0, 7>, false},
     {"HOCCL_CONNECT_RETRIES", "50",
      "Times a bootstrap connection is retried (with back-off) before giving up.", retriesRange,
      false},
@@ -229,6 +259,16 @@ bool loadSettings(Settings* out, std::string* error) {
   s.spinIters = static_cast<int>(x);
   parseInt(settingValue("HOCCL_SOCKET_NSTREAMS"), &x);
   s.socketStreams = static_cast<int>(x);
+  s.net = settingValue("HOCCL_NET");
+  s.ibHca = settingValue("HOCCL_IB_HCA");
+  parseInt(settingValue("HOCCL_IB_GID_INDEX"), &x);
+  s.ibGidIndex = static_cast<int>(x);
+  parseInt(settingValue("HOCCL_IB_QPS_PER_CONN"), &x);
+  s.ibQpsPerConn = static_cast<int>(x);
+  parseInt(settingValue("HOCCL_IB_TIMEOUT"), &x);
+  s.ibTimeout = static_cast<int>(x);
+  parseInt(settingValue("HOCCL_IB_RETRY_CNT"), &x);
+  s.ibRetryCnt = static_cast<int>(x);
   parseInt(settingValue("HOCCL_CONNECT_RETRIES"), &x);
   s.connectRetries = static_cast<int>(x);
   s.algo = settingValue("HOCCL_ALGO");

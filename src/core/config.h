@@ -37,6 +37,12 @@ struct Settings {
   std::string commId;             // HOCCL_COMM_ID
   std::string socketIfname;       // HOCCL_SOCKET_IFNAME
   int socketStreams = 2;          // HOCCL_SOCKET_NSTREAMS
+  std::string net = "auto";       // HOCCL_NET
+  std::string ibHca;              // HOCCL_IB_HCA
+  int ibGidIndex = -1;            // HOCCL_IB_GID_INDEX
+  int ibQpsPerConn = 1;           // HOCCL_IB_QPS_PER_CONN
+  int ibTimeout = 20;             // HOCCL_IB_TIMEOUT
+  int ibRetryCnt = 7;             // HOCCL_IB_RETRY_CNT
   std::string topoFile;           // HOCCL_TOPO_FILE
   std::string topoDumpFile;       // HOCCL_TOPO_DUMP_FILE
   int connectRetries = 0;         // HOCCL_CONNECT_RETRIES

@@ -81,4 +81,34 @@ struct SocketNetOptions {
 // TCP: transport/net/socket.
 Status createSocketTransport(const SocketNetOptions& opt, std::unique_ptr<NetTransport>* out);
 
+struct IbNetOptions {
+  std::string hcaRule;      // HOCCL_IB_HCA (NCCL_IB_HCA syntax)
+  int gidIndex = -1;        // HOCCL_IB_GID_INDEX; -1 = choose (RoCE v2 IPv4 first)
+  int qpsPerConn = 1;       // HOCCL_IB_QPS_PER_CONN: queue pairs per connection
+  int timeout = 20;         // HOCCL_IB_TIMEOUT: ack timeout 4.096 us * 2^timeout
+  int retryCnt = 7;         // HOCCL_IB_RETRY_CNT
+  // Connection set-up and liveness go over TCP (as NCCL's IB plugin does):
+  // on this address, or chosen by `ifnameRule` when it is unset.
+  SockAddr localAddr;
+  std::string ifnameRule;
+  double timeoutSec = 300;
+  NetNotify notify = nullptr;
+  void* notifyArg = nullptr;
+};
+
+// InfiniBand / RoCE verbs: transport/net/ib. libibverbs is loaded at run
+// time; without it, or without an active port that the options allow, this
+// fails with hocclSystemError and a message that says why.
+Status createIbTransport(const IbNetOptions& opt, std::unique_ptr<NetTransport>* out);
+
+// HOCCL_NET: "ib", "socket", or "auto" (IB when a usable port exists, else
+// TCP, saying why at INFO). `chosen` receives a one-line account.
+struct NetChoice {
+  std::string mode = "auto";
+  SocketNetOptions socket;
+  IbNetOptions ib;
+};
+Status createNetTransport(const NetChoice& choice, std::unique_ptr<NetTransport>* out, std::string* chosen);
+
+
 }  // namespace hoccl

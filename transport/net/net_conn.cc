@@ -150,7 +150,7 @@ Status NetDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges
     if (e.send || recvs_.count({e.peer, e.channel})) continue;
     char handle[kNetHandleBytes];
     void* lc = nullptr;
-    HOCCL_TRY(net_->listen(0, handle, &lc));
+    HOCCL_TRY(net_->listen(dev_, handle, &lc));
     listening.emplace_back(e, lc);
     HOCCL_TRY(boot.send(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), handle, sizeof handle));
   }
@@ -162,7 +162,7 @@ Status NetDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges
     if (handle.size() != kNetHandleBytes) return errorf(hocclInternalError, "malformed network handle from rank %d", e.peer);
     void* comm = nullptr;
     while (!comm) {
-      HOCCL_TRY(net_->connect(0, handle.data(), &comm).context("connecting to rank " + std::to_string(e.peer)));
+      HOCCL_TRY(net_->connect(dev_, handle.data(), &comm).context("connecting to rank " + std::to_string(e.peer)));
       if (comm) break;
       if (dl.expired()) return errorf(hocclTimeout, "timed out connecting to rank %d over %s", e.peer, net_->name());
       std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -20,8 +20,9 @@ class Bootstrap;
 class NetDomain {
  public:
   // `net` is shared by all connections of one communicator.
-  NetDomain(std::unique_ptr<NetTransport> net, int rank, size_t slotBytes, int slots, double timeoutSec)
-      : net_(std::move(net)), rank_(rank), slotBytes_(slotBytes), slots_(slots), timeoutSec_(timeoutSec) {}
+  // `dev`: the transport device (IB port) this rank uses.
+  NetDomain(std::unique_ptr<NetTransport> net, int rank, size_t slotBytes, int slots, double timeoutSec, int dev = 0)
+      : net_(std::move(net)), rank_(rank), slotBytes_(slotBytes), slots_(slots), timeoutSec_(timeoutSec), dev_(dev) {}
   ~NetDomain();
 
   // Sets up the missing connections in `edges` (pairwise over the
@@ -38,6 +39,7 @@ class NetDomain {
   size_t slotBytes_;
   int slots_;
   double timeoutSec_;
+  int dev_ = 0;
   std::map<std::pair<int, int>, std::unique_ptr<SendConn>> sends_;
   std::map<std::pair<int, int>, std::unique_ptr<RecvConn>> recvs_;
 };

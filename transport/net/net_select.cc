@@ -1,0 +1,26 @@
+// HOCCL_NET: which network transport connects ranks on different nodes.
+#include "src/core/log.h"
+#include "transport/net/net.h"
+
+namespace hoccl {
+
+Status createNetTransport(const NetChoice& choice, std::unique_ptr<NetTransport>* out, std::string* chosen) {
+  if (choice.mode == "socket") {
+    *chosen = "Socket (HOCCL_NET=socket)";
+    return createSocketTransport(choice.socket, out);
+  }
+  Status ib = createIbTransport(choice.ib, out);
+  if (ib.ok()) {
+    *chosen = "IB (" + std::to_string((*out)->devices()) + (choice.mode == "ib" ? " ports, HOCCL_NET=ib)" : " ports)");
+    return ib;
+  }
+  if (choice.mode == "ib") return Status(ib.code(), "HOCCL_NET=ib, but IB is unavailable: " + ib.message());
+  // A malformed HOCCL_IB_* setting is a mistake to report, not a reason to
+  // fall back quietly.
+  if (ib.code() == hocclInvalidArgument) return ib;
+  HINFO(kSubNet, "NET: IB unavailable (%s); using TCP sockets", ib.message().c_str());
+  *chosen = "Socket (IB unavailable: " + ib.message() + ")";
+  return createSocketTransport(choice.socket, out);
+}
+
+}  // namespace hoccl
