@@ -110,5 +110,4 @@ struct NetChoice {
 };
 Status createNetTransport(const NetChoice& choice, std::unique_ptr<NetTransport>* out, std::string* chosen);
 
-
 }  // namespace hoccl

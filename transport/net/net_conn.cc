@@ -145,47 +145,86 @@ NetDomain::~NetDomain() {
 Status NetDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges) {
   Deadline dl = Deadline::in(timeoutSec_);
   // 1. Receivers listen and hand their address to the sender.
-  std::vector<std::pair<EdgeRequest, void*>> listening;
+  struct Listening {
+    EdgeRequest e;
+    void* lc;
+  };
+  std::vector<Listening> listening;
+  auto closeListening = [&] {
+    for (Listening& l : listening)
+      if (l.lc) net_->closeListen(l.lc);
+  };
   for (const EdgeRequest& e : edges) {
     if (e.send || recvs_.count({e.peer, e.channel})) continue;
     char handle[kNetHandleBytes];
     void* lc = nullptr;
-    HOCCL_TRY(net_->listen(dev_, handle, &lc));
-    listening.emplace_back(e, lc);
-    HOCCL_TRY(boot.send(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), handle, sizeof handle));
+    Status st = net_->listen(dev_, handle, &lc);
+    if (st.ok()) listening.push_back({e, lc});
+    if (st.ok()) st = boot.send(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), handle, sizeof handle);
+    if (!st.ok()) {
+      closeListening();
+      return st;
+    }
   }
-  // 2. Senders connect (completes in the kernel's backlog, no accept needed).
+  // 2. Senders get the handles.
+  struct Connecting {
+    EdgeRequest e;
+    std::string handle;  // the transport keeps its progress in it
+    bool done;
+  };
+  std::vector<Connecting> connecting;
   for (const EdgeRequest& e : edges) {
     if (!e.send || sends_.count({e.peer, e.channel})) continue;
     std::string handle;
-    HOCCL_TRY(boot.recv(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), &handle));
-    if (handle.size() != kNetHandleBytes) return errorf(hocclInternalError, "malformed network handle from rank %d", e.peer);
-    void* comm = nullptr;
-    while (!comm) {
-      HOCCL_TRY(net_->connect(dev_, handle.data(), &comm).context("connecting to rank " + std::to_string(e.peer)));
-      if (comm) break;
-      if (dl.expired()) return errorf(hocclTimeout, "timed out connecting to rank %d over %s", e.peer, net_->name());
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    Status st = boot.recv(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), &handle);
+    if (st.ok() && handle.size() != kNetHandleBytes)
+      st = errorf(hocclInternalError, "malformed network handle from rank %d", e.peer);
+    if (!st.ok()) {
+      closeListening();
+      return st;
     }
-    sends_[{e.peer, e.channel}] = std::make_unique<NetSend>(net_.get(), comm, e.peer, slotBytes_, slots_);
+    connecting.push_back({e, std::move(handle), false});
   }
-  // 3. Receivers accept.
-  for (auto& [e, lc] : listening) {
-    void* comm = nullptr;
-    Status st;
-    while (!comm) {
-      st = net_->accept(lc, &comm);
-      if (!st.ok() || comm) break;
-      if (dl.expired()) {
-        st = errorf(hocclTimeout, "timed out waiting for rank %d to connect over %s", e.peer, net_->name());
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // 3. Connects and accepts progress together: a transport whose connect
+  // needs the peer's accept (IB) would deadlock two ranks that each wait in
+  // connect for the other.
+  size_t left = connecting.size() + listening.size();
+  Status st;
+  while (left > 0 && st.ok()) {
+    bool progressed = false;
+    for (Connecting& c : connecting) {
+      if (c.done) continue;
+      void* comm = nullptr;
+      st = net_->connect(dev_, c.handle.data(), &comm).context("connecting to rank " + std::to_string(c.e.peer));
+      if (!st.ok()) break;
+      if (!comm) continue;
+      sends_[{c.e.peer, c.e.channel}] = std::make_unique<NetSend>(net_.get(), comm, c.e.peer, slotBytes_, slots_);
+      c.done = progressed = true;
+      --left;
     }
-    net_->closeListen(lc);
-    HOCCL_TRY(st);
-    recvs_[{e.peer, e.channel}] = std::make_unique<NetRecv>(net_.get(), comm, e.peer, slotBytes_, slots_);
+    for (Listening& l : listening) {
+      if (!st.ok() || !l.lc) continue;
+      void* comm = nullptr;
+      st = net_->accept(l.lc, &comm).context("accepting rank " + std::to_string(l.e.peer));
+      if (!st.ok() || !comm) continue;
+      net_->closeListen(l.lc);
+      l.lc = nullptr;
+      recvs_[{l.e.peer, l.e.channel}] = std::make_unique<NetRecv>(net_.get(), comm, l.e.peer, slotBytes_, slots_);
+      progressed = true;
+      --left;
+    }
+    if (st.ok() && left > 0 && dl.expired()) {
+      int peer = -1;
+      for (Connecting& c : connecting)
+        if (!c.done && peer < 0) peer = c.e.peer;
+      for (Listening& l : listening)
+        if (l.lc && peer < 0) peer = l.e.peer;
+      st = errorf(hocclTimeout, "timed out connecting with rank %d over %s", peer, net_->name());
+    }
+    if (!progressed && left > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  closeListening();
+  HOCCL_TRY(st);
   HINFO(kSubNet, "rank %d: %zu network connections over %s", rank_, sends_.size() + recvs_.size(), net_->name());
   return Status();
 }

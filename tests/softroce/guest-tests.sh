@@ -1,0 +1,66 @@
+#!/bin/sh
+# Runs inside the Soft-RoCE guest (started by run.sh, as root, in the
+# repository): the IB transport's tests of build BUILD, then all_reduce_perf
+# over IB between two emulated nodes (one process per node, two ranks each,
+# node 0 on rxe0 and node 1 on rxe1). Every IB test must run: a skip here
+# means the transport did not find the devices, which is a failure.
+#   tests/softroce/guest-tests.sh BUILD [gtest] [perf]    (default: both)
+set -u
+build=$1
+shift
+parts=${*:-gtest perf}
+logs=/run/hoccl-xchg
+export HOCCL_SOCKET_IFNAME=lo   # bootstrap and side channels on loopback
+failed=0
+now() { read -r t _ < /proc/uptime; echo "$t"; }
+took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+run_gtest() {  # name filter
+  t=$(now)
+  echo "=== $1 ($2)"
+  "$build/tests/$1" --gtest_filter="$2" > "$logs/$1.log" 2>&1
+  rc=$?
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|IBV_WC|Skipped' "$logs/$1.log" | grep -v '^\[  FAILED  \] .*listed below' | head -60
+  if [ $rc != 0 ]; then echo "FAILED: $1 exit $rc"; failed=1; fi
+  if grep -q '^\[  SKIPPED \]' "$logs/$1.log"; then echo "FAILED: $1 skipped IB tests inside the guest"; failed=1; fi
+  echo "=== $1: exit $rc in $(took "$t") s"
+}
+
+case " $parts " in *" gtest "*)
+  run_gtest test_net_ib '*'
+  run_gtest test_net_conformance '*/IB' ;;
+esac
+case " $parts " in *" perf "*) ;; *) [ $failed = 0 ] && echo "guest-tests: all passed"; exit $failed ;; esac
+
+# 2 nodes x 2 ranks: processes with different host ids (so their ranks talk
+# over the network), each restricted to one rxe device, HOCCL_NET=ib so that
+# falling back to TCP would be an error.
+t=$(now)
+echo "=== all_reduce_perf, 2 nodes x 2 ranks over IB (rxe0 <-> rxe1)"
+port=$((29000 + $$ % 1000))
+pids=""
+for node in 0 1; do
+  env RANK=$node WORLD_SIZE=2 HOCCL_COMM_ID=127.0.0.1:$port HOCCL_HOSTID=softroce-node$node \
+    HOCCL_NET=ib HOCCL_IB_HCA="=rxe$node" HOCCL_DEBUG=INFO HOCCL_DEBUG_SUBSYS=NET \
+    "$build/perf/all_reduce_perf" -t 2 -b 8 -e 4M -f 4 -n 5 -w 2 -c 1 -T 300 \
+    > "$logs/allreduce$node.out" 2> "$logs/allreduce$node.err" &
+  pids="$pids $!"
+done
+rc=0
+for p in $pids; do wait "$p" || rc=1; done
+cat "$logs/allreduce0.out"
+grep -h "network IB\|IB: using\|IB: connected\|IB: accepted" "$logs"/allreduce*.err | sort | uniq -c | head -20
+if [ $rc != 0 ]; then
+  echo "FAILED: all_reduce_perf exited with an error"; for f in "$logs"/allreduce*.err; do tail -n 20 "$f"; done; failed=1
+fi
+# Every rank on each node chose IB, and the table's correctness check passed.
+for node in 0 1; do
+  n=$(grep -c "network IB" "$logs/allreduce$node.err")
+  [ "$n" = 2 ] || { echo "FAILED: node $node: $n of 2 ranks report 'network IB'"; failed=1; }
+done
+grep -q "Out of bounds values : 0 OK" "$logs/allreduce0.out" || { echo "FAILED: #wrong is not 0"; failed=1; }
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+ .* 0 *$' "$logs/allreduce0.out")
+[ "$rows" -ge 5 ] || { echo "FAILED: only $rows size rows with #wrong 0"; failed=1; }
+echo "=== all_reduce_perf: $(took "$t") s"
+[ $failed = 0 ] && echo "guest-tests: all passed" || echo "guest-tests: FAILED"
+exit $failed
