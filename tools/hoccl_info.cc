@@ -1,5 +1,6 @@
 // hoccl-info: what this build can do and every setting it reads.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "algorithms/registry.h"
@@ -7,6 +8,7 @@
 #include "hoccl.h"
 #include "src/core/config.h"
 #include "src/exec/dataops.h"
+#include "transport/net/net.h"
 
 using namespace hoccl;
 
@@ -35,9 +37,28 @@ int main(int argc, char** argv) {
     printf("  data ops ISA     : %s (best on this CPU: %s)\n", isaName(dataOps().isa),
            isaName(bestSupportedIsa()));
     printf("  CUDA Toolkit     : %s\n", !strcmp(HOCCL_BUILD_HAVE_CUDA, "TRUE") || !strcmp(HOCCL_BUILD_HAVE_CUDA, "ON") ? "found at build time (no CUDA backend yet)" : "not built");
-    printf("  libibverbs       : %s\n", !strcmp(HOCCL_BUILD_HAVE_IBVERBS, "ON") ? "found at build time (no verbs transport yet)" : "not built");
+    printf("  libibverbs       : %s\n", !strcmp(HOCCL_BUILD_HAVE_IBVERBS, "ON")
+                                         ? "headers found at build time: IB transport built (libibverbs loaded at run time)"
+                                         : "not built (no verbs headers): no IB transport");
     printf("  hwloc            : %s\n", !strcmp(HOCCL_BUILD_HAVE_HWLOC, "ON") ? "found at build time" : "not built");
-    printf("  transports       : shm (host memory, one node)\n");
+    printf("  transports       : shm (host memory, one node); net: socket (TCP), IB (verbs)\n");
+    {
+      IbNetOptions o;
+      o.hcaRule = settingValue("HOCCL_IB_HCA");
+      o.gidIndex = atoi(settingValue("HOCCL_IB_GID_INDEX").c_str());
+      std::unique_ptr<NetTransport> ib;
+      Status st = createIbTransport(o, &ib);
+      if (st.ok()) {
+        printf("  IB here          : %d port%s:", ib->devices(), ib->devices() == 1 ? "" : "s");
+        for (int d = 0; d < ib->devices(); ++d) {
+          NetProperties p;
+          if (ib->getProperties(d, &p).ok()) printf(" %s:%d (%d Mbit/s)", p.name.c_str(), p.port, p.speedMbps);
+        }
+        printf("\n");
+      } else {
+        printf("  IB here          : unavailable: %s\n", st.message().c_str());
+      }
+    }
     printf("  sanitizers       : %s\n", HOCCL_BUILD_SANITIZE[0] ? HOCCL_BUILD_SANITIZE : "none");
   }
   if (algos) {
