@@ -1,6 +1,5 @@
-// The hoccl network transport that serves NCCL: HOCCL_NET as hoccl itself
-// reads it (auto: verbs when an active port exists, else TCP; ib; socket),
-// with the interface rules NCCL users already set honoured as fallbacks.
+// The hoccl network transports the NCCL net plugin can serve, by HOCCL_NET
+// name.
 #pragma once
 
 #include <memory>
@@ -12,8 +11,9 @@
 namespace hoccl {
 namespace ncclplugin {
 
-// `chosen` gets a one-line account of what was picked and why.
-Status createPluginTransport(const Settings& settings, std::unique_ptr<NetTransport>* out, std::string* chosen);
+// Creates the transport `name` names; an unknown name is an error listing
+// the known ones.
+Status createNamedTransport(const std::string& name, const Settings& settings, std::unique_ptr<NetTransport>* out);
 
 }  // namespace ncclplugin
 }  // namespace hoccl

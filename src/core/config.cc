@@ -213,6 +213,10 @@ const std::vector<SettingDecl> kSettings = {
      boolValue, false},
     {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.", isaName,
      false},
+    {"HOCCL_NET", "socket",
+     "NCCL net plugin (libnccl-net-hoccl.so): which hoccl network transport serves NCCL, by name "
+     "(socket = TCP); the plugin's init fails naming the transports it has if the name is unknown.",
+     anyValue, false},
     {"HOCCL_TUNER_RULES", "",
      "NCCL tuner plugin: a rule file in the CSV format of NCCL's example tuner; its rules win over "
      "the model. Unset: NCCL_TUNER_CONFIG_FILE if set, else none (docs/nccl-plugins.md).",

@@ -28,20 +28,25 @@ class Value {
   using Array = std::vector<Value>;
   using Object = std::vector<Member>;
 
-  Value() = default;
-  Value(std::nullptr_t) {}
-  Value(bool b) : v_(b) {}
-  Value(double d) : v_(d) {}
-  Value(int i) : v_(static_cast<double>(i)) {}
-  Value(unsigned i) : v_(static_cast<double>(i)) {}
-  Value(long i) : v_(static_cast<double>(i)) {}
-  Value(unsigned long i) : v_(static_cast<double>(i)) {}
-  Value(long long i) : v_(static_cast<double>(i)) {}
-  Value(unsigned long long i) : v_(static_cast<double>(i)) {}
-  Value(const char* s) : v_(std::string(s)) {}
-  Value(std::string s) : v_(std::move(s)) {}
-  static Value array(Array items = {}) { Value v; v.v_ = std::move(items); return v; }
-  static Value object(Object members = {}) { Value v; v.v_ = std::move(members); return v; }
+  // Constructors are defined below Member: clang instantiates the variant
+  // (and vector<Member>) where a constructor's body is written, and Member
+  // must be complete by then.
+  Value();
+  Value(std::nullptr_t);
+  Value(bool b);
+  Value(double d);
+  Value(int i);
+  Value(unsigned i);
+  Value(long i);
+  Value(unsigned long i);
+  Value(long long i);
+  Value(unsigned long long i);
+  Value(const char* s);
+  Value(std::string s);
+  static Value array();
+  static Value array(Array items);
+  static Value object();
+  static Value object(Object members);
 
   Type type() const { return static_cast<Type>(v_.index()); }
   bool isNull() const { return type() == Type::Null; }
@@ -76,6 +81,33 @@ struct Member {
   Value value;
   int line = 0, column = 0;  // where the key started
 };
+
+inline Value Value::array(Array items) {
+  Value v;
+  v.v_ = std::move(items);
+  return v;
+}
+
+inline Value::Value() = default;
+inline Value::Value(std::nullptr_t) {}
+inline Value::Value(bool b) : v_(b) {}
+inline Value::Value(double d) : v_(d) {}
+inline Value::Value(int i) : v_(static_cast<double>(i)) {}
+inline Value::Value(unsigned i) : v_(static_cast<double>(i)) {}
+inline Value::Value(long i) : v_(static_cast<double>(i)) {}
+inline Value::Value(unsigned long i) : v_(static_cast<double>(i)) {}
+inline Value::Value(long long i) : v_(static_cast<double>(i)) {}
+inline Value::Value(unsigned long long i) : v_(static_cast<double>(i)) {}
+inline Value::Value(const char* s) : v_(std::string(s)) {}
+inline Value::Value(std::string s) : v_(std::move(s)) {}
+inline Value Value::array() { return array(Array()); }
+inline Value Value::object() { return object(Object()); }
+
+inline Value Value::object(Object members) {
+  Value v;
+  v.v_ = std::move(members);
+  return v;
+}
 
 struct Limits {
   size_t maxBytes = 64u << 20;     // text length

@@ -1,5 +1,8 @@
 // Data type helpers, fp16/bf16 conversions and the run-time choice of the
 // reduce kernels' instruction set (see dataops_kernels.h for the kernels).
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include "src/exec/dataops.h"
 
 #include <atomic>
@@ -71,12 +74,21 @@ void copyBytes(void* dst, const void* src, size_t bytes) {
 
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+// F16C from CPUID leaf 1 (ECX bit 29): clang before 15 does not know
+// __builtin_cpu_supports("f16c"). The OS check for the ymm state is in
+// the "avx2" test above it.
+bool cpuHasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 Isa detectIsa() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   // libgcc's checks include the OS (XCR0) enabling the ymm / zmm state.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuHasF16c();
   if (!avx2) return Isa::Scalar;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
