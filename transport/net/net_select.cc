@@ -1,5 +1,5 @@
 // HOCCL_NET: which network transport connects ranks on different nodes.
-#include "src/core/log.h"
+// The caller logs `chosen` (with the reason when IB was unavailable).
 #include "transport/net/net.h"
 
 namespace hoccl {
@@ -18,7 +18,6 @@ Status createNetTransport(const NetChoice& choice, std::unique_ptr<NetTransport>
   // A malformed HOCCL_IB_* setting is a mistake to report, not a reason to
   // fall back quietly.
   if (ib.code() == hocclInvalidArgument) return ib;
-  HINFO(kSubNet, "NET: IB unavailable (%s); using TCP sockets", ib.message().c_str());
   *chosen = "Socket (IB unavailable: " + ib.message() + ")";
   return createSocketTransport(choice.socket, out);
 }

@@ -496,8 +496,10 @@ class IbTransport : public NetTransport {
           ibv_cq* cq = nullptr;
           void* ctx = nullptr;
           while (v_.getCqEvent(devs_[i]->channel, &cq, &ctx) == 0) {
-            v_.ackCqEvents(cq, 1);
+            // Re-arm before acknowledging: a CQ being destroyed elsewhere
+            // waits for the acknowledgement, so the CQ is not touched after.
             ibv_req_notify_cq(cq, 0);
+            v_.ackCqEvents(cq, 1);
             Comm* c = static_cast<Comm*>(ctx);
             if (std::find(comms_.begin(), comms_.end(), c) == comms_.end()) continue;
             pollCq(c);
