@@ -419,6 +419,6 @@ Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks) {
   return s;
 }
 
-Schedule buildHoRing(const ScheduleKey& key) { return buildHoRingPipelined(key, 0); }
+Schedule buildHoRing(const ScheduleKey& key) { return buildHoRingPipelined(key, key.pipelineChunks); }
 
 }  // namespace hoccl

@@ -11,6 +11,8 @@ bool groupedSupports(CollKind c) {
   return c == CollKind::AllReduce || c == CollKind::ReduceScatter || c == CollKind::AllGather;
 }
 
+bool allReduceOnly(CollKind c) { return c == CollKind::AllReduce; }
+
 bool equalsIgnoringCase(const char* a, const char* b) {
   for (; *a && *b; ++a, ++b) {
     if (std::tolower(static_cast<unsigned char>(*a)) != std::tolower(static_cast<unsigned char>(*b))) {
@@ -33,6 +35,9 @@ const std::vector<AlgoInfo>& allAlgorithms() {
       {AlgoId::HoRing, "horing",
        "HO-Ring: intra-group reduce-scatter, one rail ring per local index, intra-group all-gather, pipelined",
        groupedSupports, buildHoRing},
+      {AlgoId::Doubling, "doubling",
+       "recursive doubling all-reduce: log2(P) exchanges of the whole buffer, for small messages",
+       allReduceOnly, buildDoubling},
   };
   return algos;
 }

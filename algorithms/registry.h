@@ -8,7 +8,7 @@
 
 namespace hoccl {
 
-enum class AlgoId : int { Ring = 0, Hierarchical = 1, HoRing = 2 };
+enum class AlgoId : int { Ring = 0, Hierarchical = 1, HoRing = 2, Doubling = 3 };
 
 struct AlgoInfo {
   AlgoId id;
@@ -31,5 +31,9 @@ Schedule buildRing(const ScheduleKey& key);
 // for broadcast, reduce and groupings that do not describe key.nranks ranks.
 Schedule buildHierarchical(const ScheduleKey& key);
 Schedule buildHoRing(const ScheduleKey& key);
+
+// Recursive doubling all-reduce (algorithms/doubling.cc); other
+// collectives fall back to buildRing.
+Schedule buildDoubling(const ScheduleKey& key);
 
 }  // namespace hoccl

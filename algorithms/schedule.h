@@ -88,6 +88,8 @@ struct ScheduleKey {
   // into rounds whose messages fit; the executor sets this to half of a
   // connection's slots.
   uint64_t maxStepCount = 0;
+  // HO-Ring pipeline depth: chunks per channel (0: the builder's default).
+  int pipelineChunks = 0;
   // Hierarchical builders need it; null means every rank in one group.
   std::shared_ptr<const Grouping> groups;
 };

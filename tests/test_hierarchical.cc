@@ -513,3 +513,60 @@ TEST(Scratch, OnlyWhereNeeded) {
 
 }  // namespace
 }  // namespace hoccl
+
+namespace hoccl {
+namespace {
+
+// ------------------------------------------------------ recursive doubling
+
+TEST(Doubling, VerifiesForEveryRankCount) {
+  for (int P : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 31, 33, 64, 100}) {
+    for (uint64_t count : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(1000)}) {
+      for (bool inPlace : {false, true}) {
+        for (uint64_t maxStep : {0, 3}) {
+          ScheduleKey key;
+          key.coll = CollKind::AllReduce;
+          key.nranks = P;
+          key.count = count;
+          key.inPlace = inPlace;
+          key.maxStepCount = maxStep;
+          const VerifyResult res = verifyBuilder(buildDoubling, key);
+          ASSERT_TRUE(res.ok) << "P " << P << " count " << count << " inPlace " << inPlace << " maxStep " << maxStep
+                              << ": " << res.error;
+        }
+      }
+    }
+  }
+}
+
+// log2(P) exchanges (plus a fold and an unfold where P is not a power of
+// two) against the ring's 2(P-1) steps.
+TEST(Doubling, StepsAreLogarithmic) {
+  for (int P : {8, 12, 64}) {
+    ScheduleKey key;
+    key.coll = CollKind::AllReduce;
+    key.nranks = P;
+    key.count = 16;
+    size_t worst = 0;
+    for (int r = 0; r < P; ++r) {
+      key.rank = r;
+      worst = std::max(worst, buildDoubling(key).stepCount());
+    }
+    int lg = 0;
+    while ((2 << lg) <= P) ++lg;
+    const bool pow2 = (P & (P - 1)) == 0;
+    EXPECT_EQ(worst, size_t(2 * lg + (pow2 ? 0 : 2))) << "P " << P;
+  }
+}
+
+TEST(Doubling, OtherCollectivesFallBackToTheRing) {
+  ScheduleKey key;
+  key.coll = CollKind::ReduceScatter;
+  key.nranks = 4;
+  key.count = 10;
+  EXPECT_STREQ(buildDoubling(key).algorithm, "ring (fallback: doubling is all-reduce only)");
+  EXPECT_TRUE(verifyBuilder(buildDoubling, key).ok);
+}
+
+}  // namespace
+}  // namespace hoccl

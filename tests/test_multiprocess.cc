@@ -98,6 +98,19 @@ TEST(MultiProcess, DeadPeerBecomesRemoteErrorQuickly) {
   EXPECT_LT(o.seconds, 20);
 }
 
+// kill -9 of one rank in the middle of a long all-reduce loop: every
+// survivor returns hocclRemoteError naming it (the worker checks the
+// message), long before the timeout. tools/soak-kill.sh repeats this.
+TEST(MultiProcess, KilledRankMidLoopIsNamedByEverySurvivor) {
+  std::vector<std::string> env = {"HOCCL_TEST_SELF_KILL=2:0.5"};
+  Outcome o = launch("loop", 4, 60, {env, env, env, env});
+  EXPECT_EQ(o.exitCodes[0], 0);
+  EXPECT_EQ(o.exitCodes[1], 0);
+  EXPECT_EQ(o.exitCodes[2], 128 + SIGKILL);
+  EXPECT_EQ(o.exitCodes[3], 0);
+  EXPECT_LT(o.seconds, 30);
+}
+
 TEST(MultiProcess, DifferentSettingsAreRefusedAtInit) {
   expectAllZero(launch("config", 2, 60, {{}, {"HOCCL_SLOTS=4"}}));
 }

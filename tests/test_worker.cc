@@ -1,10 +1,14 @@
 // One rank of a multi-process test, using only the public API. Rank 0
 // writes the unique id to a file; the others wait for it.
 //   hoccl_test_worker <scenario> <rank> <nranks> <idfile>
-// Scenarios: full, mismatch, die, config. Exit 0 when the rank saw what the
+// Scenarios: full, mismatch, die, config, loop. Exit 0 when the rank saw what the
 // scenario expects; otherwise print why and exit non-zero.
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -105,15 +109,57 @@ int runFull(hocclComm_t comm, int rank, int n) {
 
 bool contains(const char* s, const char* what) { return strstr(s, what) != nullptr; }
 
+double epochSec() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// All-reduces 1M floats until a call fails or `seconds` pass; a peer is
+// killed meanwhile (tools/soak-kill.sh, the cluster tests). Prints one line
+// "DETECTED <epoch s> <code> <message>" for the caller to judge, and exits
+// 0 if a call failed, 1 if none did. HOCCL_TEST_SELF_KILL=<rank>:<seconds>
+// makes that rank SIGKILL itself after that long (as kill -9 from outside),
+// and the others then exit 0 only if their error is hocclRemoteError naming it.
+int runLoop(hocclComm_t comm, int rank, double seconds) {
+  int killRank = -1;
+  double killAfter = 0;
+  if (const char* k = getenv("HOCCL_TEST_SELF_KILL")) sscanf(k, "%d:%lf", &killRank, &killAfter);
+  std::vector<float> buf(1 << 20, 1.0f);
+  double start = epochSec();
+  fprintf(stderr, "LOOPING rank %d pid %d\n", rank, static_cast<int>(getpid()));
+  for (uint64_t i = 0;; ++i) {
+    if (rank == killRank && epochSec() - start > killAfter) {
+      fprintf(stderr, "KILLING rank %d at %.6f\n", rank, epochSec());
+      raise(SIGKILL);
+    }
+    hocclResult_t rc = hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat, hocclSum, comm, nullptr);
+    if (rc != hocclSuccess) {
+      const char* msg = hocclGetLastError(comm);
+      fprintf(stderr, "DETECTED %.6f %d %s\n", epochSec(), static_cast<int>(rc), msg);
+      if (killRank < 0) return 0;  // the caller judges the report
+      std::string culprit = "rank " + std::to_string(killRank);
+      const char* at = strstr(msg, culprit.c_str());
+      bool named = at && !isdigit(static_cast<unsigned char>(at[culprit.size()]));
+      return rc == hocclRemoteError && named ? 0 : fail(rank, "the report does not name killed " + culprit);
+    }
+    if (i % 64 == 0) std::fill(buf.begin(), buf.end(), 1.0f);  // keep the values finite
+    if (epochSec() - start > seconds) return fail(rank, "no call failed: nobody was killed?");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s full|mismatch|die|config rank nranks idfile\n", argv[0]);
+    fprintf(stderr, "usage: %s full|mismatch|die|config|loop rank nranks idfile\n"
+                    "  rank and nranks may be 'env': RANK and WORLD_SIZE (launchers)\n", argv[0]);
     return 2;
   }
   std::string scenario = argv[1];
-  int rank = atoi(argv[2]), n = atoi(argv[3]);
+  auto number = [](const char* arg, const char* var) {
+    const char* v = strcmp(arg, "env") == 0 ? getenv(var) : arg;
+    return v ? atoi(v) : -1;
+  };
+  int rank = number(argv[2], "RANK"), n = number(argv[3], "WORLD_SIZE");
   hocclUniqueId id;
   if (!exchangeId(rank, argv[4], &id)) return fail(rank, "could not exchange the unique id");
   hocclComm_t comm = nullptr;
@@ -134,6 +180,8 @@ int main(int argc, char** argv) {
     const char* msg = hocclGetLastError(comm);
     if (rc != hocclInvalidUsage || !contains(msg, "mismatch")) result = fail(rank, std::string("expected a mismatch, got: ") + msg);
     else fprintf(stderr, "worker rank %d saw: %s\n", rank, msg);
+  } else if (scenario == "loop") {
+    result = runLoop(comm, rank, 120);
   } else if (scenario == "die") {
     // The last rank dies before the call; the others must learn it quickly.
     if (rank == n - 1) _exit(42);

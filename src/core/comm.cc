@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -30,9 +31,37 @@ int onlineCpus() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-const AlgoInfo* chooseAlgorithm(const Settings& s) {
-  if (s.algo == "auto") return &algorithmInfo(AlgoId::Ring);
+// HOCCL_ALGO: null for auto (the tuner decides per call).
+const AlgoInfo* forcedAlgorithm(const Settings& s) {
+  if (s.algo == "auto") return nullptr;
   return findAlgorithm(s.algo.c_str());
+}
+
+// The cost model of this communicator's machine, with the tune file's
+// links and rules; every rank must have read the same file.
+Status makeTuner(hocclComm* c) {
+  tune::LinkModel links;
+  tune::TuneFile file;
+  uint64_t hash = 0;
+  if (!c->settings.tuneFile.empty()) {
+    HOCCL_TRY(tune::loadTuneFile(c->settings.tuneFile, links, &file));
+    for (const tune::TuneRule& r : file.rules)
+      hash = hash * 1000003u + (uint64_t(r.coll) << 56) + r.lo * 31 + r.hi * 7 + uint64_t(r.algo) * 131 +
+             uint64_t(r.channels) * 17 + uint64_t(r.chunks);
+    links = file.links;
+  }
+  std::vector<uint64_t> hashes(c->nranks, 0);
+  hashes[c->rank] = hash;
+  HOCCL_TRY(c->boot->allGather(hashes.data(), sizeof(uint64_t)).context("comparing tune files"));
+  for (int r = 0; r < c->nranks; ++r) {
+    if (hashes[r] != hash)
+      return errorf(hocclInvalidUsage,
+                    "HOCCL_TUNE_FILE differs between ranks: rank %d's rules are not rank %d's; every rank must "
+                    "read the same file", r, c->rank);
+  }
+  tune::Machine m = tune::Machine::fromSystem(c->system, links);
+  c->tuner = std::make_unique<tune::Tuner>(std::move(m), file.rules, file.path, c->algo, c->settings.nchannels);
+  return Status();
 }
 
 // Everything after the bootstrap exists: node grouping, shared memory, the
@@ -90,13 +119,14 @@ Status finishInit(hocclComm* c) {
   if (c->nranks > 1) {
     std::vector<EdgeRequest> ring;
     int next = (c->rank + 1) % c->nranks, prev = (c->rank + c->nranks - 1) % c->nranks;
-    for (int ch = 0; ch < c->settings.nchannels; ++ch) {
+    for (int ch = 0; ch < std::max(c->settings.nchannels, 1); ++ch) {
       ring.push_back({next, ch, true});
       ring.push_back({prev, ch, false});
     }
     HOCCL_TRY(c->connectEdges(ring));
   }
-  c->algo = chooseAlgorithm(c->settings);
+  c->algo = forcedAlgorithm(c->settings);
+  HOCCL_TRY(makeTuner(c));
   int spin = c->settings.spinIters;
   // More local ranks than cores: a spinning rank steals the core its peer
   // needs, so it yields between polls instead of pausing.
@@ -108,7 +138,7 @@ Status finishInit(hocclComm* c) {
   c->spinIters = spin;
   HINFO(kSubInit, "rank %d/%d: %zu local ranks, %d cpus, algorithm %s, slice %llu B x %d slots, spin %d, "
         "transport setup %.1f ms",
-        c->rank, c->nranks, c->localRanks.size(), onlineCpus(), c->algo->name,
+        c->rank, c->nranks, c->localRanks.size(), onlineCpus(), c->algo ? c->algo->name : "auto",
         static_cast<unsigned long long>(c->settings.sliceBytes), c->settings.slots, spin,
         (nowSec() - t0) * 1e3);
   return Status();
@@ -138,7 +168,7 @@ Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_
   std::string why;
   if (!loadSettings(&c->settings, &why)) return Status(hocclInvalidArgument, why);
   HOCCL_TRY(applyConfig(config, &c->settings));
-  if (!chooseAlgorithm(c->settings))
+  if (c->settings.algo != "auto" && !forcedAlgorithm(c->settings))
     return errorf(hocclInvalidArgument, "HOCCL_ALGO=%s names no algorithm", c->settings.algo.c_str());
   c->rank = rank;
   c->nranks = nranks;
@@ -233,18 +263,30 @@ namespace hoccl {
 void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s);
 }
 
-Status hocclComm::prepare(const ScheduleKey& key, std::shared_ptr<const Schedule>* out) {
-  auto k = std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace, key.maxStepCount);
+Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr<const Schedule>* out) {
+  auto k = std::make_tuple(static_cast<int>(key0.coll), key0.count, key0.root, key0.inPlace, key0.maxStepCount,
+                           esize);
   auto it = schedules.find(k);
   if (it != schedules.end()) {
     *out = it->second;
     return Status();
   }
-  // The forced algorithm where it has this collective, else the ring.
-  const AlgoInfo& use = algo->supports(key.coll) ? *algo : algorithmInfo(AlgoId::Ring);
+  const uint64_t bytes = (inputCount(key0) > outputCount(key0) ? inputCount(key0) : outputCount(key0)) * esize;
+  const tune::Choice choice = tuner->choose(key0.coll, bytes);
+  ScheduleKey key = key0;
+  key.nchannels = choice.nchannels;
+  key.pipelineChunks = choice.pipelineChunks;
+  const AlgoInfo& use = algorithmInfo(choice.algo);
   Schedule built = use.build(key);
   if (nranks > 1 && settings.checkCalls) addSyncSteps(use, key, &built);
   markStableValues(&built);
+  int bucket = 0;
+  while (bucket < 63 && (uint64_t{2} << bucket) <= bytes) ++bucket;
+  if (rank == 0 && loggedChoices.insert({static_cast<int>(key.coll), bucket}).second) {
+    HINFO(kSubTune, "%s of %llu bytes: %s, %d channel(s), pipeline %d, predicted %.1f us (%s)", collName(key.coll),
+          static_cast<unsigned long long>(bytes), built.algorithm, key.nchannels, key.pipelineChunks,
+          choice.predictedUs, choice.why.c_str());
+  }
   auto sched = std::make_shared<const Schedule>(std::move(built));
   std::set<EdgeRequest> edges;
   for (size_t ch = 0; ch < sched->channels.size(); ++ch) {
@@ -281,7 +323,11 @@ void hocclComm::fail(const Status& st, bool tellPeers, double budgetSec) {
     }
   }
   if (!tellPeers || !first) return;
-  std::string msg = "rank " + std::to_string(rank) + ": " + st.message();
+  // Messages made here already start with "rank <this rank>"; others get it.
+  const std::string me = "rank " + std::to_string(rank);
+  const std::string& text = st.message();
+  bool named = text.compare(0, me.size(), me) == 0 && (text.size() == me.size() || !isdigit(text[me.size()]));
+  std::string msg = named ? text : me + ": " + text;
   if (shm) shm->broadcastAbort(st.code(), msg);
   // Ranks on other nodes may not talk to this one (or to the culprit) at
   // all in the current call; without a notice they would wait for the

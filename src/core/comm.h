@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "src/core/error.h"
 #include "src/exec/executor.h"
 #include "src/topo/topology.h"
+#include "src/tune/tuner.h"
 #include "transport/net/net_conn.h"
 #include "transport/shm/shm.h"
 
@@ -49,7 +51,9 @@ struct hocclComm : public hoccl::ExecLinks {
   std::vector<bool> isLocal;              // per rank: same node as this one
   hoccl::topo::System system;             // every node, switch and rank
   std::shared_ptr<const hoccl::Grouping> grouping;  // node of each rank, switch of each node
-  const hoccl::AlgoInfo* algo = nullptr;
+  const hoccl::AlgoInfo* algo = nullptr;  // HOCCL_ALGO, or null for auto
+  std::unique_ptr<hoccl::tune::Tuner> tuner;
+  std::set<std::pair<int, int>> loggedChoices;  // (collective, log2 of bytes) already logged
   int spinIters = 0;
   bool yieldWhileSpinning = false;
   uint64_t opSeq = 0;
@@ -75,7 +79,7 @@ struct hocclComm : public hoccl::ExecLinks {
   std::mutex errMutex;
   std::string lastError;
 
-  std::map<std::tuple<int, uint64_t, int, bool, uint64_t>, std::shared_ptr<const hoccl::Schedule>> schedules;
+  std::map<std::tuple<int, uint64_t, int, bool, uint64_t, size_t>, std::shared_ptr<const hoccl::Schedule>> schedules;
 
   hoccl::SendConn* sendConn(int peer, int channel) override {
     return isLocal[peer] ? shm->sendConn(peer, channel) : net->sendConn(peer, channel);
@@ -88,8 +92,13 @@ struct hocclComm : public hoccl::ExecLinks {
   hoccl::Status connectEdges(const std::vector<hoccl::EdgeRequest>& edges);
 
   // Builds (or reuses) this rank's schedule for a call and makes sure every
-  // connection it uses exists.
-  hoccl::Status prepare(const hoccl::ScheduleKey& key, std::shared_ptr<const hoccl::Schedule>* out);
+  // connection it uses exists. The tuner picks the algorithm, channels and
+  // pipeline depth for the call's size in bytes (esize: element size).
+  hoccl::Status prepare(const hoccl::ScheduleKey& key, size_t esize, std::shared_ptr<const hoccl::Schedule>* out);
+  bool hasSchedule(const hoccl::ScheduleKey& key, size_t esize) const {
+    return schedules.count(std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace,
+                                           key.maxStepCount, esize)) != 0;
+  }
   // Records a fatal error and, the first time, tells the other ranks (local
   // ones through their control blocks, the others through the bootstrap), so
   // none of them waits, within about budgetSec.

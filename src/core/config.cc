@@ -56,7 +56,8 @@ std::string slotsRange(const std::string& v) {
 
 std::string channelsRange(const std::string& v) {
   long long x;
-  if (!parseInt(v, &x) || x < 1 || x > 32) return "an integer from 1 to 32";
+  if (strcasecmp(v.c_str(), "auto") == 0) return "";
+  if (!parseInt(v, &x) || x < 1 || x > 32) return "auto or an integer from 1 to 32";
   return "";
 }
 
@@ -110,10 +111,10 @@ std::string debugLevel(const std::string& v) {
 }
 
 std::string algoName(const std::string& v) {
-  static const char* names[] = {"auto", "ring", "hierarchical", "horing"};
+  static const char* names[] = {"auto", "ring", "hierarchical", "horing", "doubling"};
   for (const char* n : names)
     if (strcasecmp(v.c_str(), n) == 0) return "";
-  return "one of auto, ring, hierarchical, horing";
+  return "one of auto, ring, hierarchical, horing, doubling";
 }
 
 std::string isaName(const std::string& v) {
@@ -190,10 +191,15 @@ const std::vector<SettingDecl> kSettings = {
      "Bytes per pipeline slice (and per shared-memory slot).", sliceBytesRange, true},
     {"HOCCL_SLOTS", "8", "Slots per connection: slices in flight between two ranks.", slotsRange,
      true},
-    {"HOCCL_NCHANNELS", "1", "Channels (independent rings over disjoint parts of the data).",
+    {"HOCCL_NCHANNELS", "auto", "Channels (independent rings over disjoint parts of the data): auto lets the "
+     "tuner pick 1 to 4 per call, a number fixes it.",
      channelsRange, true},
-    {"HOCCL_ALGO", "auto", "Force an algorithm: auto (ring until the cost model lands), ring, hierarchical or horing. "
-     "hierarchical and horing group ranks by node (and switch); broadcast and reduce use the ring.", algoName, true},
+    {"HOCCL_ALGO", "auto", "Algorithm: auto (the cost model picks per collective and size), or force ring, "
+     "hierarchical, horing or doubling (all-reduce only). hierarchical and horing group ranks by node and switch; "
+     "where the forced algorithm lacks a collective the ring runs.", algoName, true},
+    {"HOCCL_TUNE_FILE", "", "Tune file: link latencies and speeds for the cost model, and rules "
+     "'<collective> <lo>-<hi> <algorithm> [channels=N] [chunks=K]' that win over it (docs/algorithms.md). "
+     "Every rank must read the same file.", anyValue, false},
     {"HOCCL_SPIN", "-1",
      "Polls before a waiting rank sleeps; -1 picks a value from the number of local ranks and "
      "cores.",
@@ -213,10 +219,6 @@ const std::vector<SettingDecl> kSettings = {
      boolValue, false},
     {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.", isaName,
      false},
-    {"HOCCL_NET", "socket",
-     "NCCL net plugin (libnccl-net-hoccl.so): which hoccl network transport serves NCCL, by name "
-     "(socket = TCP); the plugin's init fails naming the transports it has if the name is unknown.",
-     anyValue, false},
     {"HOCCL_TUNER_RULES", "",
      "NCCL tuner plugin: a rule file in the CSV format of NCCL's example tuner; its rules win over "
      "the model. Unset: NCCL_TUNER_CONFIG_FILE if set, else none (docs/nccl-plugins.md).",
@@ -253,8 +255,10 @@ bool loadSettings(Settings* out, std::string* error) {
   s.sliceBytes = static_cast<uint64_t>(x);
   parseInt(settingValue("HOCCL_SLOTS"), &x);
   s.slots = static_cast<int>(x);
-  parseInt(settingValue("HOCCL_NCHANNELS"), &x);
-  s.nchannels = static_cast<int>(x);
+  const std::string nch = settingValue("HOCCL_NCHANNELS");
+  x = 0;
+  if (strcasecmp(nch.c_str(), "auto") != 0) parseInt(nch, &x);
+  s.nchannels = static_cast<int>(x);  // 0: auto
   parseInt(settingValue("HOCCL_SPIN"), &x);
   s.spinIters = static_cast<int>(x);
   parseInt(settingValue("HOCCL_SOCKET_NSTREAMS"), &x);
@@ -278,6 +282,7 @@ bool loadSettings(Settings* out, std::string* error) {
   s.socketIfname = settingValue("HOCCL_SOCKET_IFNAME");
   s.topoFile = settingValue("HOCCL_TOPO_FILE");
   s.topoDumpFile = settingValue("HOCCL_TOPO_DUMP_FILE");
+  s.tuneFile = settingValue("HOCCL_TUNE_FILE");
   s.checkCalls = settingValue("HOCCL_CHECK_CALLS") == "1";
   s.crossMemoryAttach = settingValue("HOCCL_CMA") == "1";
   parseInt(settingValue("HOCCL_DIRECT_BYTES"), &x);

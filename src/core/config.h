@@ -30,7 +30,7 @@ struct Settings {
   double timeoutSec = 300;        // HOCCL_TIMEOUT
   uint64_t sliceBytes = 0;        // HOCCL_SLICE_BYTES
   int slots = 0;                  // HOCCL_SLOTS
-  int nchannels = 1;              // HOCCL_NCHANNELS
+  int nchannels = 0;              // HOCCL_NCHANNELS (0: auto)
   int spinIters = -1;             // HOCCL_SPIN (-1: automatic)
   std::string algo;               // HOCCL_ALGO
   std::string hostId;             // HOCCL_HOSTID (empty: host name + boot id)
@@ -45,6 +45,7 @@ struct Settings {
   int ibRetryCnt = 7;             // HOCCL_IB_RETRY_CNT
   std::string topoFile;           // HOCCL_TOPO_FILE
   std::string topoDumpFile;       // HOCCL_TOPO_DUMP_FILE
+  std::string tuneFile;           // HOCCL_TUNE_FILE
   int connectRetries = 0;         // HOCCL_CONNECT_RETRIES
   bool checkCalls = true;         // HOCCL_CHECK_CALLS
   uint64_t directBytes = 0;       // HOCCL_DIRECT_BYTES

@@ -1,0 +1,107 @@
+// The cost model: how long a collective takes on a machine, per algorithm.
+//
+// A machine is ranks on nodes under leaf switches, with three classes of
+// link (topo::LinkClass): shared memory inside a node, a node's network
+// link(s) under its leaf, and each leaf's uplink to the spine. Each class has
+// a latency per message and a bandwidth per direction. A link shared by
+// several flows gives each its share: every step of a phase moves bytes over
+// a set of concurrent edges, each edge loads the links on its path (the
+// sender node's memory or NIC, the receiver's NIC, the leaves' uplinks), and
+// the step lasts as long as the most loaded link needs, plus the latency of
+// the slowest class it crosses.
+//
+// Algorithms are costed phase by phase from the same shapes their schedule
+// builders emit (algorithms/): a ring phase over concurrent sub-rings, the
+// leader phases of the hierarchical algorithm, HO-Ring's levels with their
+// pipeline overlap, recursive doubling. The tuner (tuner.h) picks the
+// cheapest; hoccl-sim prints the same numbers for clusters we do not have.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "algorithms/schedule.h"
+
+#include "src/topo/topology.h"
+
+namespace hoccl {
+namespace tune {
+
+struct LinkParams {
+  double latencyUs = 0;   // per message, one way
+  double gbps = 0;        // Gbit/s per direction; 0 = not a bottleneck
+  double bytesPerUs() const { return gbps * 125.0; }  // 1 Gbit/s = 125 bytes/us
+};
+
+// Link parameters per class; defaults describe this project's test machines
+// (memory copies at a few GB/s, TCP over 1 Gbit/s), calibrated from the
+// topology where it knows link speeds, overridable from a tune file.
+struct LinkModel {
+  LinkParams shm{3.0, 40.0};     // one rank's copy path inside a node
+  double nodeMemGbps = 80.0;     // all copies of one node together (memory bandwidth)
+  LinkParams net{40.0, 1.0};     // one network link of a node (each direction)
+  LinkParams spine{60.0, 0.0};   // one leaf's uplink (each direction); 0: as fast as its nodes' links together
+  double flowGbps = 0.0;         // most one connection (channel) carries; 0: no cap
+  double reduceGbps = 40.0;      // local reduction rate of one rank (reads two, writes one)
+};
+
+// Ranks on nodes under leaf switches. Nodes and leaves are numbered densely.
+struct Machine {
+  std::vector<int> nodeOf;     // per rank
+  std::vector<int> leafOf;     // per node
+  std::vector<int> nicsOf;     // per node: network links (rails); empty = 1 each
+  LinkModel links;
+
+  int nranks() const { return static_cast<int>(nodeOf.size()); }
+  int nnodes() const { return static_cast<int>(leafOf.size()); }
+  int nleaves() const;
+  int nics(int node) const { return nicsOf.empty() ? 1 : nicsOf[node]; }
+  topo::LinkClass linkClass(int a, int b) const;
+  // The grouping the hierarchical builders read (node of each rank, leaf of
+  // each node).
+  Grouping grouping() const;
+
+  // `nodes` nodes of `ranksPerNode` ranks, ranks numbered node by node,
+  // node i under leaf i*leaves/nodes.
+  static Machine rectangular(int nodes, int ranksPerNode, int leaves, const LinkModel& links);
+  // A communicator's system; link speeds known to the topology (NIC speed,
+  // switch link and uplink rates) replace the defaults in `base`.
+  static Machine fromSystem(const topo::System& sys, const LinkModel& base);
+};
+
+// A set of rings that run at the same time: every ring moves `bytes` per
+// step, for `steps` steps, over `channels` channels (each carrying 1/channels
+// of the bytes on its own connection). Returns microseconds.
+struct RingSet {
+  std::vector<std::vector<int>> rings;  // member ranks in ring order
+  double bytes = 0;                     // per step per ring
+  int steps = 0;
+  bool reduce = false;                  // steps combine what they receive
+};
+double ringSetUs(const Machine& m, const RingSet& set, int channels);
+
+// A set of point-to-point messages sent at the same time (one step of a
+// star, a tree or a recursive-doubling exchange). Returns microseconds.
+struct Transfer {
+  int from = 0, to = 0;
+};
+double exchangeUs(const Machine& m, const std::vector<Transfer>& msgs, double bytes, bool reduce, int channels);
+
+// Predicted time of one call in microseconds; `bytes` is the NCCL "size" of
+// the call (all-reduce: the buffer; reduce-scatter: recvcount*P*elem;
+// all-gather: sendcount*P*elem), as nccl-tests' "size" column.
+// pipelineChunks applies to horing (0: the builder's default policy).
+struct Prediction {
+  double us = 0;
+  const char* shape = "";  // what was costed, e.g. "horing 3 levels"
+};
+Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes, int nchannels,
+                   int pipelineChunks = 0);
+
+// nccl-tests' bus bandwidth factor for a collective over P ranks.
+double busBwFactor(CollKind coll, int nranks);
+
+}  // namespace tune
+}  // namespace hoccl

@@ -1,0 +1,104 @@
+// The tuner (tuner.h): rules first, then a forced algorithm, then the cost
+// model over every candidate algorithm, channel count and pipeline depth.
+#include "src/tune/tuner.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace hoccl {
+namespace tune {
+
+Tuner::Tuner(Machine machine, std::vector<TuneRule> rules, std::string rulesPath, const AlgoInfo* forcedAlgo,
+             int channels, int maxChannels)
+    : m_(std::move(machine)),
+      rules_(std::move(rules)),
+      rulesPath_(std::move(rulesPath)),
+      forced_(forcedAlgo),
+      channels_(channels),
+      maxChannels_(std::max(1, maxChannels)) {}
+
+Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
+  Choice best;
+  for (const TuneRule& r : rules_) {
+    if (r.coll != coll || bytes < r.lo || bytes >= r.hi) continue;
+    best.algo = r.algo;
+    best.nchannels = r.channels ? r.channels : std::max(channels_, 1);
+    best.pipelineChunks = r.chunks;
+    best.predictedUs = predict(m_, coll, best.algo, bytes, best.nchannels, best.pipelineChunks).us;
+    best.why = rulesPath_ + ":" + std::to_string(r.line);
+    return best;
+  }
+  std::vector<AlgoId> algos;
+  if (forced_ && forced_->supports(coll)) {
+    algos.push_back(forced_->id);
+  } else {
+    for (const AlgoInfo& a : allAlgorithms()) {
+      if (!a.supports(coll)) continue;
+      // Grouped algorithms only where there is more than one node; on one
+      // node they are the ring under another name.
+      if ((a.id == AlgoId::Hierarchical || a.id == AlgoId::HoRing) && m_.nnodes() < 2) continue;
+      algos.push_back(a.id);
+    }
+  }
+  std::vector<int> channelOptions;
+  if (channels_ > 0) channelOptions.push_back(channels_);
+  else
+    for (int c = 1; c <= maxChannels_; c *= 2) channelOptions.push_back(c);
+  bool first = true;
+  for (AlgoId a : algos) {
+    const std::vector<int> depths = a == AlgoId::HoRing ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{0};
+    for (int c : channelOptions) {
+      if (a == AlgoId::Doubling && c > 1) continue;  // one channel by construction
+      for (int k : depths) {
+        const double us = predict(m_, coll, a, bytes, c, k).us;
+        // A candidate must be 2% better to displace an earlier (simpler,
+        // fewer channels, shallower) one: the model is not that precise.
+        if (first || us < best.predictedUs * 0.98) {
+          best.algo = a;
+          best.nchannels = c;
+          best.pipelineChunks = k;
+          best.predictedUs = us;
+          first = false;
+        }
+      }
+    }
+  }
+  best.why = forced_ && forced_->supports(coll) ? "HOCCL_ALGO" : "model";
+  return best;
+}
+
+std::string Tuner::table(uint64_t lo, uint64_t hi, int factor) const {
+  std::string out;
+  char line[512];
+  const CollKind colls[] = {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather};
+  for (CollKind coll : colls) {
+    std::snprintf(line, sizeof line, "# %s, %d ranks on %d nodes under %d leaves; predicted us per algorithm\n",
+                  collName(coll), m_.nranks(), m_.nnodes(), m_.nleaves());
+    out += line;
+    std::snprintf(line, sizeof line, "%10s  %-12s %3s %3s %12s %12s %12s %12s %12s  %s\n", "size", "choice", "ch",
+                  "k", "pred_us", "ring", "hierarch.", "horing", "doubling", "why");
+    out += line;
+    for (uint64_t b = lo; b <= hi && b > 0; b *= uint64_t(std::max(factor, 2))) {
+      const Choice c = choose(coll, b);
+      double t[4];
+      for (int a = 0; a < 4; ++a) {
+        const AlgoInfo& info = algorithmInfo(AlgoId(a));
+        t[a] = info.supports(coll) ? predict(m_, coll, AlgoId(a), b, c.nchannels, 0).us : -1;
+      }
+      auto cell = [](double v) {
+        char buf[32];
+        if (v < 0) std::snprintf(buf, sizeof buf, "%12s", "-");
+        else std::snprintf(buf, sizeof buf, "%12.1f", v);
+        return std::string(buf);
+      };
+      std::snprintf(line, sizeof line, "%10s  %-12s %3d %3d %12.1f%s%s%s%s  %s\n", sizeText(b).c_str(),
+                    algorithmInfo(c.algo).name, c.nchannels, c.pipelineChunks, c.predictedUs, cell(t[0]).c_str(),
+                    cell(t[1]).c_str(), cell(t[2]).c_str(), cell(t[3]).c_str(), c.why.c_str());
+      out += line;
+    }
+  }
+  return out;
+}
+
+}  // namespace tune
+}  // namespace hoccl

@@ -1,0 +1,82 @@
+// The tuner: which algorithm, how many channels and how deep a pipeline for
+// each (collective, size) of a communicator. Rules from a tune file
+// (HOCCL_TUNE_FILE) win; HOCCL_ALGO forces the algorithm; otherwise the
+// cost model (model.h) ranks every candidate. Every rank holds the same
+// machine and rules, so every rank picks the same schedule.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/tune/model.h"
+
+namespace hoccl {
+namespace tune {
+
+// One rule of a tune file: calls of `coll` with lo <= bytes < hi use
+// `algo` (and, when non-zero, `channels` and `chunks`).
+struct TuneRule {
+  CollKind coll = CollKind::AllReduce;
+  uint64_t lo = 0, hi = UINT64_MAX;
+  AlgoId algo = AlgoId::Ring;
+  int channels = 0;
+  int chunks = 0;
+  int line = 0;  // in the file, for messages
+};
+
+struct TuneFile {
+  std::string path;
+  LinkModel links;  // `base` with the file's `link` and `set` lines applied
+  std::vector<TuneRule> rules;
+};
+
+// The tune file format (docs/algorithms.md):
+//   # comment
+//   link shm|net|spine [latency_us=X] [gbps=Y]
+//   set node_mem_gbps=X | reduce_gbps=X | flow_gbps=X ...
+//   <collective> <lo>-<hi>|* <algorithm> [channels=N] [chunks=K]
+// Collectives: allreduce, reducescatter, allgather, broadcast, reduce;
+// sizes in bytes with optional K, M, G suffixes (powers of 1024), hi
+// exclusive and may be empty ("1M-"). Errors name the file, the line and
+// what was expected.
+Status parseTuneFile(const std::string& text, const std::string& path, const LinkModel& base, TuneFile* out);
+Status loadTuneFile(const std::string& path, const LinkModel& base, TuneFile* out);
+
+struct Choice {
+  AlgoId algo = AlgoId::Ring;
+  int nchannels = 1;
+  int pipelineChunks = 0;  // horing only; 0 = the builder's default
+  double predictedUs = 0;
+  std::string why;         // "model", "HOCCL_ALGO", "<file>:<line>"
+};
+
+class Tuner {
+ public:
+  // forcedAlgo: nullptr for auto. channels: 0 lets the model choose
+  // (1..maxChannels), else fixed.
+  Tuner(Machine machine, std::vector<TuneRule> rules, std::string rulesPath, const AlgoInfo* forcedAlgo,
+        int channels, int maxChannels = 4);
+
+  Choice choose(CollKind coll, uint64_t bytes) const;
+  const Machine& machine() const { return m_; }
+
+  // The selection table for sizes lo..hi (factor f): size, choice and the
+  // predicted time of every algorithm (hoccl-info --dump-selection).
+  std::string table(uint64_t lo, uint64_t hi, int factor) const;
+
+ private:
+  Machine m_;
+  std::vector<TuneRule> rules_;
+  std::string rulesPath_;
+  const AlgoInfo* forced_;
+  int channels_, maxChannels_;
+};
+
+// "64K", "1M", "3G", "100" -> bytes; false when malformed or too large.
+bool parseSize(const std::string& s, uint64_t* out);
+std::string sizeText(uint64_t bytes);  // 65536 -> "64K"
+
+}  // namespace tune
+}  // namespace hoccl
