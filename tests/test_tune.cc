@@ -248,3 +248,56 @@ TEST(TuneFile, MissingFileIsNamed) {
 }  // namespace
 }  // namespace tune
 }  // namespace hoccl
+
+#include "src/tune/sim.h"
+
+namespace hoccl {
+namespace tune {
+namespace {
+
+// The closed form the tuner uses and the schedule simulator must tell the
+// same story where both apply: within 15% for large messages.
+TEST(Sim, AgreesWithTheModelOnTheIssueShapes) {
+  const Machine shapes[] = {Machine::rectangular(2, 4, 1, gigabit()), Machine::rectangular(4, 2, 2, gigabit(0.5))};
+  for (const Machine& m : shapes) {
+    for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather}) {
+      for (AlgoId a : {AlgoId::Ring, AlgoId::Hierarchical, AlgoId::HoRing}) {
+        const SimResult s = simulate(m, c, a, 64 * kMiB, 1, 0);
+        ASSERT_TRUE(s.ok) << s.error;
+        const double model = predict(m, c, a, 64 * kMiB, 1).us;
+        EXPECT_NEAR(s.us / model, 1.0, 0.15)
+            << collName(c) << " " << algorithmInfo(a).name << " on " << m.nnodes() << " nodes: sim " << s.us
+            << " us, model " << model << " us";
+      }
+    }
+  }
+}
+
+TEST(Sim, EverySchedulesFinishesOnUnevenShapes) {
+  Machine m = Machine::rectangular(3, 4, 1, gigabit());
+  m.nodeOf = {0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2};  // 4 + 2 + 5 ranks
+  for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather}) {
+    for (const AlgoInfo& a : allAlgorithms()) {
+      const SimResult s = simulate(m, c, a.id, 3 * kMiB + 44, 2, 0);
+      EXPECT_TRUE(s.ok) << collName(c) << " " << a.name << ": " << s.error;
+      EXPECT_GT(s.us, 0);
+    }
+  }
+}
+
+// The model answers for 16,384 ranks (2,048 nodes of 8 under 64 leaves,
+// 4:1 oversubscribed) and keeps the switch level's advantage.
+TEST(Model, ProjectsToSixteenThousandRanks) {
+  LinkModel l;
+  l.net.gbps = 400;
+  l.spine.gbps = 400 * 32 / 4.0;
+  const Machine m = Machine::rectangular(2048, 8, 64, l);
+  EXPECT_EQ(m.nranks(), 16384);
+  const double ring = predict(m, CollKind::AllReduce, AlgoId::Ring, 256 * kMiB, 1).us;
+  const double ho = predict(m, CollKind::AllReduce, AlgoId::HoRing, 256 * kMiB, 1).us;
+  EXPECT_GT(ring / ho, 1.5);
+}
+
+}  // namespace
+}  // namespace tune
+}  // namespace hoccl

@@ -2,24 +2,77 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 
 #include "algorithms/registry.h"
 #include "build_info.h"
 #include "hoccl.h"
 #include "src/core/config.h"
 #include "src/exec/dataops.h"
+#include "src/tune/cli.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;
 
 static void usage() {
   printf("usage: hoccl-info [--settings | --algorithms | --build]\n"
+         "       hoccl-info --dump-selection [machine options] [-b MIN] [-e MAX] [-f F]\n"
          "Prints the build's features, the algorithms and every HOCCL_* setting with its\n"
-         "default, current value and meaning.\n");
+         "default, current value and meaning. --dump-selection prints the tuner's choice per\n"
+         "collective and size for a machine (HOCCL_TOPO_FILE, HOCCL_TUNE_FILE and HOCCL_ALGO\n"
+         "apply) and every algorithm's predicted time:\n%s",
+         tune::machineArgsHelp().c_str());
+}
+
+static int dumpSelection(int argc, char** argv) {
+  tune::MachineArgs ma;
+  uint64_t lo = 1024, hi = uint64_t(256) << 20;
+  int factor = 4;
+  for (int i = 2; i < argc; ++i) {
+    std::string err;
+    if (tune::parseMachineArg(argc, argv, &i, &ma, &err)) {
+      if (!err.empty()) {
+        fprintf(stderr, "hoccl-info: %s\n", err.c_str());
+        return 2;
+      }
+      continue;
+    }
+    const char* a = argv[i];
+    if ((!strcmp(a, "-b") || !strcmp(a, "-e") || !strcmp(a, "-f")) && i + 1 < argc) {
+      const char* v = argv[++i];
+      uint64_t x = 0;
+      if (a[1] == 'f') {
+        factor = atoi(v);
+        if (factor >= 2) continue;
+      } else if (tune::parseSize(v, &x) && x > 0) {
+        (a[1] == 'b' ? lo : hi) = x;
+        continue;
+      }
+      fprintf(stderr, "hoccl-info: bad value %s for %s\n", v, a);
+      return 2;
+    }
+    usage();
+    return 2;
+  }
+  tune::Machine m;
+  tune::TuneFile tf;
+  std::string desc;
+  Status st = tune::buildMachine(ma, &m, &tf, &desc);
+  if (!st.ok()) {
+    fprintf(stderr, "hoccl-info: %s\n", st.message().c_str());
+    return 1;
+  }
+  const std::string forcedName = settingValue("HOCCL_ALGO");
+  const AlgoInfo* forced = strcasecmp(forcedName.c_str(), "auto") ? findAlgorithm(forcedName.c_str()) : nullptr;
+  const std::string nch = settingValue("HOCCL_NCHANNELS");
+  tune::Tuner t(m, tf.rules, tf.path, forced, strcasecmp(nch.c_str(), "auto") ? atoi(nch.c_str()) : 0);
+  printf("# selection for %s\n%s", desc.c_str(), t.table(lo, hi, factor).c_str());
+  return 0;
 }
 
 int main(int argc, char** argv) {
   bool all = argc == 1, build = all, settings = all, algos = all;
+  if (argc > 1 && !strcmp(argv[1], "--dump-selection")) return dumpSelection(argc, argv);
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--build")) build = true;
     else if (!strcmp(argv[i], "--settings")) settings = true;

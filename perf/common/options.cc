@@ -86,7 +86,7 @@ void printUsage(const char* prog, Coll coll) {
           "  -z,--blocking <0-3>     accepted (host calls are blocking)\n"
           "  -T,--timeout <s>        fail a test that runs longer (default off)\n"
           "  -J,--output_file <file> JSON lines, one per table row\n"
-          "  --algo <name>           force the algorithm (ring|hierarchical|horing|auto)\n"
+          "  --algo <name>           the algorithm: auto (the tuner) or ring|hierarchical|horing|doubling\n"
           "  --np <n>                fork n local processes, one rank per thread each\n"
           "  --verbose               every rank prints, not only rank 0\n"
           "  --extra <option>        a peer benchmark's own option (gloo_perf: its algorithm)\n"

@@ -1,0 +1,133 @@
+// Command-line machines for the tools (cli.h).
+#include "src/tune/cli.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "src/topo/topology.h"
+
+namespace hoccl {
+namespace tune {
+namespace {
+
+bool number(const char* s, double lo, double hi, double* out) {
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (!s[0] || *end || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string machineArgsHelp() {
+  return "  --nodes N              nodes [2]\n"
+         "  --ranks-per-node G     ranks per node [4]\n"
+         "  --leaves L             leaf switches, node i under leaf i*L/N [1] (also --switches)\n"
+         "  --node-gbit R          each node's link, Gbit/s per direction [the topology's, else 1]\n"
+         "  --uplink-gbit U        each leaf's uplink, Gbit/s per direction; 0 = not oversubscribed\n"
+         "  --net-latency-us X     per message over the network [40]\n"
+         "  --shm-gbps X           one rank's copy rate inside a node, Gbit/s [40]\n"
+         "  --topo-file F          nodes and switches from a topology file or Slurm topology.conf\n"
+         "                         (a dump carries its ranks; otherwise --ranks-per-node applies)\n"
+         "                         [HOCCL_TOPO_FILE]\n"
+         "  --tune-file F          link parameters and rules [HOCCL_TUNE_FILE]\n";
+}
+
+bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string* err) {
+  const char* opt = argv[*i];
+  auto value = [&]() -> const char* {
+    if (*i + 1 >= argc) {
+      *err = std::string(opt) + " needs a value";
+      return nullptr;
+    }
+    return argv[++*i];
+  };
+  double x = 0;
+  auto count = [&](int* out, int hi) {
+    const char* v = value();
+    if (!v) return true;
+    if (!number(v, 1, hi, &x) || x != int(x)) *err = std::string(opt) + " " + v + ": expected 1.." + std::to_string(hi);
+    else *out = int(x);
+    a->shapeGiven = true;
+    return true;
+  };
+  auto real = [&](double* out, double lo) {
+    const char* v = value();
+    if (!v) return true;
+    if (!number(v, lo, 1e6, &x)) *err = std::string(opt) + " " + v + ": expected a number >= " + std::to_string(int(lo));
+    else *out = x;
+    return true;
+  };
+  if (!strcmp(opt, "--nodes")) return count(&a->nodes, 1 << 20);
+  if (!strcmp(opt, "--ranks-per-node")) return count(&a->ranksPerNode, 4096);
+  if (!strcmp(opt, "--leaves") || !strcmp(opt, "--switches")) return count(&a->leaves, 1 << 20);
+  if (!strcmp(opt, "--node-gbit")) return real(&a->nodeGbit, 0);
+  if (!strcmp(opt, "--uplink-gbit")) return real(&a->uplinkGbit, 0);
+  if (!strcmp(opt, "--net-latency-us")) return real(&a->netLatencyUs, 0);
+  if (!strcmp(opt, "--shm-gbps")) return real(&a->shmGbps, 0);
+  if (!strcmp(opt, "--topo-file") || !strcmp(opt, "--tune-file")) {
+    const char* v = value();
+    if (v) (opt[2] == 't' && opt[3] == 'o' ? a->topoFile : a->tuneFile) = v;
+    return true;
+  }
+  return false;
+}
+
+Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::string* description) {
+  MachineArgs a = a0;
+  if (a.topoFile.empty() && !a.shapeGiven && getenv("HOCCL_TOPO_FILE")) a.topoFile = getenv("HOCCL_TOPO_FILE");
+  if (a.tuneFile.empty() && getenv("HOCCL_TUNE_FILE")) a.tuneFile = getenv("HOCCL_TUNE_FILE");
+  LinkModel links;
+  *tune = TuneFile();
+  if (!a.tuneFile.empty()) {
+    HOCCL_TRY(loadTuneFile(a.tuneFile, links, tune));
+    links = tune->links;
+  }
+  if (a.netLatencyUs >= 0) links.net.latencyUs = a.netLatencyUs;
+  if (a.shmGbps > 0) links.shm.gbps = a.shmGbps;
+  char buf[256];
+  if (!a.topoFile.empty()) {
+    topo::TopoOverrides o;
+    HOCCL_TRY(topo::loadOverridesFile(a.topoFile, topo::isSlurmTopologyPath(a.topoFile), &o));
+    topo::System sys;
+    if (!o.ranks.empty()) {
+      HOCCL_TRY(topo::systemFromDump(o, &sys));
+    } else {
+      // Nodes as the switches list them, each with --ranks-per-node ranks.
+      for (const topo::SwitchInfo& s : o.switches) {
+        for (const std::string& n : s.nodes) {
+          topo::NodeInfo node;
+          node.hostId = n;
+          node.hostname = n;
+          node.switchName = s.name;
+          sys.nodes.push_back(node);
+        }
+      }
+      if (sys.nodes.empty())
+        return Status(hocclInvalidArgument, a.topoFile + ": no ranks and no nodes under switches: nothing to cost");
+      sys.switches = o.switches;
+      for (size_t n = 0; n < sys.nodes.size(); ++n)
+        for (int l = 0; l < a.ranksPerNode; ++l) sys.ranks.push_back({int(n), l, 0});
+    }
+    *m = Machine::fromSystem(sys, links);
+    std::snprintf(buf, sizeof buf, "%s: ", a.topoFile.c_str());
+    *description = buf;
+  } else {
+    *m = Machine::rectangular(a.nodes, a.ranksPerNode, a.leaves, links);
+    description->clear();
+  }
+  if (a.nodeGbit >= 0) m->links.net.gbps = a.nodeGbit;
+  if (a.uplinkGbit >= 0) m->links.spine.gbps = a.uplinkGbit;
+  char up[64] = "not limited";
+  if (m->links.spine.gbps > 0) std::snprintf(up, sizeof up, "%g Gbit/s", m->links.spine.gbps);
+  std::snprintf(buf, sizeof buf, "%d ranks on %d nodes under %d leaves; node links %g Gbit/s, uplinks %s%s%s",
+                m->nranks(), m->nnodes(), m->nleaves(), m->links.net.gbps, up,
+                tune->path.empty() ? "" : "; tune file ", tune->path.c_str());
+  *description += buf;
+  return Status();
+}
+
+}  // namespace tune
+}  // namespace hoccl

@@ -1,0 +1,221 @@
+// The schedule simulator (sim.h).
+#include "src/tune/sim.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <queue>
+#include <vector>
+
+namespace hoccl {
+namespace tune {
+namespace {
+
+struct Chan {
+  int rank = 0, index = 0;
+  const std::vector<Step>* steps = nullptr;
+  size_t step = 0;
+  uint64_t piece = 0;
+  double last = 0;                // when its previous piece finished locally
+  std::vector<double> stepDone;   // per step, once finished
+  bool queued = false;
+  bool finished() const { return step >= steps->size(); }
+};
+
+uint64_t piecesOf(uint64_t bytes, const SimOptions& o) {
+  if (bytes == 0) return 1;
+  const uint64_t n = (bytes + o.pieceBytes - 1) / o.pieceBytes;
+  return std::clamp<uint64_t>(n, 1, uint64_t(std::max(o.maxPiecesPerStep, 1)));
+}
+
+// Bytes of piece i of a message of `bytes` cut into n pieces.
+double pieceBytes(uint64_t bytes, uint64_t n, uint64_t i) { return double(partSize(bytes, n, i)); }
+
+class Sim {
+ public:
+  Sim(const Machine& m, const std::vector<Schedule>& s, const SimOptions& o)
+      : m_(m), s_(s), o_(o), P_(m.nranks()), N_(m.nnodes()), L_(m.nleaves()) {
+    rankFree_.assign(size_t(P_), 0);
+    memFree_.assign(size_t(N_), 0);
+    nicOut_.assign(size_t(N_), 0);
+    nicIn_.assign(size_t(N_), 0);
+    upOut_.assign(size_t(L_), 0);
+    upIn_.assign(size_t(L_), 0);
+    first_.assign(size_t(P_), 0);
+    for (int r = 0; r < P_; ++r) {
+      first_[size_t(r)] = chans_.size();
+      for (size_t c = 0; c < s[size_t(r)].channels.size(); ++c) {
+        Chan ch;
+        ch.rank = r;
+        ch.index = int(c);
+        ch.steps = &s[size_t(r)].channels[c].steps;
+        ch.stepDone.assign(ch.steps->size(), -1);
+        chans_.push_back(ch);
+      }
+    }
+  }
+
+  SimResult run() {
+    for (size_t i = 0; i < chans_.size(); ++i) tryQueue(i);
+    while (!pq_.empty()) {
+      const auto [t, i] = pq_.top();
+      pq_.pop();
+      chans_[i].queued = false;
+      execute(i, -t);
+      tryQueue(i);
+      const int r = chans_[i].rank;
+      for (size_t j = first_[size_t(r)]; j < chans_.size() && chans_[j].rank == r; ++j) tryQueue(j);
+    }
+    SimResult res;
+    res.pieces = pieces_;
+    for (const Chan& c : chans_) {
+      if (!c.finished()) {
+        const Step& st = (*c.steps)[c.step];
+        res.error = "rank " + std::to_string(c.rank) + " channel " + std::to_string(c.index) + " step " +
+                    std::to_string(c.step) + " never ran (waits for " +
+                    (st.recvPeer >= 0 ? "rank " + std::to_string(st.recvPeer) : std::string("a dependency")) + ")";
+        return res;
+      }
+      res.us = std::max(res.us, c.last);
+    }
+    res.ok = true;
+    return res;
+  }
+
+ private:
+  std::deque<double>& inbox(int to, int from, int ch) { return inbox_[{to, from, ch}]; }
+
+  // When the channel's next piece could start, or a negative value if it
+  // still waits for something not yet simulated.
+  double readyAt(const Chan& c) {
+    if (c.finished()) return -1;
+    const Step& st = (*c.steps)[c.step];
+    double t = c.last;
+    if (st.depChannel >= 0 && c.piece == 0) {
+      const Chan& dep = chans_[first_[size_t(c.rank)] + size_t(st.depChannel)];
+      const double d = dep.stepDone[size_t(st.depStep)];
+      if (d < 0) return -1;
+      t = std::max(t, d);
+    }
+    if (st.recvPeer >= 0) {
+      auto it = inbox_.find({c.rank, st.recvPeer, c.index});
+      if (it == inbox_.end() || it->second.empty()) return -1;
+      t = std::max(t, it->second.front());
+    }
+    return t;
+  }
+
+  void tryQueue(size_t i) {
+    Chan& c = chans_[i];
+    if (c.queued) return;
+    const double t = readyAt(c);
+    if (t < 0) return;
+    c.queued = true;
+    pq_.push({-t, i});
+  }
+
+  void execute(size_t i, double t0) {
+    Chan& c = chans_[i];
+    const Step& st = (*c.steps)[c.step];
+    const LinkModel& lm = m_.links;
+    const uint64_t bytes = st.count * o_.elemBytes;
+    const uint64_t n = piecesOf(bytes, o_);
+    const double b = pieceBytes(bytes, n, c.piece);
+    ++pieces_;
+    if (st.recvPeer >= 0) inbox(c.rank, st.recvPeer, c.index).pop_front();
+    // This rank's pass over the piece: a copy, or a reduction.
+    const double copy = lm.shm.bytesPerUs();
+    const double rate = st.reduce ? std::min(copy, lm.reduceGbps * 125.0) : copy;
+    const int node = m_.nodeOf[size_t(c.rank)];
+    double start = std::max(t0, rankFree_[size_t(c.rank)]);
+    double done = start + b / rate;
+    rankFree_[size_t(c.rank)] = done;
+    const double mem = b * (st.reduce ? 3 : 2) / (lm.nodeMemGbps * 125.0);
+    memFree_[size_t(node)] = std::max(memFree_[size_t(node)], start) + mem;
+    done = std::max(done, memFree_[size_t(node)]);
+    if (st.sendPeer >= 0) {
+      const int to = st.sendPeer, nb = m_.nodeOf[size_t(to)];
+      double arrive = 0;
+      if (nb == node) {
+        arrive = done + lm.shm.latencyUs;
+      } else {
+        const int la = m_.leafOf[size_t(node)], lb = m_.leafOf[size_t(nb)];
+        std::vector<std::pair<double*, double>> path;
+        const double nic = lm.net.bytesPerUs();
+        if (nic > 0) {
+          path.push_back({&nicOut_[size_t(node)], b / (nic * m_.nics(node))});
+        }
+        double lat = lm.net.latencyUs;
+        if (la != lb) {
+          lat += lm.spine.latencyUs;
+          const double up = lm.spine.bytesPerUs();
+          if (up > 0) {
+            path.push_back({&upOut_[size_t(la)], b / up});
+            path.push_back({&upIn_[size_t(lb)], b / up});
+          }
+        }
+        if (nic > 0) path.push_back({&nicIn_[size_t(nb)], b / (nic * m_.nics(nb))});
+        // Cut-through along the path: a resource serves the piece once it
+        // is free and the piece has reached it, and cannot finish before
+        // the resource before it has.
+        double begin = done, end = done;
+        for (auto& [freeAt, d] : path) {
+          begin = std::max({begin, *freeAt, end - d});
+          end = begin + d;
+          *freeAt = end;
+        }
+        if (lm.flowGbps > 0) end = std::max(end, done + b / (lm.flowGbps * 125.0));
+        arrive = end + lat;
+      }
+      inbox(to, c.rank, c.index).push_back(arrive);
+      const size_t j = first_[size_t(to)] + size_t(c.index);
+      tryQueue(j);
+    }
+    c.last = done;
+    if (++c.piece >= n) {
+      c.stepDone[c.step] = done;
+      ++c.step;
+      c.piece = 0;
+    }
+  }
+
+  const Machine& m_;
+  const std::vector<Schedule>& s_;
+  SimOptions o_;
+  int P_, N_, L_;
+  std::vector<Chan> chans_;
+  std::vector<size_t> first_;
+  std::vector<double> rankFree_, memFree_, nicOut_, nicIn_, upOut_, upIn_;
+  std::map<std::tuple<int, int, int>, std::deque<double>> inbox_;
+  std::priority_queue<std::pair<double, size_t>> pq_;
+  uint64_t pieces_ = 0;
+};
+
+}  // namespace
+
+SimResult simulate(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes, int nchannels, int pipelineChunks,
+                   const SimOptions& opt) {
+  const int P = m.nranks();
+  ScheduleKey key;
+  key.coll = coll;
+  key.nranks = P;
+  const uint64_t elems = bytes / std::max<size_t>(opt.elemBytes, 1);
+  key.count = coll == CollKind::ReduceScatter || coll == CollKind::AllGather ? elems / uint64_t(std::max(P, 1)) : elems;
+  key.nchannels = std::max(nchannels, 1);
+  key.pipelineChunks = pipelineChunks;
+  // As the API sets it with the default slots (8) and slice (128 KiB).
+  key.maxStepCount = 4 * (128 * 1024) / std::max<size_t>(opt.elemBytes, 1);
+  key.groups = std::make_shared<const Grouping>(m.grouping());
+  const AlgoInfo& info = algorithmInfo(algo);
+  std::vector<Schedule> all;
+  all.reserve(size_t(P));
+  for (int r = 0; r < P; ++r) {
+    key.rank = r;
+    all.push_back(info.build(key));
+  }
+  Sim sim(m, all, opt);
+  return sim.run();
+}
+
+}  // namespace tune
+}  // namespace hoccl
