@@ -16,7 +16,7 @@ namespace ncclplugin {
 namespace {
 
 struct Engine {
-  std::string transportName;
+  std::string transportName;  // what HOCCL_NET chose, and why
   std::unique_ptr<NetTransport> net;
   std::vector<NetProperties> props;  // per device, read once: NCCL keeps the name pointers
 };
@@ -81,8 +81,7 @@ ncclResult_t acquireEngine(const char* abi) {
   std::string why;
   if (!loadSettings(&settings, &why)) return fail(errorf(hocclInvalidUsage, "%s", why.c_str()), "init");
   auto e = std::make_unique<Engine>();
-  e->transportName = settingValue("HOCCL_NET");
-  Status st = createNamedTransport(e->transportName, settings, &e->net);
+  Status st = createPluginTransport(settings, &e->net, &e->transportName);
   if (!st.ok()) return fail(st, "init");
   int n = e->net->devices();
   if (n <= 0) return fail(errorf(hocclSystemError, "transport %s has no device", e->net->name()), "init");
@@ -91,8 +90,8 @@ ncclResult_t acquireEngine(const char* abi) {
     st = e->net->getProperties(d, &e->props[d]);
     if (!st.ok()) return fail(st, "init: device properties");
   }
-  PLOG_INFO(NCCL_INIT | NCCL_NET, "NET/hoccl: %s transport, %d device(s), first %s, %d Mbit/s, %d grouped receives (%s)",
-            e->net->name(), n, e->props[0].name.c_str(), e->props[0].speedMbps, e->props[0].maxRecvs, abi);
+  PLOG_INFO(NCCL_INIT | NCCL_NET, "NET/hoccl: %s, %d device(s), first %s, %d Mbit/s, %d grouped receives (%s)",
+            e->transportName.c_str(), n, e->props[0].name.c_str(), e->props[0].speedMbps, e->props[0].maxRecvs, abi);
   engine = e.release();
   engineRefs = 1;
   return ncclSuccess;

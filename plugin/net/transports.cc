@@ -1,42 +1,30 @@
 #include "plugin/net/transports.h"
 
 #include <cstdlib>
-#include <strings.h>
 
 namespace hoccl {
 namespace ncclplugin {
-namespace {
 
-Status makeSocket(const Settings& s, std::unique_ptr<NetTransport>* out) {
-  SocketNetOptions o;
-  // NCCL users already name their interface for NCCL's own socket transport.
-  const char* ncclRule = getenv("NCCL_SOCKET_IFNAME");
-  o.ifnameRule = !s.socketIfname.empty() ? s.socketIfname : ncclRule ? ncclRule : "";
-  o.streams = s.socketStreams;
-  o.timeoutSec = s.timeoutSec;
-  return createSocketTransport(o, out);
-}
-
-struct Entry {
-  const char* name;
-  Status (*create)(const Settings&, std::unique_ptr<NetTransport>*);
-};
-
-// The verbs transport (transport/net/ib) joins as one more entry.
-const Entry kTransports[] = {
-    {"socket", makeSocket},
-};
-
-}  // namespace
-
-Status createNamedTransport(const std::string& name, const Settings& settings, std::unique_ptr<NetTransport>* out) {
-  std::string known;
-  for (const Entry& e : kTransports) {
-    if (strcasecmp(e.name, name.c_str()) == 0) return e.create(settings, out);
-    known += known.empty() ? e.name : std::string(", ") + e.name;
-  }
-  return errorf(hocclInvalidUsage, "HOCCL_NET=%s: no such transport in this plugin (it has: %s)", name.c_str(),
-                known.c_str());
+Status createPluginTransport(const Settings& s, std::unique_ptr<NetTransport>* out, std::string* chosen) {
+  // NCCL users already name their interfaces and HCAs for NCCL's own
+  // transports; hoccl's settings win where both are set.
+  auto orNccl = [](const std::string& own, const char* ncclVar) {
+    const char* v = getenv(ncclVar);
+    return !own.empty() ? own : v ? std::string(v) : std::string();
+  };
+  NetChoice c;
+  c.mode = s.net;
+  c.socket.ifnameRule = orNccl(s.socketIfname, "NCCL_SOCKET_IFNAME");
+  c.socket.streams = s.socketStreams;
+  c.socket.timeoutSec = s.timeoutSec;
+  c.ib.hcaRule = orNccl(s.ibHca, "NCCL_IB_HCA");
+  c.ib.gidIndex = s.ibGidIndex;
+  c.ib.qpsPerConn = s.ibQpsPerConn;
+  c.ib.timeout = s.ibTimeout;
+  c.ib.retryCnt = s.ibRetryCnt;
+  c.ib.ifnameRule = c.socket.ifnameRule;
+  c.ib.timeoutSec = s.timeoutSec;
+  return createNetTransport(c, out, chosen);
 }
 
 }  // namespace ncclplugin

@@ -1,5 +1,6 @@
-// The hoccl network transports the NCCL net plugin can serve, by HOCCL_NET
-// name.
+// The hoccl network transport that serves NCCL: HOCCL_NET as hoccl itself
+// reads it (auto: verbs when an active port exists, else TCP; ib; socket),
+// with the interface rules NCCL users already set honoured as fallbacks.
 #pragma once
 
 #include <memory>
@@ -11,9 +12,8 @@
 namespace hoccl {
 namespace ncclplugin {
 
-// Creates the transport `name` names; an unknown name is an error listing
-// the known ones.
-Status createNamedTransport(const std::string& name, const Settings& settings, std::unique_ptr<NetTransport>* out);
+// `chosen` gets a one-line account of what was picked and why.
+Status createPluginTransport(const Settings& settings, std::unique_ptr<NetTransport>* out, std::string* chosen);
 
 }  // namespace ncclplugin
 }  // namespace hoccl

@@ -1,7 +1,7 @@
 // hoccl-nccl-plugin-harness: loads NCCL plugins as NCCL does and drives them.
 //
 //   resolve --plugin-dir DIR                 name resolution and symbol lookup
-//   net     --version N [--plugin NAME] [--max-bytes B]
+//   net     --version N [--plugin NAME] [--max-bytes B] [--skip-if-unavailable]
 //           two processes (this one and a child) unless RANK is set, as on
 //           the emulated cluster: then this is rank RANK of 2 and rank 0
 //           listens on MASTER_ADDR:MASTER_PORT for the handle exchange
@@ -30,7 +30,7 @@ namespace {
 int usage() {
   fprintf(stderr,
           "usage: hoccl-nccl-plugin-harness resolve --plugin-dir DIR\n"
-          "       hoccl-nccl-plugin-harness net --version 8..12 [--plugin NAME] [--max-bytes B]\n"
+          "       hoccl-nccl-plugin-harness net --version 8..12 [--plugin NAME] [--max-bytes B] [--skip-if-unavailable]\n"
           "       hoccl-nccl-plugin-harness tuner --version 3..6 [--plugin NAME]\n"
           "       hoccl-nccl-plugin-harness table [--plugin NAME] [--version N] [--nodes N] [--ranks R] [--topo FILE]\n");
   return 2;
@@ -59,7 +59,7 @@ int runTwoProcesses(char** argv, NetCheckOptions o) {
   int status = 0;
   waitpid(child, &status, 0);
   int childRc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (childRc != 0) fprintf(stderr, "[net v%d] rank 1 failed (status %d)\n", o.version, childRc);
+  if (childRc != 0 && childRc != kSkipped) fprintf(stderr, "[net v%d] rank 1 failed (status %d)\n", o.version, childRc);
   return rc != 0 ? rc : childRc;
 }
 
@@ -71,8 +71,13 @@ int main(int argc, char** argv) {
   std::string plugin = "hoccl", pluginDir, topo;
   int version = 0, nodes = 16, ranks = 16;
   size_t maxBytes = 64u << 20;
+  bool skipIfUnavailable = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--skip-if-unavailable") {
+      skipIfUnavailable = true;
+      continue;
+    }
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = next();
     if (!v) return usage();
@@ -93,6 +98,7 @@ int main(int argc, char** argv) {
   o.plugin = plugin;
   o.version = version;
   o.maxBytes = maxBytes;
+  o.skipIfUnavailable = skipIfUnavailable;
   const char* rank = getenv("RANK");
   if (!rank) return runTwoProcesses(argv, o);
   o.rank = atoi(rank);

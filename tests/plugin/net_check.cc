@@ -403,7 +403,16 @@ int runNetCheck(const NetCheckOptions& o) {
 
   void* ctx = nullptr;
   void* spare = nullptr;
-  if (!EXPECT_OK(api.init(&ctx, 0x1234abcdull, harnessLogger))) return 1;
+  if (o.skipIfUnavailable) {
+    ncclResult_t r = api.init(&ctx, 0x1234abcdull, harnessLogger);
+    if (r != ncclSuccess) {
+      notef("SKIPPED: init returned %s: this transport is not available here (NCCL_DEBUG=WARN shows why)",
+            resultName(r));
+      return kSkipped;
+    }
+  } else if (!EXPECT_OK(api.init(&ctx, 0x1234abcdull, harnessLogger))) {
+    return 1;
+  }
   if (api.perCommContext()) {
     EXPECT(ctx, "v%d init returned no context", o.version);
     if (!EXPECT_OK(api.init(&spare, 0x5678ull, harnessLogger))) return 1;

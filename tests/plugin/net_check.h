@@ -11,7 +11,10 @@ struct NetCheckOptions {
   std::string addr = "127.0.0.1";  // rank 0's out-of-band address
   int port = 0;
   size_t maxBytes = 64u << 20;
+  bool skipIfUnavailable = false;  // init failing (e.g. HOCCL_NET=ib, no port) exits 77: skipped
 };
+
+constexpr int kSkipped = 77;  // ctest's SKIP_RETURN_CODE
 
 // 0 when every check passed.
 int runNetCheck(const NetCheckOptions& o);
