@@ -6,17 +6,17 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kind=${1:-asan}
+# The builds are CMakePresets.json's asan and tsan presets (build-asan,
+# build-tsan), with the options their test presets set.
 case $kind in
-  asan) san="address;undefined"; type=Debug
-        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ;;
-  tsan) san="thread"; type=RelWithDebInfo
-        export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ;;
+  asan) export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ;;
+  tsan) export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ;;
   *) echo "usage: $0 asan|tsan" >&2; exit 2 ;;
 esac
 build=$root/build-$kind
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=$type "-DHOCCL_SANITIZE=$san" -DHOCCL_BUILD_PERF=OFF >/dev/null
+(cd "$root" && cmake --preset "$kind" >/dev/null)
 cmake --build "$build" -j "$(nproc)"
-for t in test_errors test_bootstrap test_collectives test_multiprocess test_dataops; do
+for t in test_errors test_faults test_bootstrap test_collectives test_multiprocess test_dataops; do
   echo "== $kind: $t"
   "$build/tests/$t" --gtest_brief=1
 done
