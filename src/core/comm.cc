@@ -475,6 +475,13 @@ Status runTasks(const std::vector<std::pair<hocclComm*, CollTask*>>& tasks) {
     for (const auto& [c, t] : tasks) {
       if (t->done()) continue;
       double limit = c->settings.timeoutSec;
+      // A rank that waits only on live local peers is usually waiting for
+      // one that waits on the network; it gives that one a head start to
+      // time out first, so the first report names the remote peer (a cut
+      // link, a hung node) rather than a neighbour in the chain.
+      bool remoteWait = false;
+      for (int p : t->waitingOn()) remoteWait |= !c->isLocal[p];
+      if (!remoteWait && c->net) limit += std::min(5.0, 0.2 * limit);
       if (now - lastProgress > limit) {
         Status st = errorf(hocclTimeout,
                            "rank %d (pid %d on %s) made no progress for %.0f s (HOCCL_TIMEOUT) in %s, call #%llu: %s%s",
