@@ -39,8 +39,12 @@ int usage() {
 // Runs rank 1 as a child process (this program, same arguments) and rank 0
 // here; both must pass.
 int runTwoProcesses(char** argv, NetCheckOptions o) {
-  o.port = freeLocalPort();
   o.addr = "127.0.0.1";
+  o.listenFd = listenLocal(&o.port);
+  if (o.listenFd < 0) {
+    perror("listen on 127.0.0.1");
+    return 1;
+  }
   pid_t child = fork();
   if (child < 0) {
     perror("fork");

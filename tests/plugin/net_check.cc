@@ -393,7 +393,7 @@ int runNetCheck(const NetCheckOptions& o) {
   logPrefix = "[rank " + std::to_string(o.rank) + " net v" + std::to_string(o.version) + "] ";
   Oob oob;
   std::string err;
-  if (!EXPECT(oob.open(o.rank, o.addr, o.port, 60, &err), "%s", err.c_str())) return 1;
+  if (!EXPECT(oob.open(o.rank, o.addr, o.port, 60, &err, o.listenFd), "%s", err.c_str())) return 1;
   Loaded l;
   if (!load(o, &l)) return 1;
   NetApi& api = *l.api;

@@ -28,7 +28,7 @@ bool fullIo(int fd, char* p, size_t n, bool write) {
 
 }  // namespace
 
-bool Oob::open(int rank, const std::string& addr, int port, double timeoutSec, std::string* err) {
+bool Oob::open(int rank, const std::string& addr, int port, double timeoutSec, std::string* err, int listenFd) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
@@ -38,10 +38,11 @@ bool Oob::open(int rank, const std::string& addr, int port, double timeoutSec, s
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
   if (rank == 0) {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int l = listenFd;
+    if (l < 0) l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(l, 1) != 0) {
+    if (listenFd < 0 && (bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(l, 1) != 0)) {
       *err = "listen on " + addr + ":" + std::to_string(port) + ": " + strerror(errno);
       close(l);
       return false;
@@ -85,17 +86,19 @@ Oob::~Oob() {
   if (fd_ >= 0) close(fd_);
 }
 
-int freeLocalPort() {
+int listenLocal(int* port) {
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   socklen_t len = sizeof sa;
-  getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
-  int port = ntohs(sa.sin_port);
-  close(s);
-  return port;
+  if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(s, 1) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    if (s >= 0) close(s);
+    return -1;
+  }
+  *port = ntohs(sa.sin_port);
+  return s;
 }
 
 }  // namespace pluginharness

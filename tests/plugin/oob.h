@@ -9,8 +9,9 @@ namespace pluginharness {
 
 class Oob {
  public:
-  // Blocks until the peer is there (at most timeoutSec).
-  bool open(int rank, const std::string& addr, int port, double timeoutSec, std::string* err);
+  // Blocks until the peer is there (at most timeoutSec). Rank 0 accepts on
+  // `listenFd` when it is given (already listening), else binds addr:port.
+  bool open(int rank, const std::string& addr, int port, double timeoutSec, std::string* err, int listenFd = -1);
   bool exchange(const void* mine, void* theirs, size_t bytes, std::string* err);
   ~Oob();
 
@@ -18,7 +19,8 @@ class Oob {
   int fd_ = -1;
 };
 
-// A TCP port that was free on 127.0.0.1 a moment ago.
-int freeLocalPort();
+// A socket listening on 127.0.0.1 at a port the kernel chose (*port): made
+// before the peer process starts, so no other test can take the port.
+int listenLocal(int* port);
 
 }  // namespace pluginharness
