@@ -60,6 +60,11 @@ Status makeTuner(hocclComm* c) {
                     "read the same file", r, c->rank);
   }
   tune::Machine m = tune::Machine::fromSystem(c->system, links);
+  // Ranks per core where this rank runs (emulated nodes share the cores).
+  const auto& table = c->boot->table();
+  int onMachine = 0;
+  for (const RankInfo& r : table) onMachine += strcmp(r.machineId, table[c->rank].machineId) == 0;
+  m.links.oversubscription = std::max(1.0, double(onMachine) / std::max(1, onlineCpus()));
   c->tuner = std::make_unique<tune::Tuner>(std::move(m), file.rules, file.path, c->algo, c->settings.nchannels);
   return Status();
 }

@@ -29,6 +29,8 @@ std::string machineArgsHelp() {
          "  --uplink-gbit U        each leaf's uplink, Gbit/s per direction; 0 = not oversubscribed\n"
          "  --net-latency-us X     per message over the network [40]\n"
          "  --shm-gbps X           one rank's copy rate inside a node, Gbit/s [40]\n"
+         "  --oversubscription X   ranks per core (latencies scale with it; the emulated\n"
+         "                         cluster runs 8 ranks on 2 cores: 4) [1]\n"
          "  --topo-file F          nodes and switches from a topology file or Slurm topology.conf\n"
          "                         (a dump carries its ranks; otherwise --ranks-per-node applies)\n"
          "                         [HOCCL_TOPO_FILE]\n"
@@ -67,6 +69,7 @@ bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string*
   if (!strcmp(opt, "--uplink-gbit")) return real(&a->uplinkGbit, 0);
   if (!strcmp(opt, "--net-latency-us")) return real(&a->netLatencyUs, 0);
   if (!strcmp(opt, "--shm-gbps")) return real(&a->shmGbps, 0);
+  if (!strcmp(opt, "--oversubscription")) return real(&a->oversubscription, 1);
   if (!strcmp(opt, "--topo-file") || !strcmp(opt, "--tune-file")) {
     const char* v = value();
     if (v) (opt[2] == 't' && opt[3] == 'o' ? a->topoFile : a->tuneFile) = v;
@@ -118,6 +121,7 @@ Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::stri
     *m = Machine::rectangular(a.nodes, a.ranksPerNode, a.leaves, links);
     description->clear();
   }
+  m->links.oversubscription = a.oversubscription;
   if (a.nodeGbit >= 0) m->links.net.gbps = a.nodeGbit;
   if (a.uplinkGbit >= 0) m->links.spine.gbps = a.uplinkGbit;
   char up[64] = "not limited";

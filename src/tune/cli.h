@@ -17,7 +17,7 @@ namespace tune {
 struct MachineArgs {
   int nodes = 2, ranksPerNode = 4, leaves = 1;
   double nodeGbit = -1, uplinkGbit = -1;  // -1: the topology's, else the default
-  double netLatencyUs = -1, shmGbps = -1;
+  double netLatencyUs = -1, shmGbps = -1, oversubscription = 1;
   std::string topoFile;  // HOCCL_TOPO_FILE by default
   std::string tuneFile;  // HOCCL_TUNE_FILE by default
   bool shapeGiven = false;

@@ -37,7 +37,7 @@ class Load {
     add(mem(nb), bytes * (reduce ? 3 : 2) / (lm.nodeMemGbps * 125.0));
     if (na == nb) {
       add(rankOut(a), bytes / copyRate);
-      lat_ = std::max(lat_, lm.shm.latencyUs);
+      lat_ = std::max(lat_, lm.latency(lm.shm));
       return;
     }
     add(mem(na), bytes / (lm.nodeMemGbps * 125.0));
@@ -49,10 +49,10 @@ class Load {
     if (lm.flowGbps > 0) flow_ = std::max(flow_, bytes / (channels * lm.flowGbps * 125.0));
     const int la = m_.leafOf[size_t(na)], lb = m_.leafOf[size_t(nb)];
     if (la == lb) {
-      lat_ = std::max(lat_, lm.net.latencyUs);
+      lat_ = std::max(lat_, lm.latency(lm.net));
       return;
     }
-    lat_ = std::max(lat_, lm.net.latencyUs + lm.spine.latencyUs);
+    lat_ = std::max(lat_, lm.latency(lm.net) + lm.latency(lm.spine));
     const double up = lm.spine.bytesPerUs();
     if (up > 0) {
       add(upOut(la), bytes / up);

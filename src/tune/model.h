@@ -45,6 +45,13 @@ struct LinkModel {
   LinkParams spine{60.0, 0.0};   // one leaf's uplink (each direction); 0: as fast as its nodes' links together
   double flowGbps = 0.0;         // most one connection (channel) carries; 0: no cap
   double reduceGbps = 40.0;      // local reduction rate of one rank (reads two, writes one)
+  // Ranks per core on the busiest machine: when ranks outnumber cores a
+  // step also waits for the scheduler to run the peer, so every latency is
+  // multiplied by this (>= 1). Measured on the emulated cluster (8 ranks,
+  // 2 cores): a 64 KiB ring all-reduce step took ~210 us where 1 Gbit/s
+  // and 40 us predict ~105.
+  double oversubscription = 1.0;
+  double latency(const LinkParams& p) const { return p.latencyUs * (oversubscription > 1 ? oversubscription : 1); }
 };
 
 // Ranks on nodes under leaf switches. Nodes and leaves are numbered densely.

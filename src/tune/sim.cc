@@ -137,7 +137,7 @@ class Sim {
       const int to = st.sendPeer, nb = m_.nodeOf[size_t(to)];
       double arrive = 0;
       if (nb == node) {
-        arrive = done + lm.shm.latencyUs;
+        arrive = done + lm.latency(lm.shm);
       } else {
         const int la = m_.leafOf[size_t(node)], lb = m_.leafOf[size_t(nb)];
         std::vector<std::pair<double*, double>> path;
@@ -145,9 +145,9 @@ class Sim {
         if (nic > 0) {
           path.push_back({&nicOut_[size_t(node)], b / (nic * m_.nics(node))});
         }
-        double lat = lm.net.latencyUs;
+        double lat = lm.latency(lm.net);
         if (la != lb) {
-          lat += lm.spine.latencyUs;
+          lat += lm.latency(lm.spine);
           const double up = lm.spine.bytesPerUs();
           if (up > 0) {
             path.push_back({&upOut_[size_t(la)], b / up});

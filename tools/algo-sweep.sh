@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Measures ring, hierarchical, HO-Ring and auto on the emulated cluster in
+# the two shapes of docs/algorithms.md, runs hoccl-sim on the same shapes,
+# and writes the crossover table, measured-vs-predicted errors and a plot.
+#   tools/algo-sweep.sh [build-dir] [out-dir]      (root; 10-15 minutes)
+# Environment: SHAPES ("a b"), COLLS ("all_reduce reduce_scatter all_gather"),
+# ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M), ITERS (3),
+# ROUNDS (3): the algorithms alternate within a round, the report takes the
+# median over rounds (this machine's timings move by tens of percent).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+out=${2:-$root/out/algorithms}
+mkdir -p "$out"
+shapes=${SHAPES:-a b}
+colls=${COLLS:-all_reduce reduce_scatter all_gather}
+algos=${ALGOS:-ring hierarchical horing auto}
+minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-3}
+cluster="$root/tests/cluster/cluster.sh"
+if ! "$cluster" check >/dev/null; then
+  echo "algo-sweep: the emulated cluster cannot run here (needs root, network namespaces, tbf)" >&2
+  exit 77
+fi
+csv="$out/measured.csv"
+echo "shape,coll,algo,size,us,busbw,wrong,round" > "$csv"
+# shape: cluster options, hoccl-sim options
+declare -A up sim
+up[a]="--nodes 2 --switches 1 --node-gbit 1"
+sim[a]="--nodes 2 --ranks-per-node 4 --leaves 1 --node-gbit 1"
+up[b]="--nodes 4 --switches 2 --node-gbit 1 --uplink-gbit 0.5"
+sim[b]="--nodes 4 --ranks-per-node 2 --leaves 2 --node-gbit 1 --uplink-gbit 0.5"
+declare -A ranks=([a]=4 [b]=2)
+name=sweep$$
+trap '"$cluster" down --name $name >/dev/null 2>&1 || true' EXIT
+for shape in $shapes; do
+  "$cluster" up ${up[$shape]} --name $name --owner $$ >/dev/null
+  for coll in $colls; do
+   for round in $(seq 1 "$rounds"); do
+    for algo in $algos; do
+      echo "== shape $shape: $coll --algo $algo (round $round)" >&2
+      table=$("$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 900 -- \
+        "$build/perf/${coll}_perf" -b "$minb" -e "$maxb" -f 4 -n "$iters" -w 1 --algo "$algo" 2>/dev/null)
+      # nccl-tests rows: size count type redop root time algbw busbw #wrong (out of place first)
+      awk -v s="$shape" -v c="$coll" -v a="$algo" \
+        -v r="$round" '/^ *[0-9]/ { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", s, c, a, $1, $6, $8, $9, r }' \
+        <<<"$table" | tee -a "$csv" >&2
+    done
+   done
+  done
+  "$cluster" down --name $name >/dev/null
+  # 8 ranks on this machine's cores: the latencies scale (src/tune/model.h).
+  over=$(awk -v c="$(nproc)" 'BEGIN { x = 8 / c; print (x < 1 ? 1 : x) }')
+  "$build/hoccl-sim" ${sim[$shape]} --oversubscription "$over" -b "$minb" -e "$maxb" -f 4 --csv --engine both \
+    | sed "s/^/$shape,/" > "$out/predicted-$shape.csv"
+done
+/usr/bin/python3 "$root/tools/algo_report.py" "$out" | tee "$out/report.md"
