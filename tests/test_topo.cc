@@ -697,4 +697,18 @@ TEST(Discover, EmptyHostIdFallsBackToTheHostName) {
   EXPECT_EQ(n.hostId, n.hostname);
 }
 
+// Callers (the fuzzers) may bound what a file expands to below the defaults.
+TEST(ParseLimits, BoundHostlistsPerExpressionAndPerFile) {
+  ParseLimits small{10, 15};
+  TopoOverrides o;
+  expectError(parseSlurmTopology("SwitchName=s Nodes=n[0-10]\n", "t.conf", &o, small), {"t.conf", "more than 10 names"});
+  expectError(parseSlurmTopology("SwitchName=a Nodes=n[0-9]\nSwitchName=b Nodes=m[0-9]\n", "t.conf", &o, small),
+              {"line 2", "more than 15 names in all"});
+  EXPECT_TRUE(parseSlurmTopology("SwitchName=a Nodes=n[0-9]\n", "t.conf", &o, small).ok());
+  expectError(parseTopoFile(R"({"version":1,"switches":[{"name":"s","nodes":"n[0-10]"}]})", "t.json", &o, small),
+              {"t.json", "more than 10 names"});
+  std::vector<std::string> names;
+  expectError(expandHostlist("n[1-3]", &names, 2), {"more than 2 names"});
+}
+
 }  // namespace

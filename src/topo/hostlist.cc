@@ -10,7 +10,6 @@ namespace topo {
 
 namespace {
 
-constexpr size_t kMaxNames = 1000000;
 constexpr size_t kMaxDigits = 18;  // fits in int64 without overflow
 
 // One piece of an item: literal text, or a bracket group of alternatives.
@@ -35,7 +34,7 @@ Status number(const std::string& expr, size_t* i, std::string* digits) {
 }
 
 // Parses the group starting after '[' at expr[*i] up to and including ']'.
-Status group(const std::string& expr, size_t* i, size_t budget, Piece* out) {
+Status group(const std::string& expr, size_t* i, size_t budget, Piece* out, size_t maxNames) {
   size_t open = *i - 1;
   for (;;) {
     std::string lo, hi;
@@ -50,7 +49,7 @@ Status group(const std::string& expr, size_t* i, size_t budget, Piece* out) {
       if (b < a) return bad(expr, "reversed range (high end below low end)", *i - hi.size());
     }
     if (static_cast<unsigned long long>(b - a) + out->alternatives.size() >= budget)
-      return errorf(hocclInvalidArgument, "hostlist \"%s\": expands to more than %zu names", expr.c_str(), kMaxNames);
+      return errorf(hocclInvalidArgument, "hostlist \"%s\": expands to more than %zu names", expr.c_str(), maxNames);
     // Zero padding: the width of the low end ("01-10" -> 01 ... 10).
     int width = static_cast<int>(lo.size());
     char buf[32];
@@ -68,7 +67,7 @@ Status group(const std::string& expr, size_t* i, size_t budget, Piece* out) {
 
 }  // namespace
 
-Status expandHostlist(const std::string& expr, std::vector<std::string>* out) {
+Status expandHostlist(const std::string& expr, std::vector<std::string>* out, size_t maxNames) {
   std::vector<std::string> names;
   size_t i = 0;
   while (i < expr.size()) {
@@ -83,12 +82,12 @@ Status expandHostlist(const std::string& expr, std::vector<std::string>* out) {
         if (!text.empty()) pieces.push_back(Piece{{text}}), text.clear();
         ++i;
         Piece g;
-        size_t budget = count ? (kMaxNames - names.size()) / count + 1 : kMaxNames;
-        HOCCL_TRY(group(expr, &i, budget, &g));
+        size_t budget = count ? (maxNames - names.size()) / count + 1 : maxNames;
+        HOCCL_TRY(group(expr, &i, budget, &g, maxNames));
         count *= g.alternatives.size();
-        if (names.size() + count > kMaxNames)
+        if (names.size() + count > maxNames)
           return errorf(hocclInvalidArgument, "hostlist \"%s\": expands to more than %zu names", expr.c_str(),
-                        kMaxNames);
+                        maxNames);
         pieces.push_back(std::move(g));
       } else if (c == ']') {
         return bad(expr, "unbalanced ']'", i);
@@ -100,8 +99,8 @@ Status expandHostlist(const std::string& expr, std::vector<std::string>* out) {
       }
     }
     if (i == itemStart) return bad(expr, "empty name", i);
-    if (names.size() + count > kMaxNames)
-      return errorf(hocclInvalidArgument, "hostlist \"%s\": expands to more than %zu names", expr.c_str(), kMaxNames);
+    if (names.size() + count > maxNames)
+      return errorf(hocclInvalidArgument, "hostlist \"%s\": expands to more than %zu names", expr.c_str(), maxNames);
     if (!text.empty()) pieces.push_back(Piece{{text}});
     // Cartesian product, the first group varying slowest.
     std::vector<std::string> item{""};

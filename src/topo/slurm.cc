@@ -19,7 +19,6 @@ namespace topo {
 
 namespace {
 
-constexpr size_t kMaxTotalNames = 2000000;  // over all hostlists of one file
 
 struct Line {
   int number;        // first physical line
@@ -77,7 +76,8 @@ struct Entry {
 
 }  // namespace
 
-Status parseSlurmTopology(const std::string& text, const std::string& path, TopoOverrides* out) {
+Status parseSlurmTopology(const std::string& text, const std::string& path, TopoOverrides* out,
+                          const ParseLimits& limits) {
   std::vector<Line> lines;
   HOCCL_TRY(logicalLines(text, path, &lines));
   TopoOverrides o;
@@ -111,11 +111,11 @@ Status parseSlurmTopology(const std::string& text, const std::string& path, Topo
         haveName = true;
       } else if (key == "nodes" || key == "switches") {
         std::vector<std::string> names;
-        Status st = expandHostlist(value, &names);
+        Status st = expandHostlist(value, &names, limits.namesPerHostlist);
         if (!st.ok()) return lineError(path, l.number, "%s", st.message().c_str());
         totalNames += names.size();
-        if (totalNames > kMaxTotalNames)
-          return lineError(path, l.number, "the file's hostlists expand to more than %zu names in all", kMaxTotalNames);
+        if (totalNames > limits.namesPerFile)
+          return lineError(path, l.number, "the file's hostlists expand to more than %zu names in all", limits.namesPerFile);
         (key == "nodes" ? s.nodes : s.children) = std::move(names);
         (key == "nodes" ? e.haveNodes : e.haveSwitches) = true;
       } else if (key == "linkspeed") {

@@ -20,13 +20,11 @@ namespace {
 using json::Member;
 using json::Value;
 
-constexpr size_t kMaxTotalNames = 2000000;  // over all hostlists of one file
-
 const char* const kKinds[] = {"ethernet", "infiniband", "roce", "loopback"};
 
 class Reader {
  public:
-  explicit Reader(const std::string& path) : path_(path) {}
+  Reader(const std::string& path, const ParseLimits& limits) : path_(path), limits_(limits) {}
 
   Status at(int line, int column, const char* fmt, ...) const __attribute__((format(printf, 4, 5))) {
     char buf[1024];
@@ -114,11 +112,11 @@ class Reader {
     std::unordered_set<std::string> seen(out->begin(), out->end());
     for (const Value* e : exprs) {
       std::vector<std::string> names;
-      Status st = expandHostlist(e->asString(), &names);
+      Status st = expandHostlist(e->asString(), &names, limits_.namesPerHostlist);
       if (!st.ok()) return at(e->line, e->column, "%s", st.message().c_str());
       totalNames_ += names.size();
-      if (totalNames_ > kMaxTotalNames)
-        return at(e->line, e->column, "the file's hostlists expand to more than %zu names in all", kMaxTotalNames);
+      if (totalNames_ > limits_.namesPerFile)
+        return at(e->line, e->column, "the file's hostlists expand to more than %zu names in all", limits_.namesPerFile);
       for (std::string& n : names)
         if (seen.insert(n).second) out->push_back(std::move(n));
     }
@@ -311,6 +309,7 @@ class Reader {
 
  private:
   std::string path_;
+  ParseLimits limits_;
   mutable size_t totalNames_ = 0;
 };
 
@@ -367,8 +366,9 @@ Status Reader::checkSwitches(const std::vector<SwitchInfo>& sw, const std::vecto
 
 }  // namespace
 
-Status parseTopoFile(const std::string& text, const std::string& path, TopoOverrides* out) {
-  Reader r(path);
+Status parseTopoFile(const std::string& text, const std::string& path, TopoOverrides* out,
+                     const ParseLimits& limits) {
+  Reader r(path, limits);
   Value doc;
   Status st = json::parse(text, &doc);
   if (!st.ok()) return errorf(hocclInvalidArgument, "topology file %s: %s", path.c_str(), st.message().c_str());

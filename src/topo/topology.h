@@ -101,14 +101,23 @@ struct TopoOverrides {
   std::vector<std::vector<std::string>> nodeFieldsSet;  // per entry of `nodes`: which keys the file set
 };
 
+// How many host names a file's hostlists may expand to. The defaults hold
+// any real cluster; the fuzzers use small ones so each input stays cheap.
+struct ParseLimits {
+  size_t namesPerHostlist = 1000000;
+  size_t namesPerFile = 2000000;
+};
+
 // Our topology file format: JSON, documented in docs/topology-file.md.
 // Errors name the file, line and column and what was expected.
-Status parseTopoFile(const std::string& text, const std::string& path, TopoOverrides* out);
+Status parseTopoFile(const std::string& text, const std::string& path, TopoOverrides* out,
+                     const ParseLimits& limits = ParseLimits());
 // Slurm topology.conf: SwitchName=... Nodes=.../Switches=... [LinkSpeed=...].
 // Errors name the file and line.
-Status parseSlurmTopology(const std::string& text, const std::string& path, TopoOverrides* out);
+Status parseSlurmTopology(const std::string& text, const std::string& path, TopoOverrides* out,
+                          const ParseLimits& limits = ParseLimits());
 // Slurm hostlist expression: "node[01-04,07],gpu1" -> node01 node02 ...
-Status expandHostlist(const std::string& expr, std::vector<std::string>* out);
+Status expandHostlist(const std::string& expr, std::vector<std::string>* out, size_t maxNames = 1000000);
 
 // Reads and parses a file: the Slurm format when `slurm` is set, else ours.
 // Missing, unreadable or oversized (256 MiB) files are errors naming it.
