@@ -3,7 +3,10 @@
 // different "nodes" talk over TCP and ranks on the same one over shm.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -154,16 +157,43 @@ namespace {
 struct AlgoCase {
   const char* algo;
   std::vector<int> nodeSizes;
+  int leaves = 1;  // > 1: a topology file puts node i under leaf i*leaves/N
 };
 
 class AlgorithmsOnFakeNodes : public ::testing::TestWithParam<AlgoCase> {
  protected:
-  void TearDown() override { unsetenv("HOCCL_ALGO"); }
+  void TearDown() override {
+    unsetenv("HOCCL_ALGO");
+    unsetenv("HOCCL_TOPO_FILE");
+    if (!topoFile_.empty()) std::remove(topoFile_.c_str());
+  }
+  std::string topoFile_;
 };
 
 TEST_P(AlgorithmsOnFakeNodes, ReductionsAndGathersAreCorrect) {
   const AlgoCase& c = GetParam();
   setenv("HOCCL_ALGO", c.algo, 1);
+  if (c.leaves > 1) {
+    const int N = static_cast<int>(c.nodeSizes.size());
+    topoFile_ = "/tmp/hoccl-test-topo-" + std::to_string(getpid()) + ".json";
+    std::string json = "{\"version\":1,\"switches\":[";
+    for (int l = 0; l < c.leaves; ++l) {
+      json += std::string(l ? "," : "") + "{\"name\":\"leaf" + std::to_string(l) + "\",\"nodes\":[";
+      bool first = true;
+      for (int i = 0; i < N; ++i) {
+        if (i * c.leaves / N != l) continue;
+        json += std::string(first ? "" : ",") + "\"algo-node-" + std::to_string(i) + "\"";
+        first = false;
+      }
+      json += "],\"link_gbps\":1,\"uplink_gbps\":0.5}";
+    }
+    json += "]}";
+    FILE* f = std::fopen(topoFile_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
+    setenv("HOCCL_TOPO_FILE", topoFile_.c_str(), 1);
+  }
   std::vector<int> nodeOf;
   for (size_t n = 0; n < c.nodeSizes.size(); ++n)
     for (int i = 0; i < c.nodeSizes[n]; ++i) nodeOf.push_back(static_cast<int>(n));
@@ -210,10 +240,13 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, AlgorithmsOnFakeNodes,
     ::testing::Values(AlgoCase{"hierarchical", {2, 2}}, AlgoCase{"hierarchical", {3, 1, 2}},
                       AlgoCase{"horing", {2, 2}}, AlgoCase{"horing", {2, 2, 2}}, AlgoCase{"horing", {3, 1, 2}},
-                      AlgoCase{"horing", {1, 1, 1}}),
+                      AlgoCase{"horing", {1, 1, 1}}, AlgoCase{"horing", {2, 2, 2, 2}, 2},
+                      AlgoCase{"horing", {1, 1, 1, 1}, 2}, AlgoCase{"doubling", {2, 2, 1}},
+                      AlgoCase{"auto", {2, 2, 2, 2}, 2}, AlgoCase{"auto", {3, 2}}),
     [](const auto& info) {
       std::string name = info.param.algo;
       for (int s : info.param.nodeSizes) name += "_" + std::to_string(s);
+      if (info.param.leaves > 1) name += "_leaves" + std::to_string(info.param.leaves);
       return name;
     });
 
