@@ -5,8 +5,8 @@
 #   tools/algo-sweep.sh [build-dir] [out-dir]      (root; 10-15 minutes)
 # Environment: SHAPES ("a b"), COLLS ("all_reduce reduce_scatter all_gather"),
 # ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M), ITERS (3),
-# ROUNDS (3): the algorithms alternate within a round, the report takes the
-# median over rounds (this machine's timings move by tens of percent).
+# ROUNDS (2): the algorithms alternate within a round, the report takes the
+# best round of each (this machine's timings move by tens of percent).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -15,7 +15,7 @@ mkdir -p "$out"
 shapes=${SHAPES:-a b}
 colls=${COLLS:-all_reduce reduce_scatter all_gather}
 algos=${ALGOS:-ring hierarchical horing auto}
-minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-3}
+minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-2}
 cluster="$root/tests/cluster/cluster.sh"
 if ! "$cluster" check >/dev/null; then
   echo "algo-sweep: the emulated cluster cannot run here (needs root, network namespaces, tbf)" >&2
