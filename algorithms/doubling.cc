@@ -15,25 +15,10 @@
 // key.maxStepCount elements: each exchange is cut into rounds of "send a
 // piece, then receive the partner's", which needs room for one message per
 // edge.
+#include "algorithms/phases.h"
 #include "algorithms/registry.h"
 
 namespace hoccl {
-namespace {
-
-void add(Channel& ch, int from, int to, bool reduce, Slice src, Slice dst, uint64_t n) {
-  if (n == 0) return;
-  Step s;
-  s.recvPeer = from;
-  s.sendPeer = to;
-  s.reduce = reduce;
-  s.src = src;
-  s.dst = dst;
-  s.count = n;
-  ch.steps.push_back(s);
-}
-
-}  // namespace
-
 Schedule buildDoubling(const ScheduleKey& key) {
   if (key.coll != CollKind::AllReduce) {
     Schedule s = buildRing(key);
@@ -45,12 +30,12 @@ Schedule buildDoubling(const ScheduleKey& key) {
   s.key.nchannels = 1;
   s.algorithm = "doubling";
   s.channels.resize(1);
-  Channel& ch = s.channels[0];
+  Lane ch(s, 0);
   const int P = key.nranks, r = key.rank;
   const uint64_t n = key.count;
   const Slice in{key.inPlace ? Buf::Output : Buf::Input, 0}, out{Buf::Output, 0};
   if (P == 1) {
-    if (!key.inPlace) add(ch, -1, -1, false, in, out, n);
+    if (!key.inPlace) ch.copy(in, out, n);
     return s;
   }
   int p2 = 1;
@@ -60,16 +45,15 @@ Schedule buildDoubling(const ScheduleKey& key) {
   auto pieces = [&](auto fn) {
     for (uint64_t at = 0; at < n; at += piece) fn(at, std::min(piece, n - at));
   };
-  auto at = [](Slice sl, uint64_t off) { return Slice{sl.buf, sl.offset + off}; };
 
   if (r < 2 * extra && r % 2 == 0) {  // folds into r + 1 and waits for the result
-    add(ch, -1, r + 1, false, in, Slice{}, n);
-    add(ch, r + 1, -1, false, Slice{}, out, n);
+    ch.add(-1, r + 1, false, in, Slice{}, n);
+    ch.add(r + 1, -1, false, Slice{}, out, n);
     return s;
   }
   Slice cur = in;  // where this rank's partial sum lives
   if (r < 2 * extra) {
-    add(ch, r - 1, -1, true, in, out, n);
+    ch.add(r - 1, -1, true, in, out, n);
     cur = out;
   }
   const int v = r < 2 * extra ? r / 2 : r - extra;
@@ -77,12 +61,12 @@ Schedule buildDoubling(const ScheduleKey& key) {
   for (int d = 1; d < p2; d *= 2) {
     const int partner = real(v ^ d);
     pieces([&](uint64_t off, uint64_t len) {
-      add(ch, -1, partner, false, at(cur, off), Slice{}, len);
-      add(ch, partner, -1, true, at(cur, off), at(out, off), len);
+      ch.add(-1, partner, false, shifted(cur, off), Slice{}, len);
+      ch.add(partner, -1, true, shifted(cur, off), shifted(out, off), len);
     });
     cur = out;
   }
-  if (r < 2 * extra) add(ch, -1, r - 1, false, out, Slice{}, n);
+  if (r < 2 * extra) ch.add(-1, r - 1, false, out, Slice{}, n);
   return s;
 }
 
