@@ -165,8 +165,10 @@ const std::vector<SettingDecl> kSettings = {
      anyValue, false},
     {"HOCCL_TOPO_DUMP_FILE", "", "Rank 0 writes the whole system here, in the topology file format.", anyValue,
      false},
-    {"HOCCL_SOCKET_NSTREAMS", "2",
-     "TCP streams per network connection (1-16); large messages are split across them.", streamsRange, false},
+    {"HOCCL_SOCKET_NSTREAMS", "1",
+     "TCP streams per network connection (1-16); large messages are split across them. One is the default: "
+     "HO-Ring's rails already run many connections at once, and extra streams over a shaped or shared link "
+     "lose to each other.", streamsRange, false},
     {"HOCCL_NET", "auto",
      "Network between nodes: ib (verbs; fail if unavailable), socket (TCP), or auto: IB when an active "
      "port exists, else TCP with an INFO line saying why. Set it alike on every rank.",

@@ -36,7 +36,7 @@ struct Settings {
   std::string hostId;             // HOCCL_HOSTID (empty: host name + boot id)
   std::string commId;             // HOCCL_COMM_ID
   std::string socketIfname;       // HOCCL_SOCKET_IFNAME
-  int socketStreams = 2;          // HOCCL_SOCKET_NSTREAMS
+  int socketStreams = 1;          // HOCCL_SOCKET_NSTREAMS
   std::string net = "auto";       // HOCCL_NET
   std::string ibHca;              // HOCCL_IB_HCA
   int ibGidIndex = -1;            // HOCCL_IB_GID_INDEX

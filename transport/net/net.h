@@ -72,7 +72,7 @@ struct SocketNetOptions {
   // probed to reach the other ranks); family AF_UNSPEC = choose by rule.
   SockAddr localAddr;
   std::string localIfname;
-  int streams = 2;          // HOCCL_SOCKET_NSTREAMS: data streams per connection
+  int streams = 1;          // HOCCL_SOCKET_NSTREAMS: data streams per connection
   double timeoutSec = 300;
   NetNotify notify = nullptr;
   void* notifyArg = nullptr;
