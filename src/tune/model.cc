@@ -313,7 +313,7 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
   std::vector<Phase> ph;
   const char* what = s.sw ? "horing, switch level" : "horing";
   if (coll == CollKind::AllReduce) {
-    if (!intra && N == 1) return predictRing(m, coll, M, C);
+    if (N == 1) return {predictRing(m, coll, M, C).us, "horing (one node: a plain ring)"};
     if (!(intra && N > 1) && !s.sw) {  // groups of one: a ring through the rail
       RingSet a{{railMembers(s, 0)}, M / N, N - 1, true};
       RingSet b = a;
