@@ -135,8 +135,9 @@ TEST(AsyncError, ReportsAPeersAbortBetweenCalls) {
     int x = 1;
     ASSERT_EQ(hocclAllReduce(&x, &x, 1, hocclInt32, hocclSum, comm, nullptr), hocclSuccess);
     if (rank == 1) {
-      EXPECT_EQ(hocclCommAbort(comm), hocclSuccess);
+      // Set before the call: its notice can reach rank 0 before it returns.
       aborted = true;
+      EXPECT_EQ(hocclCommAbort(comm), hocclSuccess);
       return;
     }
     hocclResult_t async = hocclSuccess;
