@@ -39,7 +39,8 @@ const AlgoInfo* forcedAlgorithm(const Settings& s) {
 
 // The cost model of this communicator's machine, with the tune file's
 // links and rules; every rank must have read the same file.
-Status makeTuner(hocclComm* c) {
+// `ranksPerCore`: ranks per core on this rank's machine (latencies scale).
+Status makeTuner(hocclComm* c, double ranksPerCore) {
   tune::LinkModel links;
   tune::TuneFile file;
   uint64_t hash = 0;
@@ -60,11 +61,7 @@ Status makeTuner(hocclComm* c) {
                     "read the same file", r, c->rank);
   }
   tune::Machine m = tune::Machine::fromSystem(c->system, links);
-  // Ranks per core where this rank runs (emulated nodes share the cores).
-  const auto& table = c->boot->table();
-  int onMachine = 0;
-  for (const RankInfo& r : table) onMachine += strcmp(r.machineId, table[c->rank].machineId) == 0;
-  m.links.oversubscription = std::max(1.0, double(onMachine) / std::max(1, onlineCpus()));
+  m.links.oversubscription = std::max(1.0, ranksPerCore);
   c->tuner = std::make_unique<tune::Tuner>(std::move(m), file.rules, file.path, c->algo, c->settings.nchannels);
   return Status();
 }
@@ -130,14 +127,15 @@ Status finishInit(hocclComm* c) {
     }
     HOCCL_TRY(c->connectEdges(ring));
   }
-  c->algo = forcedAlgorithm(c->settings);
-  HOCCL_TRY(makeTuner(c));
-  int spin = c->settings.spinIters;
-  // More local ranks than cores: a spinning rank steals the core its peer
-  // needs, so it yields between polls instead of pausing.
-  // Count by physical machine, not node: emulated nodes share the cores.
+  // Ranks on this physical machine, not node: emulated nodes share the
+  // cores. More of them than cores: a spinning rank steals the core its
+  // peer needs, so it yields between polls instead of pausing, and every
+  // step also waits for the scheduler (the cost model's latencies scale).
   int onMachine = 0;
   for (const RankInfo& r : table) onMachine += strcmp(r.machineId, table[c->rank].machineId) == 0;
+  c->algo = forcedAlgorithm(c->settings);
+  HOCCL_TRY(makeTuner(c, double(onMachine) / std::max(1, onlineCpus())));
+  int spin = c->settings.spinIters;
   c->yieldWhileSpinning = onMachine > onlineCpus();
   if (spin < 0) spin = c->yieldWhileSpinning ? kYieldSpins : kBusySpins;
   c->spinIters = spin;

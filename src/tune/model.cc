@@ -138,17 +138,15 @@ double pipelinedUs(const std::vector<Phase>& ph, int K) {
   if (ph.empty()) return 0;
   if (K <= 1) return sumUs(ph);
   std::vector<double> total(ph.front().busy.size(), 0.0);
-  double slowest = 0, fill = 0;
+  double maxPerChunk = 0, fill = 0;
   for (const Phase& p : ph) {
     for (size_t i = 0; i < total.size(); ++i) total[i] += p.busy[i];
     const double perChunk = p.bwUs / K + p.latUs;
-    slowest = std::max(slowest, perChunk * K);
+    maxPerChunk = std::max(maxPerChunk, perChunk);
     fill += perChunk;
   }
   const double steady = *std::max_element(total.begin(), total.end());
-  double maxPerChunk = 0;
-  for (const Phase& p : ph) maxPerChunk = std::max(maxPerChunk, p.bwUs / K + p.latUs);
-  return std::max(steady, slowest) + fill - maxPerChunk;
+  return std::max(steady, maxPerChunk * K) + fill - maxPerChunk;
 }
 
 // The groups, rails and switch level the builders would use.

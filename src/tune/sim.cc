@@ -34,7 +34,7 @@ double pieceBytes(uint64_t bytes, uint64_t n, uint64_t i) { return double(partSi
 class Sim {
  public:
   Sim(const Machine& m, const std::vector<Schedule>& s, const SimOptions& o)
-      : m_(m), s_(s), o_(o), P_(m.nranks()), N_(m.nnodes()), L_(m.nleaves()) {
+      : m_(m), o_(o), P_(m.nranks()), N_(m.nnodes()), L_(m.nleaves()) {
     rankFree_.assign(size_t(P_), 0);
     memFree_.assign(size_t(N_), 0);
     nicOut_.assign(size_t(N_), 0);
@@ -180,7 +180,6 @@ class Sim {
   }
 
   const Machine& m_;
-  const std::vector<Schedule>& s_;
   SimOptions o_;
   int P_, N_, L_;
   std::vector<Chan> chans_;
