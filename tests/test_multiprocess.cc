@@ -111,6 +111,34 @@ TEST(MultiProcess, KilledRankMidLoopIsNamedByEverySurvivor) {
   EXPECT_LT(o.seconds, 30);
 }
 
+// A rank that dies between calls is reported by hocclCommGetAsyncError on
+// the idle survivors (no call is running to notice it); one that frees its
+// communicator and exits is not. Over shared memory (pid liveness) and
+// over TCP (a connection closed without its goodbye).
+std::vector<std::vector<std::string>> ownNodes(int n) {
+  std::vector<std::vector<std::string>> env(n);
+  for (int r = 0; r < n; ++r) env[r] = {"HOCCL_HOSTID=mp-node-" + std::to_string(r)};
+  return env;
+}
+
+TEST(MultiProcess, DeathBetweenCallsIsAnAsyncError) {
+  for (bool tcp : {false, true}) {
+    SCOPED_TRACE(tcp ? "TCP" : "shared memory");
+    Outcome o = launch("idle-die", 3, 60, tcp ? ownNodes(3) : std::vector<std::vector<std::string>>{});
+    EXPECT_EQ(o.exitCodes[0], 0);
+    EXPECT_EQ(o.exitCodes[1], 0);
+    EXPECT_EQ(o.exitCodes[2], 42);
+    EXPECT_LT(o.seconds, 30);
+  }
+}
+
+TEST(MultiProcess, OrderlyExitBetweenCallsIsNoError) {
+  for (bool tcp : {false, true}) {
+    SCOPED_TRACE(tcp ? "TCP" : "shared memory");
+    expectAllZero(launch("idle-leave", 3, 60, tcp ? ownNodes(3) : std::vector<std::vector<std::string>>{}));
+  }
+}
+
 TEST(MultiProcess, DifferentSettingsAreRefusedAtInit) {
   expectAllZero(launch("config", 2, 60, {{}, {"HOCCL_SLOTS=4"}}));
 }

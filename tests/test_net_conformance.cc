@@ -6,6 +6,8 @@
 // it crosses a link; HOCCL_IB_HCA / HOCCL_IB_GID_INDEX pick them as for the
 // library.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -243,7 +245,96 @@ TEST_P(NetConformance, TruncationAndClosedPeerAreErrors) {
   }
   EXPECT_EQ(st.code(), hocclRemoteError);
   EXPECT_NE(st.message().find("closed by the peer"), std::string::npos) << st.message();
+  // The peer said goodbye: an orderly close, not a lost connection.
+  st = q.net->health(q.recv);
+  EXPECT_TRUE(st.ok()) << st.message();
   q.net->closeRecv(q.recv);
+
+  // The other way round: the receiver closes, the idle sender stays healthy.
+  Pair o = makePair(GetParam(), 1);
+  ASSERT_NE(o.send, nullptr);
+  o.net->closeRecv(o.recv);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  st = o.net->health(o.send);
+  EXPECT_TRUE(st.ok()) << st.message();
+  o.net->closeSend(o.send);
+}
+
+// A peer process that exits without closing its connection (as kill -9
+// does): health() says so while no request is pending, which is how
+// hocclCommGetAsyncError learns of a death between calls. Both ends.
+TEST(SocketHealth, PeerProcessThatExitsIsReported) {
+  for (bool peerSends : {true, false}) {
+    SCOPED_TRACE(peerSends ? "the peer is the sender" : "the peer is the receiver");
+    SocketNetOptions opt;
+    opt.ifnameRule = "lo";
+    std::unique_ptr<NetTransport> net;
+    ASSERT_TRUE(createSocketTransport(opt, &net).ok());
+    char handle[kNetHandleBytes];
+    void* lc = nullptr;
+    void* mine = nullptr;
+    if (peerSends) ASSERT_TRUE(net->listen(0, handle, &lc).ok());
+    else {
+      // The child listens and passes its handle through a pipe.
+      int fds[2];
+      ASSERT_EQ(pipe(fds), 0);
+      pid_t child = fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        std::unique_ptr<NetTransport> cnet;
+        if (!createSocketTransport(opt, &cnet).ok() || !cnet->listen(0, handle, &lc).ok()) _exit(3);
+        if (write(fds[1], handle, sizeof handle) != static_cast<ssize_t>(sizeof handle)) _exit(4);
+        void* r = nullptr;
+        for (int i = 0; i < 100000 && !r; ++i) {
+          if (!cnet->accept(lc, &r).ok()) _exit(5);
+          usleep(100);
+        }
+        _exit(r ? 0 : 6);  // without closing anything
+      }
+      ASSERT_EQ(read(fds[0], handle, sizeof handle), static_cast<ssize_t>(sizeof handle));
+      close(fds[0]);
+      close(fds[1]);
+      for (int i = 0; i < 100000 && !mine; ++i) {
+        ASSERT_TRUE(net->connect(0, handle, &mine).ok());
+        usleep(100);
+      }
+      int status = 0;
+      ASSERT_EQ(waitpid(child, &status, 0), child);
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    }
+    if (peerSends) {
+      pid_t child = fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        std::unique_ptr<NetTransport> cnet;
+        void* s = nullptr;
+        if (!createSocketTransport(opt, &cnet).ok()) _exit(3);
+        for (int i = 0; i < 100000 && !s; ++i) {
+          if (!cnet->connect(0, handle, &s).ok()) _exit(4);
+          usleep(100);
+        }
+        _exit(s ? 0 : 5);
+      }
+      for (int i = 0; i < 100000 && !mine; ++i) {
+        ASSERT_TRUE(net->accept(lc, &mine).ok());
+        usleep(100);
+      }
+      int status = 0;
+      ASSERT_EQ(waitpid(child, &status, 0), child);
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+      net->closeListen(lc);
+    }
+    ASSERT_NE(mine, nullptr);
+    Status st;
+    for (int i = 0; i < 1000 && st.ok(); ++i) {
+      st = net->health(mine);
+      if (st.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(st.code(), hocclRemoteError);
+    EXPECT_NE(st.message().find("without a goodbye"), std::string::npos) << st.message();
+    if (peerSends) net->closeRecv(mine);
+    else net->closeSend(mine);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, NetConformance, ::testing::Values(Kind::Socket, Kind::Ib),

@@ -150,7 +150,7 @@ int runLoop(hocclComm_t comm, int rank, double seconds) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s full|mismatch|die|config|loop rank nranks idfile\n"
+    fprintf(stderr, "usage: %s full|mismatch|die|config|loop|idle-die|idle-leave rank nranks idfile\n"
                     "  rank and nranks may be 'env': RANK and WORLD_SIZE (launchers)\n", argv[0]);
     return 2;
   }
@@ -190,6 +190,34 @@ int main(int argc, char** argv) {
     const char* msg = hocclGetLastError(comm);
     if (rc != hocclRemoteError || !contains(msg, "exited")) result = fail(rank, std::string("expected a remote error, got: ") + msg);
     else fprintf(stderr, "worker rank %d saw: %s\n", rank, msg);
+  } else if (scenario == "idle-die" || scenario == "idle-leave") {
+    // Connections are made by a first call; then the last rank exits
+    // without freeing its communicator (idle-die) or after freeing it
+    // (idle-leave) while the others only poll hocclCommGetAsyncError.
+    bool dies = scenario == "idle-die";
+    std::vector<float> buf(1024, 1.0f);
+    if (hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat, hocclSum, comm, nullptr) != hocclSuccess)
+      return fail(rank, std::string("AllReduce: ") + hocclGetLastError(comm));
+    if (rank == n - 1) {
+      if (dies) _exit(42);
+      hocclCommDestroy(comm);
+      return 0;
+    }
+    double start = epochSec();
+    hocclResult_t async = hocclSuccess;
+    while (async == hocclSuccess && epochSec() - start < (dies ? 20 : 3)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (hocclCommGetAsyncError(comm, &async) != hocclSuccess) return fail(rank, "hocclCommGetAsyncError failed");
+    }
+    const char* msg = hocclGetLastError(comm);
+    std::string culprit = "peer rank " + std::to_string(n - 1);
+    if (dies && (async != hocclRemoteError || !contains(msg, culprit.c_str())))
+      result = fail(rank, "expected an async remote error naming " + culprit + ", got " + std::to_string(async) + ": " + msg);
+    else if (!dies && async != hocclSuccess)
+      result = fail(rank, std::string("a peer that freed its communicator was reported: ") + msg);
+    else
+      fprintf(stderr, "worker rank %d: async %d after %.2f s: %s\n", rank, static_cast<int>(async), epochSec() - start,
+              dies ? msg : "");
   } else {
     result = fail(rank, "unknown scenario " + scenario);
   }

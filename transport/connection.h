@@ -53,6 +53,10 @@ class SendConn {
   // Why the connection can no longer make progress (a dead peer, a reset
   // socket), or "" while it is healthy.
   virtual std::string failure() const { return ""; }
+  // Why the connection broke while idle (the peer's process is gone, the
+  // link failed), found without a pending send; "" while it is healthy or
+  // the peer closed it in order.
+  virtual std::string health() const { return ""; }
 };
 
 class RecvConn {
@@ -69,6 +73,7 @@ class RecvConn {
   // The sender's memory at `ref` as a pointer, if it is in this process.
   virtual const void* mapDirect(const DirectRef& ref) { return nullptr; }
   virtual std::string failure() const { return ""; }
+  virtual std::string health() const { return ""; }  // as SendConn::health
 };
 
 }  // namespace hoccl

@@ -373,6 +373,16 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
       *asyncError = peer.code();
     }
   }
+  if (*asyncError == hocclSuccess) {
+    // A peer that died between calls sent no notice; its connections (or
+    // its pid, on this node) say so. Tell the other ranks, as a call would.
+    Status lost = comm->lostPeer();
+    if (!lost.ok()) {
+      comm->fail(lost, true);
+      report(comm, lost);
+      *asyncError = lost.code();
+    }
+  }
   return hocclSuccess;
 }
 

@@ -355,6 +355,27 @@ Status hocclComm::peerAbort(bool network) {
   return Status();
 }
 
+namespace {
+bool processAlive(int pid) { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; }
+}  // namespace
+
+Status hocclComm::lostPeer() {
+  for (int r = 0; shm && r < nranks; ++r) {
+    ControlBlock* cb = r != rank && isLocal[r] ? shm->control(r) : nullptr;
+    if (cb && shm->pidVisible(r) && cb->closed.load(std::memory_order_acquire) == 0 && !processAlive(cb->pid))
+      return hoccl::errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited without freeing its "
+                           "communicator (found between calls)", rank, r, cb->pid, hostId.c_str());
+  }
+  int peer = -1;
+  std::string why;
+  if (net && net->lostPeer(&peer, &why)) {
+    const RankInfo& info = boot->table()[peer];
+    return hoccl::errorf(hocclRemoteError, "rank %d: lost peer rank %d (pid %d on %s) between calls: %s", rank, peer,
+                         info.pid, info.hostId, why.c_str());
+  }
+  return Status();
+}
+
 namespace hoccl {
 
 bool scheduleReceives(const Schedule& s) {
@@ -392,8 +413,6 @@ void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s) {
 
 namespace {
 
-bool processAlive(int pid) { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; }
-
 // "; rank 1 is pid 123 on hostB" for each peer waited on.
 std::string describePeers(hocclComm* c, const std::vector<int>& peers) {
   std::string out;
@@ -408,7 +427,7 @@ Status deadPeer(hocclComm* c, const CollTask& t) {
   std::string call = describeCall(t.call().coll, t.call().count, t.call().dtype, t.call().op, t.call().root);
   for (int peer : t.waitingOn()) {
     ControlBlock* cb = c->isLocal[peer] ? c->shm->control(peer) : nullptr;
-    if (cb && !processAlive(cb->pid))
+    if (cb && c->shm->pidVisible(peer) && !processAlive(cb->pid))
       return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s (call #%llu)",
                     c->rank, peer, cb->pid, c->hostId.c_str(), call.c_str(),
                     static_cast<unsigned long long>(t.call().opSeq));

@@ -106,6 +106,10 @@ struct hocclComm : public hoccl::ExecLinks {
   // An abort a peer told us about, if any: through shared memory only
   // (cheap: every poll), or through the network too (a syscall or two).
   hoccl::Status peerAbort(bool network = false);
+  // A peer found gone between calls (hocclCommGetAsyncError): a local
+  // rank's process that exited without freeing its communicator, or a
+  // network connection that broke other than by an orderly close.
+  hoccl::Status lostPeer();
 };
 
 namespace hoccl {

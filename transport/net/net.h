@@ -64,6 +64,12 @@ class NetTransport {
   virtual Status closeSend(void* sendComm) = 0;
   virtual Status closeRecv(void* recvComm) = 0;
   virtual Status closeListen(void* listenComm) = 0;
+  // An error once the connection `comm` is broken for a reason other than
+  // the peer closing it in order (its process exited or was killed, the
+  // link failed), found by the progress thread even while no request is
+  // pending; hocclCommGetAsyncError reports it between calls. Transports
+  // that cannot tell keep the default.
+  virtual Status health(void* comm) { return Status(); }
 };
 
 struct SocketNetOptions {

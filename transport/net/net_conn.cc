@@ -47,6 +47,7 @@ class NetSend : public SendConn {
   size_t slotBytes() const override { return slotBytes_; }
   int peer() const override { return peer_; }
   std::string failure() const override { return failure_; }
+  std::string health() const override { return net_->health(comm_).message(); }
 
  private:
   size_t stride() const { return sizeof(SlotHeader) + slotBytes_; }
@@ -112,6 +113,7 @@ class NetRecv : public RecvConn {
   }
   int peer() const override { return peer_; }
   std::string failure() const override { return failure_; }
+  std::string health() const override { return net_->health(comm_).message(); }
 
  private:
   size_t stride() const { return sizeof(SlotHeader) + slotBytes_; }
@@ -232,6 +234,24 @@ Status NetDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges
 SendConn* NetDomain::sendConn(int peer, int channel) {
   auto it = sends_.find({peer, channel});
   return it == sends_.end() ? nullptr : it->second.get();
+}
+
+bool NetDomain::lostPeer(int* peer, std::string* why) const {
+  for (const auto& [key, conn] : sends_) {
+    std::string w = conn->health();
+    if (w.empty()) continue;
+    *peer = key.first;
+    *why = w;
+    return true;
+  }
+  for (const auto& [key, conn] : recvs_) {
+    std::string w = conn->health();
+    if (w.empty()) continue;
+    *peer = key.first;
+    *why = w;
+    return true;
+  }
+  return false;
 }
 
 RecvConn* NetDomain::recvConn(int peer, int channel) {

@@ -32,6 +32,9 @@ class NetDomain {
   SendConn* sendConn(int peer, int channel);
   RecvConn* recvConn(int peer, int channel);
   NetTransport& transport() { return *net_; }
+  // A connection that broke other than by the peer closing it (see
+  // NetTransport::health): the peer's rank and the transport's account.
+  bool lostPeer(int* peer, std::string* why) const;
 
  private:
   std::unique_ptr<NetTransport> net_;

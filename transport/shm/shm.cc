@@ -254,6 +254,10 @@ Status ShmDomain::create(Bootstrap& boot, const ShmOptions& opt, const std::vect
     else {
       d->mappings_.push_back({p, sizeof(ControlBlock)});
       d->controls_[r] = static_cast<ControlBlock*>(p);
+      if (pids[r] > 0 && (kill(pids[r], 0) == 0 || errno == EPERM)) d->visible_.insert(r);
+      else
+        HINFO(kSubShm, "local rank %d (pid %d) is in another pid namespace: only the timeout finds its death", r,
+              pids[r]);
     }
   }
   Status bst = st.ok() ? boot.barrier() : st;
@@ -264,6 +268,7 @@ Status ShmDomain::create(Bootstrap& boot, const ShmOptions& opt, const std::vect
 }
 
 ShmDomain::~ShmDomain() {
+  if (self_) self_->closed.store(1, std::memory_order_release);
   sends_.clear();
   recvs_.clear();
   for (const Mapping& m : mappings_) munmap(m.addr, m.bytes);

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct ControlBlock {
   int32_t abortCode;
   char abortMsg[1024];
   alignas(64) int32_t pid;
+  // Set when the owner frees its communicator: a pid that is gone after
+  // this is a process that ended, not one that died.
+  std::atomic<uint32_t> closed;
   uint64_t commHash;
   // For the cross-memory-attach probe: where this block sits in its owner's
   // address space, and a known value a peer reads there.
@@ -74,6 +78,10 @@ class ShmDomain {
 
   ControlBlock* self() { return self_; }
   ControlBlock* control(int rank);  // nullptr if `rank` is not on this node
+  // Whether this process can see `rank`'s pid (checked at init, when every
+  // rank lives): not when the peer runs in another pid namespace (another
+  // container sharing /dev/shm), where a liveness check would call it dead.
+  bool pidVisible(int rank) const { return visible_.count(rank) > 0; }
 
   // Sets up the missing connections in `edges` (pairwise with the peers,
   // over the bootstrap). Idempotent.
@@ -97,6 +105,7 @@ class ShmDomain {
   std::vector<int> localRanks_;
   ControlBlock* self_ = nullptr;
   std::map<int, ControlBlock*> controls_;
+  std::set<int> visible_;
   std::vector<Mapping> mappings_;
   std::map<std::pair<int, int>, std::unique_ptr<SendConn>> sends_;
   std::map<std::pair<int, int>, std::unique_ptr<RecvConn>> recvs_;

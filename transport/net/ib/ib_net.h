@@ -175,8 +175,12 @@ struct Comm {
   std::vector<uint64_t> partsSeen;  // immediates per QP
   int inflight = 0;
   Status failed;
+  // The peer wrote kGoodbyeByte on the side channel before closing it: it
+  // closed the connection in order rather than exiting or being killed.
+  bool goodbye = false;
   std::vector<std::unique_ptr<Request>> requests;  // owned until tested done
 };
+constexpr char kGoodbyeByte = 'G';
 
 // Connection set-up (ib_connect.cc).
 struct ListenComm;

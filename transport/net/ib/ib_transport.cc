@@ -236,9 +236,23 @@ class IbTransport : public NetTransport {
     kick();
   }
 
+  Status health(void* comm) override {
+    Comm* c = static_cast<Comm*>(comm);
+    std::lock_guard<std::mutex> lock(mu_);
+    return c->goodbye ? Status() : c->failed;
+  }
+
   Status closeComm(Comm* c) {
     std::lock_guard<std::mutex> lock(mu_);
     comms_.erase(std::remove(comms_.begin(), comms_.end(), c), comms_.end());
+    if (c->sideFd >= 0 && c->failed.ok()) {
+      // Best effort; the peer reads it as "closed in order".
+      ssize_t n = ::send(c->sideFd, &kGoodbyeByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)n;
+      char sink[64];
+      while (::recv(c->sideFd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+      }
+    }
     destroyComm(v_, c);
     kick();
     return Status();
@@ -465,7 +479,10 @@ class IbTransport : public NetTransport {
   void peerClosed(Comm* c, int err) {
     pollCq(c);
     failComm(c, errorf(hocclRemoteError, "IB transport: connection %s %s failed: %s", c->isSend ? "to" : "from",
-                       c->peer.c_str(), err ? strerror(err) : "closed by the peer (it exited or closed the connection)"));
+                       c->peer.c_str(),
+                       err           ? strerror(err)
+                       : c->goodbye ? "closed by the peer"
+                                    : "closed without a goodbye (the peer process exited or was killed)"));
   }
 
   void progressLoop() {
@@ -511,6 +528,7 @@ class IbTransport : public NetTransport {
           if (!fds[i].revents || std::find(comms_.begin(), comms_.end(), c) == comms_.end() || !c->failed.ok()) continue;
           char buf[64];
           ssize_t n = ::recv(c->sideFd, buf, sizeof buf, MSG_DONTWAIT);
+          if (n > 0 && memchr(buf, kGoodbyeByte, static_cast<size_t>(n))) c->goodbye = true;
           if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
             peerClosed(c, n < 0 ? errno : 0);
         }

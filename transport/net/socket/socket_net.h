@@ -27,6 +27,11 @@ namespace socknet {
 constexpr uint64_t kMagic = 0x484f434c534f434bull;  // "HOCLSOCK"
 constexpr size_t kSplitMin = 256 << 10;            // smaller messages use one stream
 constexpr int kMaxStreams = 16;
+// A control-stream header with this size is a goodbye, not a message: the
+// side that closes a connection in order sends it (the receiver sends it
+// back the other way) so that the peer can tell a closed communicator from
+// a process that exited or was killed, which the kernel closes just alike.
+constexpr uint64_t kGoodbye = ~0ull;
 // Receives one irecv may group (NCCL's maxRecvs). The i-th message of a
 // group goes to the first unfilled buffer whose tag is the message's tag,
 // so the senders sharing one connection (NCCL's PXN) may send in any order
@@ -106,6 +111,13 @@ struct Comm {
   // Receiver: the peer closed the control stream. Messages whose header
   // arrived still complete from the data streams; later receives fail.
   Status ctrlClosed;
+  // The peer sent its goodbye: it closed its side in order.
+  bool goodbye = false;
+  // Sender: the control stream reached its end (only goodbyes travel back).
+  bool ctrlEof = false;
+  // The connection ended without a goodbye (the peer's process died, or the
+  // link did): reported by health() even when no request was pending.
+  Status lost;
   std::vector<std::unique_ptr<Request>> requests;  // owned until tested done
 };
 

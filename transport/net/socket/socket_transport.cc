@@ -201,6 +201,13 @@ class SocketTransport : public NetTransport {
     return Status();
   }
 
+  Status health(void* comm) override {
+    Comm* c = static_cast<Comm*>(comm);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (c->goodbye) return Status();
+    return c->lost.ok() ? c->failed : c->lost;
+  }
+
   Status closeSend(void* comm) override { return closeComm(static_cast<Comm*>(comm)); }
   Status closeRecv(void* comm) override { return closeComm(static_cast<Comm*>(comm)); }
   Status closeListen(void* listenComm) override {
@@ -245,8 +252,25 @@ class SocketTransport : public NetTransport {
         comms_.erase(it);
         break;
       }
+    sayGoodbye(c);
     destroy(c);
     return Status();
+  }
+
+  // Best effort: a goodbye that does not fit the socket buffer now, or a
+  // sender with a header half written, leaves the peer to see an unexplained
+  // close, which is what an abandoned connection is.
+  static void sayGoodbye(Comm* c) {
+    if (!c->failed.ok() || c->ctrlFd < 0) return;
+    if (c->isSend && c->ctrlOutDone < c->ctrlOut.size()) return;
+    uint64_t hdr[2] = {kGoodbye, 0};
+    ssize_t n = ::send(c->ctrlFd, hdr, sizeof hdr, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
+    // Unread bytes at close() would make the kernel reset the connection
+    // instead of closing it, and a reset can overtake the goodbye.
+    char sink[256];
+    while (::recv(c->ctrlFd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
   }
 
   static void destroy(Comm* c) {
@@ -344,8 +368,45 @@ class SocketTransport : public NetTransport {
     }
   }
 
+  // The peer went away without a goodbye (mu_ held).
+  void markLost(Comm* c, int err) {
+    if (c->goodbye || !c->lost.ok()) return;
+    c->lost = errorf(hocclRemoteError,
+                     "socket transport: connection %s %s lost: %s without a goodbye (the peer process exited or was "
+                     "killed, or the link failed)",
+                     c->isSend ? "to" : "from", c->peer.c_str(), err ? strerror(err) : "closed");
+    completed_ = true;
+    HINFO(kSubNet, "%s", c->lost.message().c_str());
+  }
+
+  // Sender: the only bytes that travel back on the control stream are the
+  // receiver's goodbye; then its end (mu_ held).
+  void readBack(Comm* c) {
+    while (!c->ctrlEof) {
+      ssize_t n = ::recv(c->ctrlFd, c->ctrlIn + c->ctrlInLen, sizeof c->ctrlIn - c->ctrlInLen, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      if (n <= 0) {
+        c->ctrlEof = true;
+        int err = n < 0 ? errno : 0;
+        markLost(c, err);
+        if (!c->goodbye) fail(c, brokenPeer(c, "failed", err));
+        return;
+      }
+      c->ctrlInLen += static_cast<size_t>(n);
+      if (c->ctrlInLen < sizeof c->ctrlIn) continue;
+      uint64_t hdr[2];
+      memcpy(hdr, c->ctrlIn, sizeof hdr);
+      c->ctrlInLen = 0;
+      if (hdr[0] != kGoodbye)
+        return fail(c, errorf(hocclInternalError, "socket transport: unexpected bytes from receiver %s", c->peer.c_str()));
+      c->goodbye = true;
+    }
+  }
+
   void pumpControl(Comm* c) {
     if (c->isSend) {
+      readBack(c);
+      if (!c->failed.ok()) return;
       while (c->ctrlOutDone < c->ctrlOut.size()) {
         ssize_t n = ::send(c->ctrlFd, c->ctrlOut.data() + c->ctrlOutDone, c->ctrlOut.size() - c->ctrlOutDone,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -368,9 +429,14 @@ class SocketTransport : public NetTransport {
       if (!c->ctrlClosed.ok()) return;
       ssize_t n = ::recv(c->ctrlFd, c->ctrlIn + c->ctrlInLen, sizeof c->ctrlIn - c->ctrlInLen, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-      if (n < 0) return fail(c, brokenPeer(c, "failed", errno));
+      if (n < 0) {
+        int err = errno;
+        markLost(c, err);
+        return fail(c, brokenPeer(c, "failed", err));
+      }
       if (n == 0) {
-        // An orderly close: what was sent before it still arrives.
+        // The peer closed: what was sent before it still arrives.
+        markLost(c, 0);
         c->ctrlClosed = brokenPeer(c, "failed", 0);
         failUnmatchable(c);
         HINFO(kSubNet, "socket transport: %s closed its connection", c->peer.c_str());
@@ -381,6 +447,10 @@ class SocketTransport : public NetTransport {
       uint64_t hdr[2];
       memcpy(hdr, c->ctrlIn, sizeof hdr);
       c->ctrlInLen = 0;
+      if (hdr[0] == kGoodbye) {
+        c->goodbye = true;
+        continue;
+      }
       c->arrived.emplace_back(hdr[0], static_cast<int32_t>(hdr[1]));
       match(c);
     }
@@ -411,7 +481,8 @@ class SocketTransport : public NetTransport {
         std::lock_guard<std::mutex> lock(mu_);
         for (Comm* c : comms_) {
           if (!c->failed.ok()) continue;
-          short ctrlEvents = c->isSend ? (c->ctrlOut.size() > c->ctrlOutDone ? POLLOUT : 0)
+          short ctrlEvents = c->isSend ? static_cast<short>((c->ctrlOut.size() > c->ctrlOutDone ? POLLOUT : 0) |
+                                                           (c->ctrlEof ? 0 : POLLIN))
                                        : (c->ctrlClosed.ok() ? POLLIN : 0);
           if (ctrlEvents) {
             fds.push_back({c->ctrlFd, ctrlEvents, 0});
