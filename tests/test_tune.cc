@@ -168,7 +168,7 @@ TEST(TuneFile, ParsesLinksSettingsAndRules) {
   const char* text =
       "# links\n"
       "link net latency_us=25 gbps=10\n"
-      "link spine gbps=2.5   # oversubscribed\n"
+      "link spine gbps=2.5 burst_kb=131.5  # oversubscribed, shaped\n"
       "set flow_gbps=4 reduce_gbps=20\n"
       "all_reduce 0-64K doubling\n"
       "AllGather 1M- horing chunks=8 channels=2\n"
@@ -179,6 +179,8 @@ TEST(TuneFile, ParsesLinksSettingsAndRules) {
   EXPECT_EQ(f.links.net.latencyUs, 25);
   EXPECT_EQ(f.links.net.gbps, 10);
   EXPECT_EQ(f.links.spine.gbps, 2.5);
+  EXPECT_EQ(f.links.spine.burstKB, 131.5);
+  EXPECT_EQ(f.links.net.burstKB, 0);
   EXPECT_EQ(f.links.flowGbps, 4);
   EXPECT_EQ(f.links.reduceGbps, 20);
   ASSERT_EQ(f.rules.size(), 3u);
@@ -271,6 +273,40 @@ TEST(Sim, AgreesWithTheModelOnTheIssueShapes) {
       }
     }
   }
+}
+
+// Token-bucket links (the emulated cluster's tbf shapers) refill while idle
+// and pass their burst at once: a call whose links idle part of the time
+// (hierarchical's phases inside the node) gains up to the burst's time at
+// the link rate; one that keeps them busy (the ring) almost nothing; large
+// calls are unchanged. The model and the simulator agree on it.
+TEST(Sim, TokenBucketLinksHelpCallsThatLeaveLinksIdle) {
+  Machine plain = Machine::rectangular(2, 4, 1, gigabit());
+  Machine shaped = plain;
+  shaped.links.net.burstKB = 250;  // 2 ms at 1 Gbit/s
+  const double headUs = 2000;
+  for (CollKind c : {CollKind::AllReduce, CollKind::AllGather}) {
+    for (AlgoId a : {AlgoId::Ring, AlgoId::Hierarchical}) {
+      SCOPED_TRACE(std::string(collName(c)) + " " + algorithmInfo(a).name);
+      const SimResult s0 = simulate(plain, c, a, kMiB, 1, 0), s1 = simulate(shaped, c, a, kMiB, 1, 0);
+      ASSERT_TRUE(s0.ok && s1.ok);
+      EXPECT_LE(s1.us, s0.us);
+      EXPECT_GE(s1.us, s0.us - 2 * headUs);  // each direction's bucket once, refilled once at most
+      const double m0 = predict(plain, c, a, kMiB, 1).us, m1 = predict(shaped, c, a, kMiB, 1).us;
+      EXPECT_LE(m1, m0);
+      EXPECT_GE(m1, m0 - headUs);
+      const SimResult b0 = simulate(plain, c, a, 256 * kMiB, 1, 0), b1 = simulate(shaped, c, a, 256 * kMiB, 1, 0);
+      EXPECT_NEAR(b1.us / b0.us, 1.0, 0.05);
+    }
+  }
+  // Hierarchical all-gather idles the node links during its phase inside
+  // the node, so its bucket refills; the ring's links never idle long.
+  const double ringGain = simulate(plain, CollKind::AllGather, AlgoId::Ring, kMiB, 1, 0).us -
+                          simulate(shaped, CollKind::AllGather, AlgoId::Ring, kMiB, 1, 0).us;
+  const double hierGain = simulate(plain, CollKind::AllGather, AlgoId::Hierarchical, kMiB, 1, 0).us -
+                          simulate(shaped, CollKind::AllGather, AlgoId::Hierarchical, kMiB, 1, 0).us;
+  EXPECT_GT(hierGain, ringGain);
+  EXPECT_GT(hierGain, 0.2 * headUs);
 }
 
 TEST(Sim, EverySchedulesFinishesOnUnevenShapes) {

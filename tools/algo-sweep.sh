@@ -4,9 +4,11 @@
 # and writes the crossover table, measured-vs-predicted errors and a plot.
 #   tools/algo-sweep.sh [build-dir] [out-dir]      (root; 10-15 minutes)
 # Environment: SHAPES ("a b"), COLLS ("all_reduce reduce_scatter all_gather"),
-# ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M), ITERS (3),
-# ROUNDS (2): the algorithms alternate within a round, the report takes the
-# best round of each (this machine's timings move by tens of percent).
+# ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M), ITERS (3)
+# iterations per size from SPLIT (16M) up and SMALL_ITERS (20) below it (a
+# few stray milliseconds of scheduling on 2 cores would swamp 3 iterations
+# of a 64 KiB call), ROUNDS (2): the algorithms alternate within a round, the
+# report takes the best round of each.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -16,6 +18,19 @@ shapes=${SHAPES:-a b}
 colls=${COLLS:-all_reduce reduce_scatter all_gather}
 algos=${ALGOS:-ring hierarchical horing auto}
 minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-2}
+split=${SPLIT:-16M} small_iters=${SMALL_ITERS:-20}
+bytes() { numfmt --from=iec "$1"; }
+# "-b LO -e HI -n N" runs that cover MINB..MAXB (sizes x4 from MINB).
+ranges=()
+if [ "$(bytes "$minb")" -lt "$(bytes "$split")" ]; then
+  hi=$(bytes "$minb")
+  while [ $((hi * 4)) -lt "$(bytes "$split")" ] && [ $((hi * 4)) -le "$(bytes "$maxb")" ]; do hi=$((hi * 4)); done
+  ranges+=("-b $(bytes "$minb") -e $hi -n $small_iters")
+  lo=$((hi * 4))
+else
+  lo=$(bytes "$minb")
+fi
+[ "$lo" -le "$(bytes "$maxb")" ] && ranges+=("-b $lo -e $(bytes "$maxb") -n $iters")
 cluster="$root/tests/cluster/cluster.sh"
 if ! "$cluster" check >/dev/null; then
   echo "algo-sweep: the emulated cluster cannot run here (needs root, network namespaces, tbf)" >&2
@@ -30,16 +45,34 @@ sim[a]="--nodes 2 --ranks-per-node 4 --leaves 1 --node-gbit 1"
 up[b]="--nodes 4 --switches 2 --node-gbit 1 --uplink-gbit 0.5"
 sim[b]="--nodes 4 --ranks-per-node 2 --leaves 2 --node-gbit 1 --uplink-gbit 0.5"
 declare -A ranks=([a]=4 [b]=2)
+declare -A gbit=([a]=1 [b]=1) upgbit=([a]=0 [b]=0.5)
+# The emulated links are tbf shapers whose bucket passes a burst at once
+# (tests/cluster/build.sh: max(rate x 2 ms, 128 KiB, 4 frames)); the model
+# is told so through a tune file, which the ranks read too (HOCCL_TUNE_FILE).
+burst_kb() {
+  awk -v g="$1" -v bms="${HOCCL_CLUSTER_TBF_BURST_MS:-2}" -v minb="${HOCCL_CLUSTER_TBF_MIN_BURST:-131072}" 'BEGIN {
+    b = g * 1e9 / 8 * bms / 1000; if (b < minb) b = minb; if (b < 6000) b = 6000; printf "%.3f", b / 1000 }'
+}
 name=sweep$$
 trap '"$cluster" down --name $name >/dev/null 2>&1 || true' EXIT
 for shape in $shapes; do
+  tunefile="$out/emulated-$shape.tune"
+  {
+    echo "# tbf buckets of the emulated cluster, shape $shape (tools/algo-sweep.sh)"
+    echo "link net burst_kb=$(burst_kb "${gbit[$shape]}")"
+    if [ "${upgbit[$shape]}" != 0 ]; then echo "link spine burst_kb=$(burst_kb "${upgbit[$shape]}")"; fi
+  } > "$tunefile"
+  export HOCCL_TUNE_FILE="$tunefile"
   "$cluster" up ${up[$shape]} --name $name --owner $$ >/dev/null
   for coll in $colls; do
    for round in $(seq 1 "$rounds"); do
     for algo in $algos; do
       echo "== shape $shape: $coll --algo $algo (round $round)" >&2
-      table=$("$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 900 -- \
-        "$build/perf/${coll}_perf" -b "$minb" -e "$maxb" -f 4 -n "$iters" -w 1 --algo "$algo" 2>/dev/null)
+      table=""
+      for range in "${ranges[@]}"; do
+        table+=$("$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 900 -- \
+          "$build/perf/${coll}_perf" $range -f 4 -w 1 --algo "$algo" 2>/dev/null)$'\n'
+      done
       # nccl-tests rows: size count type redop root time algbw busbw #wrong (out of place first)
       awk -v s="$shape" -v c="$coll" -v a="$algo" \
         -v r="$round" '/^ *[0-9]/ { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", s, c, a, $1, $6, $8, $9, r }' \
@@ -50,7 +83,8 @@ for shape in $shapes; do
   "$cluster" down --name $name >/dev/null
   # 8 ranks on this machine's cores: the latencies scale (src/tune/model.h).
   over=$(awk -v c="$(nproc)" 'BEGIN { x = 8 / c; print (x < 1 ? 1 : x) }')
-  "$build/hoccl-sim" ${sim[$shape]} --oversubscription "$over" -b "$minb" -e "$maxb" -f 4 --csv --engine both \
+  "$build/hoccl-sim" ${sim[$shape]} --oversubscription "$over" --tune-file "$tunefile" \
+    -b "$minb" -e "$maxb" -f 4 --csv --engine both \
     | sed "s/^/$shape,/" > "$out/predicted-$shape.csv"
 done
 /usr/bin/python3 "$root/tools/algo_report.py" "$out" | tee "$out/report.md"

@@ -72,6 +72,12 @@ class Load {
   }
   double latencyUs() const { return lat_; }
   const std::vector<double>& busy() const { return t_; }
+  // The busiest network link (node link or uplink, either direction).
+  double networkUs() const {
+    double worst = 0;
+    for (size_t i = size_t(2 * P_ + N_); i < t_.size(); ++i) worst = std::max(worst, t_[i]);
+    return worst;
+  }
 
  private:
   size_t rankIn(int r) const { return size_t(r); }
@@ -94,6 +100,7 @@ class Load {
 struct Phase {
   double bwUs = 0;   // bandwidth time of all its steps
   double latUs = 0;  // latency of all its steps
+  double netUs = 0;  // the busiest network link's time, all steps
   std::vector<double> busy;  // per resource, all steps (for overlap)
   double us() const { return bwUs + latUs; }
 };
@@ -108,6 +115,7 @@ Phase ringPhase(const Machine& m, const RingSet& set, int channels) {
   Phase p;
   p.bwUs = l.bandwidthUs() * set.steps;
   p.latUs = l.latencyUs() * set.steps;
+  p.netUs = l.networkUs() * set.steps;
   p.busy = l.busy();
   for (double& b : p.busy) b *= set.steps;
   return p;
@@ -120,6 +128,7 @@ Phase exchangePhase(const Machine& m, const std::vector<Transfer>& msgs, double 
   Phase p;
   p.bwUs = l.bandwidthUs();
   p.latUs = l.latencyUs() * (1 + extraLatencySteps);
+  p.netUs = l.networkUs();
   p.busy = l.busy();
   return p;
 }
@@ -127,6 +136,12 @@ Phase exchangePhase(const Machine& m, const std::vector<Transfer>& msgs, double 
 double sumUs(const std::vector<Phase>& ph) {
   double t = 0;
   for (const Phase& p : ph) t += p.us();
+  return t;
+}
+
+double netUs(const std::vector<Phase>& ph) {
+  double t = 0;
+  for (const Phase& p : ph) t += p.netUs;
   return t;
 }
 
@@ -193,10 +208,10 @@ Prediction predictRing(const Machine& m, CollKind coll, double M, int C) {
   const int P = m.nranks();
   RingSet rs{{ranksInOrder(P)}, M / P, P - 1, true};
   RingSet ag{{ranksInOrder(P)}, M / P, P - 1, false};
-  double t = 0;
-  if (coll != CollKind::AllGather) t += ringPhase(m, rs, C).us();
-  if (coll != CollKind::ReduceScatter) t += ringPhase(m, ag, C).us();
-  return {t, "ring"};
+  std::vector<Phase> ph;
+  if (coll != CollKind::AllGather) ph.push_back(ringPhase(m, rs, C));
+  if (coll != CollKind::ReduceScatter) ph.push_back(ringPhase(m, ag, C));
+  return {sumUs(ph), "ring", netUs(ph)};
 }
 
 Prediction predictDoubling(const Machine& m, double M) {
@@ -205,20 +220,20 @@ Prediction predictDoubling(const Machine& m, double M) {
   while (p2 * 2 <= P) p2 *= 2;
   const int extra = P - p2;
   auto real = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
-  double t = 0;
+  std::vector<Phase> ph;
   std::vector<Transfer> fold;
   for (int i = 0; i < extra; ++i) fold.push_back({2 * i, 2 * i + 1});
-  if (!fold.empty()) t += exchangePhase(m, fold, M, true, 1).us();
+  if (!fold.empty()) ph.push_back(exchangePhase(m, fold, M, true, 1));
   for (int d = 1; d < p2; d *= 2) {
     std::vector<Transfer> x;
     for (int v = 0; v < p2; ++v) x.push_back({real(v), real(v ^ d)});
-    t += exchangePhase(m, x, M, true, 1).us();
+    ph.push_back(exchangePhase(m, x, M, true, 1));
   }
   if (!fold.empty()) {
     for (Transfer& f : fold) std::swap(f.from, f.to);
-    t += exchangePhase(m, fold, M, false, 1).us();
+    ph.push_back(exchangePhase(m, fold, M, false, 1));
   }
-  return {t, "doubling"};
+  return {sumUs(ph), "doubling", netUs(ph)};
 }
 
 // A chain through every group at once (members[0] is the root), moving
@@ -267,7 +282,7 @@ Prediction predictHierarchical(const Machine& m, CollKind coll, double M, int C)
     if (N > 1) ph.push_back(ringPhase(m, RingSet{{leaders}, M / P, s.S() * (N - 1), false}, C));
     ph.push_back(chainPhase(m, s, M, false, false, C));
   }
-  return {sumUs(ph), "hierarchical"};
+  return {sumUs(ph), "hierarchical", netUs(ph)};
 }
 
 int defaultHoRingChunks(CollKind coll, double M, int P, int C) {
@@ -311,12 +326,17 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
   std::vector<Phase> ph;
   const char* what = s.sw ? "horing, switch level" : "horing";
   if (coll == CollKind::AllReduce) {
-    if (N == 1) return {predictRing(m, coll, M, C).us, "horing (one node: a plain ring)"};
+    if (N == 1) {
+      Prediction r = predictRing(m, coll, M, C);
+      r.shape = "horing (one node: a plain ring)";
+      return r;
+    }
     if (!(intra && N > 1) && !s.sw) {  // groups of one: a ring through the rail
       RingSet a{{railMembers(s, 0)}, M / N, N - 1, true};
       RingSet b = a;
       b.reduce = false;
-      return {ringPhase(m, a, C).us() + ringPhase(m, b, C).us(), "horing (a plain ring)"};
+      ph = {ringPhase(m, a, C), ringPhase(m, b, C)};
+      return {sumUs(ph), "horing (a plain ring)", netUs(ph)};
     }
     if (intra) ph.push_back(ringPhase(m, RingSet{groups, M / G, G - 1, true}, C));
     if (s.sw) {
@@ -326,6 +346,7 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
       Phase topAg = ringPhase(m, RingSet{rails(across), part / s.W, s.W - 1, false}, C);
       top.bwUs += topAg.bwUs;
       top.latUs += topAg.latUs;
+      top.netUs += topAg.netUs;
       for (size_t i = 0; i < top.busy.size(); ++i) top.busy[i] += topAg.busy[i];
       ph.push_back(top);
       ph.push_back(ringPhase(m, RingSet{rails(under), part, s.n - 1, false}, C));
@@ -334,6 +355,7 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
       Phase railAg = ringPhase(m, RingSet{rails(whole), M / S / N, N - 1, false}, C);
       rail.bwUs += railAg.bwUs;
       rail.latUs += railAg.latUs;
+      rail.netUs += railAg.netUs;
       for (size_t i = 0; i < rail.busy.size(); ++i) rail.busy[i] += railAg.busy[i];
       ph.push_back(rail);
     }
@@ -362,7 +384,7 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
       if (intra) ph.push_back(in);
     }
   }
-  return {pipelinedUs(ph, K), what};
+  return {pipelinedUs(ph, K), what, netUs(ph)};
 }
 
 }  // namespace
@@ -447,10 +469,9 @@ double busBwFactor(CollKind coll, int nranks) {
   }
 }
 
-Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes, int nchannels, int pipelineChunks) {
-  const int C = std::max(nchannels, 1);
-  const double M = double(bytes);
-  if (m.nranks() <= 1) return {0, "one rank"};
+namespace {
+
+Prediction predictUnshaped(const Machine& m, CollKind coll, AlgoId algo, double M, int C, int pipelineChunks) {
   if (coll != CollKind::AllReduce && coll != CollKind::ReduceScatter && coll != CollKind::AllGather)
     return predictRing(m, coll == CollKind::Broadcast ? CollKind::AllGather : CollKind::ReduceScatter, M, C);
   switch (algo) {
@@ -461,6 +482,26 @@ Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes,
       return predictRing(m, coll, M, C);
     default: return predictRing(m, coll, M, C);
   }
+}
+
+}  // namespace
+
+Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes, int nchannels, int pipelineChunks) {
+  const int C = std::max(nchannels, 1);
+  if (m.nranks() <= 1) return {0, "one rank"};
+  Prediction p = predictUnshaped(m, coll, algo, double(bytes), C, pipelineChunks);
+  // Links with a token bucket (burstKB) refill it while idle: what the
+  // busiest one saves is the time its burst takes at its rate, at most its
+  // idle time within the call, as in a loop of calls where each starts with
+  // the bucket the last one left empty (the schedule engine follows every
+  // bucket instead).
+  double head = 0;
+  const LinkModel& lm = m.links;
+  if (lm.net.burstKB > 0 && lm.net.gbps > 0) head = std::max(head, lm.net.burstKB * 1000 / lm.net.bytesPerUs());
+  if (m.nleaves() > 1 && lm.spine.burstKB > 0 && lm.spine.gbps > 0)
+    head = std::max(head, lm.spine.burstKB * 1000 / lm.spine.bytesPerUs());
+  p.us -= std::min({head, p.netUs, std::max(0.0, p.us - p.netUs)});
+  return p;
 }
 
 }  // namespace tune

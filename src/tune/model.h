@@ -32,6 +32,10 @@ namespace tune {
 struct LinkParams {
   double latencyUs = 0;   // per message, one way
   double gbps = 0;        // Gbit/s per direction; 0 = not a bottleneck
+  // Bytes (in kB, 1000 B) a link that has been idle passes at once before
+  // its rate applies: a token bucket's depth, as the tbf shapers of the
+  // emulated cluster have (tests/cluster). Real switch ports have none: 0.
+  double burstKB = 0;
   double bytesPerUs() const { return gbps * 125.0; }  // 1 Gbit/s = 125 bytes/us
 };
 
@@ -103,6 +107,7 @@ double exchangeUs(const Machine& m, const std::vector<Transfer>& msgs, double by
 struct Prediction {
   double us = 0;
   const char* shape = "";  // what was costed, e.g. "horing 3 levels"
+  double netUs = 0;        // of which the busiest network link's bandwidth time
 };
 Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes, int nchannels,
                    int pipelineChunks = 0);

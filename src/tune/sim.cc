@@ -41,6 +41,12 @@ class Sim {
     nicIn_.assign(size_t(N_), 0);
     upOut_.assign(size_t(L_), 0);
     upIn_.assign(size_t(L_), 0);
+    // Token buckets start empty, as in a loop of calls where the links
+    // were just busy; they refill while idle within the call.
+    nicOutTokens_.assign(size_t(N_), 0);
+    nicInTokens_.assign(size_t(N_), 0);
+    upOutTokens_.assign(size_t(L_), 0);
+    upInTokens_.assign(size_t(L_), 0);
     first_.assign(size_t(P_), 0);
     for (int r = 0; r < P_; ++r) {
       first_[size_t(r)] = chans_.size();
@@ -140,29 +146,41 @@ class Sim {
         arrive = done + lm.latency(lm.shm);
       } else {
         const int la = m_.leafOf[size_t(node)], lb = m_.leafOf[size_t(nb)];
-        std::vector<std::pair<double*, double>> path;
-        const double nic = lm.net.bytesPerUs();
-        if (nic > 0) {
-          path.push_back({&nicOut_[size_t(node)], b / (nic * m_.nics(node))});
-        }
+        struct Hop {
+          double* freeAt;
+          double* tokens;
+          double rate, burst;  // bytes per us, bytes
+        };
+        std::vector<Hop> path;
+        const double nic = lm.net.bytesPerUs(), netBurst = lm.net.burstKB * 1000;
+        if (nic > 0)
+          path.push_back({&nicOut_[size_t(node)], &nicOutTokens_[size_t(node)], nic * m_.nics(node), netBurst});
         double lat = lm.latency(lm.net);
         if (la != lb) {
           lat += lm.latency(lm.spine);
-          const double up = lm.spine.bytesPerUs();
+          const double up = lm.spine.bytesPerUs(), upBurst = lm.spine.burstKB * 1000;
           if (up > 0) {
-            path.push_back({&upOut_[size_t(la)], b / up});
-            path.push_back({&upIn_[size_t(lb)], b / up});
+            path.push_back({&upOut_[size_t(la)], &upOutTokens_[size_t(la)], up, upBurst});
+            path.push_back({&upIn_[size_t(lb)], &upInTokens_[size_t(lb)], up, upBurst});
           }
         }
-        if (nic > 0) path.push_back({&nicIn_[size_t(nb)], b / (nic * m_.nics(nb))});
+        if (nic > 0) path.push_back({&nicIn_[size_t(nb)], &nicInTokens_[size_t(nb)], nic * m_.nics(nb), netBurst});
         // Cut-through along the path: a resource serves the piece once it
         // is free and the piece has reached it, and cannot finish before
-        // the resource before it has.
+        // the resource before it has. A link with a token bucket refills
+        // it while idle and passes what the tokens cover at once.
         double begin = done, end = done;
-        for (auto& [freeAt, d] : path) {
-          begin = std::max({begin, *freeAt, end - d});
+        for (Hop& h : path) {
+          const double start = std::max(begin, *h.freeAt);
+          if (h.burst > 0) {
+            *h.tokens = std::min(h.burst, *h.tokens + (start - *h.freeAt) * h.rate);
+          }
+          const double free = std::min(*h.tokens, b);
+          *h.tokens -= free;
+          const double d = (b - free) / h.rate;
+          begin = std::max(start, end - d);
           end = begin + d;
-          *freeAt = end;
+          *h.freeAt = end;
         }
         if (lm.flowGbps > 0) end = std::max(end, done + b / (lm.flowGbps * 125.0));
         arrive = end + lat;
@@ -185,6 +203,7 @@ class Sim {
   std::vector<Chan> chans_;
   std::vector<size_t> first_;
   std::vector<double> rankFree_, memFree_, nicOut_, nicIn_, upOut_, upIn_;
+  std::vector<double> nicOutTokens_, nicInTokens_, upOutTokens_, upInTokens_;
   std::map<std::tuple<int, int, int>, std::deque<double>> inbox_;
   std::priority_queue<std::pair<double, size_t>> pq_;
   uint64_t pieces_ = 0;

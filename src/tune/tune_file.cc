@@ -138,7 +138,9 @@ Status parseTuneFile(const std::string& text, const std::string& path, const Lin
         double x = 0;
         if (k == "latency_us" && parseNumber(v, 0, 1e7, &x)) lp->latencyUs = x;
         else if (k == "gbps" && parseNumber(v, 0, 1e6, &x)) lp->gbps = x;
-        else return fail("bad '" + shown(w[i]) + "' (expected latency_us=<0..1e7> or gbps=<0..1e6>)");
+        else if (k == "burst_kb" && parseNumber(v, 0, 1e9, &x)) lp->burstKB = x;
+        else
+          return fail("bad '" + shown(w[i]) + "' (expected latency_us=<0..1e7>, gbps=<0..1e6> or burst_kb=<0..1e9>)");
       }
     } else if (head == "set") {
       if (w.size() < 2) return fail("expected 'set name=value'");
