@@ -186,6 +186,12 @@ class SocketTransport : public NetTransport {
     std::lock_guard<std::mutex> lock(mu_);
     *done = 0;
     if (!r->done && r->error.ok() && r->comm->failed.ok()) pumpAll(r->comm);
+    // A header read here queued parts on streams the progress thread does
+    // not poll yet: it would find them only at its next 100 ms timeout.
+    if (pollSetStale_) {
+      pollSetStale_ = false;
+      kick();
+    }
     if (!r->error.ok()) return r->error;
     if (!r->done) return Status();
     *done = 1;
@@ -303,6 +309,7 @@ class SocketTransport : public NetTransport {
       slot->matched = true;
       slot->size = size;
       for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
+        pollSetStale_ |= c->streams[p.stream].queue.empty();
         c->streams[p.stream].queue.push_back({slot->buf + p.start, p.len, r});
         ++r->partsLeft;
       }
@@ -379,34 +386,44 @@ class SocketTransport : public NetTransport {
     HINFO(kSubNet, "%s", c->lost.message().c_str());
   }
 
-  // Sender: the only bytes that travel back on the control stream are the
-  // receiver's goodbye; then its end (mu_ held).
-  void readBack(Comm* c) {
-    while (!c->ctrlEof) {
+  // Reads the control stream: 1 with the next 16-byte header, 0 if it has
+  // no more bytes now, -1 at its end (*err = 0) or on an error (*err =
+  // errno) (mu_ held).
+  int readHeader(Comm* c, uint64_t hdr[2], int* err) {
+    for (;;) {
       ssize_t n = ::recv(c->ctrlFd, c->ctrlIn + c->ctrlInLen, sizeof c->ctrlIn - c->ctrlInLen, MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
       if (n <= 0) {
-        c->ctrlEof = true;
-        int err = n < 0 ? errno : 0;
-        markLost(c, err);
-        if (!c->goodbye) fail(c, brokenPeer(c, "failed", err));
-        return;
+        *err = n < 0 ? errno : 0;
+        return -1;
       }
       c->ctrlInLen += static_cast<size_t>(n);
       if (c->ctrlInLen < sizeof c->ctrlIn) continue;
-      uint64_t hdr[2];
-      memcpy(hdr, c->ctrlIn, sizeof hdr);
+      memcpy(hdr, c->ctrlIn, sizeof c->ctrlIn);
       c->ctrlInLen = 0;
-      if (hdr[0] != kGoodbye)
-        return fail(c, errorf(hocclInternalError, "socket transport: unexpected bytes from receiver %s", c->peer.c_str()));
-      c->goodbye = true;
+      return 1;
     }
   }
 
   void pumpControl(Comm* c) {
+    uint64_t hdr[2];
+    int err = 0;
     if (c->isSend) {
-      readBack(c);
-      if (!c->failed.ok()) return;
+      // The only bytes that travel back are the receiver's goodbye; then
+      // the stream's end.
+      while (!c->ctrlEof) {
+        const int got = readHeader(c, hdr, &err);
+        if (got == 0) break;
+        if (got < 0) {
+          c->ctrlEof = true;
+          markLost(c, err);
+          if (!c->goodbye) return fail(c, brokenPeer(c, "failed", err));
+          break;
+        }
+        if (hdr[0] != kGoodbye)
+          return fail(c, errorf(hocclInternalError, "socket transport: unexpected bytes from receiver %s", c->peer.c_str()));
+        c->goodbye = true;
+      }
       while (c->ctrlOutDone < c->ctrlOut.size()) {
         ssize_t n = ::send(c->ctrlFd, c->ctrlOut.data() + c->ctrlOutDone, c->ctrlOut.size() - c->ctrlOutDone,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -425,28 +442,18 @@ class SocketTransport : public NetTransport {
       c->ctrlOutDone = 0;
       return;
     }
-    for (;;) {
-      if (!c->ctrlClosed.ok()) return;
-      ssize_t n = ::recv(c->ctrlFd, c->ctrlIn + c->ctrlInLen, sizeof c->ctrlIn - c->ctrlInLen, MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-      if (n < 0) {
-        int err = errno;
+    while (c->ctrlClosed.ok()) {
+      const int got = readHeader(c, hdr, &err);
+      if (got == 0) return;
+      if (got < 0) {
         markLost(c, err);
-        return fail(c, brokenPeer(c, "failed", err));
-      }
-      if (n == 0) {
+        if (err) return fail(c, brokenPeer(c, "failed", err));
         // The peer closed: what was sent before it still arrives.
-        markLost(c, 0);
         c->ctrlClosed = brokenPeer(c, "failed", 0);
         failUnmatchable(c);
         HINFO(kSubNet, "socket transport: %s closed its connection", c->peer.c_str());
         return;
       }
-      c->ctrlInLen += static_cast<size_t>(n);
-      if (c->ctrlInLen < sizeof c->ctrlIn) continue;
-      uint64_t hdr[2];
-      memcpy(hdr, c->ctrlIn, sizeof hdr);
-      c->ctrlInLen = 0;
       if (hdr[0] == kGoodbye) {
         c->goodbye = true;
         continue;
@@ -479,6 +486,7 @@ class SocketTransport : public NetTransport {
       who.emplace_back(nullptr, 0);
       {
         std::lock_guard<std::mutex> lock(mu_);
+        pollSetStale_ = false;
         for (Comm* c : comms_) {
           if (!c->failed.ok()) continue;
           short ctrlEvents = c->isSend ? static_cast<short>((c->ctrlOut.size() > c->ctrlOutDone ? POLLOUT : 0) |
@@ -522,6 +530,8 @@ class SocketTransport : public NetTransport {
   int wake_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> completed_{false};
+  // A stream got work after the progress thread built its poll set (mu_).
+  bool pollSetStale_ = false;
   std::thread thread_;
 };
 
