@@ -2,13 +2,14 @@
 # Measures ring, hierarchical, HO-Ring and auto on the emulated cluster in
 # the two shapes of docs/algorithms.md, runs hoccl-sim on the same shapes,
 # and writes the crossover table, measured-vs-predicted errors and a plot.
-#   tools/algo-sweep.sh [build-dir] [out-dir]      (root; 10-15 minutes)
+#   tools/algo-sweep.sh [build-dir] [out-dir]      (root; about an hour on 2 cores)
 # Environment: SHAPES ("a b"), COLLS ("all_reduce reduce_scatter all_gather"),
-# ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M), ITERS (3)
-# iterations per size from SPLIT (16M) up and SMALL_ITERS (20) below it (a
-# few stray milliseconds of scheduling on 2 cores would swamp 3 iterations
-# of a 64 KiB call), ROUNDS (2): the algorithms alternate within a round, the
-# report takes the best round of each.
+# ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M),
+# BUDGET (64M): bytes per size, so a size runs BUDGET/size iterations,
+# at least ITERS (3) and at most MAX_ITERS (200) (a few stray milliseconds of
+# scheduling on 2 cores would swamp 3 iterations of a 64 KiB call),
+# ROUNDS (2): the algorithms alternate within a round, the report takes the
+# best round of each.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -18,19 +19,25 @@ shapes=${SHAPES:-a b}
 colls=${COLLS:-all_reduce reduce_scatter all_gather}
 algos=${ALGOS:-ring hierarchical horing auto}
 minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-2}
-split=${SPLIT:-16M} small_iters=${SMALL_ITERS:-20}
+budget=${BUDGET:-64M} max_iters=${MAX_ITERS:-200}
 bytes() { numfmt --from=iec "$1"; }
-# "-b LO -e HI -n N" runs that cover MINB..MAXB (sizes x4 from MINB).
+# "-b LO -e HI -n N" runs that cover MINB..MAXB (sizes x4 from MINB), sizes
+# with the same iteration count sharing a run.
 ranges=()
-if [ "$(bytes "$minb")" -lt "$(bytes "$split")" ]; then
-  hi=$(bytes "$minb")
-  while [ $((hi * 4)) -lt "$(bytes "$split")" ] && [ $((hi * 4)) -le "$(bytes "$maxb")" ]; do hi=$((hi * 4)); done
-  ranges+=("-b $(bytes "$minb") -e $hi -n $small_iters")
-  lo=$((hi * 4))
-else
-  lo=$(bytes "$minb")
-fi
-[ "$lo" -le "$(bytes "$maxb")" ] && ranges+=("-b $lo -e $(bytes "$maxb") -n $iters")
+lo="" n_lo=""
+size=$(bytes "$minb")
+while [ "$size" -le "$(bytes "$maxb")" ]; do
+  n=$(( $(bytes "$budget") / size ))
+  [ "$n" -lt "$iters" ] && n=$iters
+  [ "$n" -gt "$max_iters" ] && n=$max_iters
+  if [ "$n" != "$n_lo" ]; then
+    [ -n "$lo" ] && ranges+=("-b $lo -e $hi -n $n_lo")
+    lo=$size n_lo=$n
+  fi
+  hi=$size
+  size=$((size * 4))
+done
+[ -n "$lo" ] && ranges+=("-b $lo -e $hi -n $n_lo")
 cluster="$root/tests/cluster/cluster.sh"
 if ! "$cluster" check >/dev/null; then
   echo "algo-sweep: the emulated cluster cannot run here (needs root, network namespaces, tbf)" >&2
