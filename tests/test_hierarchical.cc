@@ -182,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(All, VerifiesLarge,
 
 // Explicit pipeline depths, more chunks than elements included.
 TEST(HoRingPipeline, ChunkCountsVerify) {
-  const Builder builders[] = {pipelined<2>, pipelined<3>, pipelined<5>};
+  const Builder builders[] = {pipelined<2>, pipelined<3>, pipelined<5>, pipelined<32>};
   for (const Shape& shape : {rect(2, 4), rect(3, 3), rect(4, 8, 2), sized({3, 1, 2}, "u"), sized({8, 8, 8, 4}, "u")}) {
     for (CollKind coll : kColls) {
       for (Builder build : builders) {

@@ -154,6 +154,28 @@ TEST(Tuner, FixedChannelsAreKept) {
   }
 }
 
+// HO-Ring's depth: the deepest pipeline whose predicted time is within 2%
+// of the fastest depth (smaller steps bound the bursts on shared links),
+// so depth grows with size and is never one the model thinks is slow.
+TEST(Tuner, HoRingPipelineIsTheDeepestWithinTwoPercent) {
+  const Machine m = Machine::rectangular(4, 2, 2, gigabit(0.5));
+  Tuner t(m, {}, "", nullptr, 1);
+  int lastDepth = 0;
+  for (uint64_t b = 1 * kMiB; b <= 256 * kMiB; b *= 4) {
+    const Choice c = t.choose(CollKind::AllReduce, b);
+    ASSERT_EQ(c.algo, AlgoId::HoRing) << b;
+    double fastest = 1e300;
+    for (int k : {1, 2, 4, 8, 16, 32})
+      fastest = std::min(fastest, predict(m, CollKind::AllReduce, AlgoId::HoRing, b, 1, k).us);
+    EXPECT_LE(c.predictedUs, fastest * 1.02) << b;
+    for (int k = c.pipelineChunks * 2; k <= 32; k *= 2)
+      EXPECT_GT(predict(m, CollKind::AllReduce, AlgoId::HoRing, b, 1, k).us, fastest * 1.02) << b << " depth " << k;
+    EXPECT_GE(c.pipelineChunks, lastDepth) << b;
+    lastDepth = c.pipelineChunks;
+  }
+  EXPECT_GT(lastDepth, 8);
+}
+
 TEST(Tuner, TableListsEverySize) {
   Tuner t(Machine::rectangular(2, 4, 1, gigabit()), {}, "", nullptr, 0);
   const std::string table = t.table(64 * 1024, 256 * kMiB, 4);
