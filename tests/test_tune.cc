@@ -176,6 +176,48 @@ TEST(Tuner, HoRingPipelineIsTheDeepestWithinTwoPercent) {
   EXPECT_GT(lastDepth, 8);
 }
 
+// A step of a K-deep HO-Ring all-reduce on 4 nodes x 2 ranks under 2
+// leaves: the 4 ranks under a leaf each send 1/8 of a chunk across at once,
+// so M/K/2 bytes go through an uplink per step.
+TEST(Model, StepBytesThroughTheUplink) {
+  const Machine m = Machine::rectangular(4, 2, 2, gigabit(0.5));
+  for (int k : {1, 4, 8, 32}) {
+    const Prediction p = predict(m, CollKind::AllReduce, AlgoId::HoRing, 4 * kMiB, 1, k);
+    EXPECT_DOUBLE_EQ(p.stepUplinkBytes, 4.0 * kMiB / k / 2) << k;
+  }
+  const Prediction ring = predict(m, CollKind::AllReduce, AlgoId::Ring, 8 * kMiB, 1, 0);
+  EXPECT_DOUBLE_EQ(ring.stepUplinkBytes, 1.0 * kMiB);  // one ring edge crosses, M/P per step
+}
+
+// With the uplinks' buffers known, depths whose steps overflow them are
+// passed over while a deeper one fits; without, the model alone decides.
+TEST(Tuner, HoRingStepsFitTheBuffers) {
+  // The emulated shape (b) as tools/algo-sweep.sh describes it: 8 ranks on
+  // 2 cores, tbf buckets.
+  LinkModel links = gigabit(0.5);
+  links.oversubscription = 4;
+  links.net.burstKB = 250;
+  links.spine.burstKB = 131.072;
+  Machine m = Machine::rectangular(4, 2, 2, links);
+  const Tuner plain(m, {}, "", nullptr, 1);
+  m.links.spine.bufferKB = 443.572;  // the emulated cluster's 0.5 Gbit/s tbf queue
+  const Tuner buffered(m, {}, "", nullptr, 1);
+  bool deeper = false;
+  for (CollKind coll : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather}) {
+    for (uint64_t b = 64 * 1024; b <= 256 * kMiB; b *= 4) {
+      const Choice c = buffered.choose(coll, b), p = plain.choose(coll, b);
+      ASSERT_EQ(c.algo, AlgoId::HoRing) << collName(coll) << " " << b;
+      EXPECT_GE(c.pipelineChunks, p.pipelineChunks) << collName(coll) << " " << b;
+      deeper = deeper || c.pipelineChunks > p.pipelineChunks;
+      const double deepest = predict(m, coll, AlgoId::HoRing, b, 1, 32).stepUplinkBytes;
+      if (deepest <= 443572)
+        EXPECT_LE(predict(m, coll, AlgoId::HoRing, b, 1, c.pipelineChunks).stepUplinkBytes, 443572)
+            << collName(coll) << " " << b;
+    }
+  }
+  EXPECT_TRUE(deeper);
+}
+
 TEST(Tuner, TableListsEverySize) {
   Tuner t(Machine::rectangular(2, 4, 1, gigabit()), {}, "", nullptr, 0);
   const std::string table = t.table(64 * 1024, 256 * kMiB, 4);
@@ -190,7 +232,7 @@ TEST(TuneFile, ParsesLinksSettingsAndRules) {
   const char* text =
       "# links\n"
       "link net latency_us=25 gbps=10\n"
-      "link spine gbps=2.5 burst_kb=131.5  # oversubscribed, shaped\n"
+      "link spine gbps=2.5 burst_kb=131.5 buffer_kb=443.5  # oversubscribed, shaped\n"
       "set flow_gbps=4 reduce_gbps=20\n"
       "all_reduce 0-64K doubling\n"
       "AllGather 1M- horing chunks=8 channels=2\n"
@@ -203,6 +245,8 @@ TEST(TuneFile, ParsesLinksSettingsAndRules) {
   EXPECT_EQ(f.links.spine.gbps, 2.5);
   EXPECT_EQ(f.links.spine.burstKB, 131.5);
   EXPECT_EQ(f.links.net.burstKB, 0);
+  EXPECT_EQ(f.links.spine.bufferKB, 443.5);
+  EXPECT_EQ(f.links.net.bufferKB, 0);
   EXPECT_EQ(f.links.flowGbps, 4);
   EXPECT_EQ(f.links.reduceGbps, 20);
   ASSERT_EQ(f.rules.size(), 3u);

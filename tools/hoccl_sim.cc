@@ -139,10 +139,15 @@ int main(int argc, char** argv) {
           const AlgoInfo& info = algorithmInfo(AlgoId(a));
           if (!info.supports(c)) continue;
           if ((a == 1 || a == 2) && m.nnodes() < 2) continue;
+          // Channels and depth as the tuner picks them with the algorithm
+          // forced (HOCCL_ALGO, the benchmarks' --algo).
+          const Choice f = Tuner(m, tf.rules, tf.path, &info, 0).choose(c, b);
+          const int nch = f.algo == AlgoId(a) ? f.nchannels : 1;
+          const int depth = f.algo == AlgoId(a) ? f.pipelineChunks : 0;
           if (eng == "model") {
-            row.us[a] = predict(m, c, AlgoId(a), b, 1, 0).us;
+            row.us[a] = predict(m, c, AlgoId(a), b, nch, depth).us;
           } else {
-            const SimResult r = simulate(m, c, AlgoId(a), b, 1, 0);
+            const SimResult r = simulate(m, c, AlgoId(a), b, nch, depth);
             if (!r.ok) {
               std::fprintf(stderr, "hoccl-sim: %s %s: %s\n", collName(c), info.name, r.error.c_str());
               return 1;

@@ -23,7 +23,14 @@ constexpr double kInf = 1e300;
 class Load {
  public:
   explicit Load(const Machine& m)
-      : m_(m), P_(m.nranks()), N_(m.nnodes()), L_(m.nleaves()), t_(size_t(2 * P_ + 3 * N_ + 2 * L_), 0.0) {}
+      : m_(m),
+        P_(m.nranks()),
+        N_(m.nnodes()),
+        L_(m.nleaves()),
+        t_(size_t(2 * P_ + 3 * N_ + 2 * L_), 0.0),
+        nodeInBytes_(size_t(N_), 0.0),
+        upOutBytes_(size_t(L_), 0.0),
+        upInBytes_(size_t(L_), 0.0) {}
 
   // `bytes` from rank a to rank b in one step, over `channels` connections.
   void edge(int a, int b, double bytes, bool reduce, int channels) {
@@ -46,6 +53,7 @@ class Load {
       add(nicOut(na), bytes / (nic * m_.nics(na)));
       add(nicIn(nb), bytes / (nic * m_.nics(nb)));
     }
+    nodeInBytes_[size_t(nb)] += bytes;
     if (lm.flowGbps > 0) flow_ = std::max(flow_, bytes / (channels * lm.flowGbps * 125.0));
     const int la = m_.leafOf[size_t(na)], lb = m_.leafOf[size_t(nb)];
     if (la == lb) {
@@ -58,6 +66,14 @@ class Load {
       add(upOut(la), bytes / up);
       add(upIn(lb), bytes / up);
     }
+    upOutBytes_[size_t(la)] += bytes;
+    upInBytes_[size_t(lb)] += bytes;
+  }
+  // Bytes of this step into the busiest node and through the busiest uplink.
+  double nodeInBytes() const { return *std::max_element(nodeInBytes_.begin(), nodeInBytes_.end()); }
+  double uplinkBytes() const {
+    return std::max(*std::max_element(upOutBytes_.begin(), upOutBytes_.end()),
+                    *std::max_element(upInBytes_.begin(), upInBytes_.end()));
   }
 
   // Duration of the step: busiest resource, plus latency.
@@ -92,6 +108,7 @@ class Load {
   const Machine& m_;
   int P_, N_, L_;
   std::vector<double> t_;
+  std::vector<double> nodeInBytes_, upOutBytes_, upInBytes_;
   double lat_ = 0, flow_ = 0;
 };
 
@@ -102,6 +119,7 @@ struct Phase {
   double latUs = 0;  // latency of all its steps
   double netUs = 0;  // the busiest network link's time, all steps
   std::vector<double> busy;  // per resource, all steps (for overlap)
+  double stepNodeInBytes = 0, stepUplinkBytes = 0;  // one step's (Prediction)
   double us() const { return bwUs + latUs; }
 };
 
@@ -118,6 +136,8 @@ Phase ringPhase(const Machine& m, const RingSet& set, int channels) {
   p.netUs = l.networkUs() * set.steps;
   p.busy = l.busy();
   for (double& b : p.busy) b *= set.steps;
+  p.stepNodeInBytes = l.nodeInBytes();
+  p.stepUplinkBytes = l.uplinkBytes();
   return p;
 }
 
@@ -130,6 +150,8 @@ Phase exchangePhase(const Machine& m, const std::vector<Transfer>& msgs, double 
   p.latUs = l.latencyUs() * (1 + extraLatencySteps);
   p.netUs = l.networkUs();
   p.busy = l.busy();
+  p.stepNodeInBytes = l.nodeInBytes();
+  p.stepUplinkBytes = l.uplinkBytes();
   return p;
 }
 
@@ -143,6 +165,17 @@ double netUs(const std::vector<Phase>& ph) {
   double t = 0;
   for (const Phase& p : ph) t += p.netUs;
   return t;
+}
+
+// A prediction of `us` for phases run in K pipeline chunks: a chunk's step
+// moves 1/K of what the phase's step would.
+Prediction made(double us, const char* what, const std::vector<Phase>& ph, int K = 1) {
+  Prediction p{us, what, netUs(ph)};
+  for (const Phase& x : ph) {
+    p.stepNodeInBytes = std::max(p.stepNodeInBytes, x.stepNodeInBytes / std::max(K, 1));
+    p.stepUplinkBytes = std::max(p.stepUplinkBytes, x.stepUplinkBytes / std::max(K, 1));
+  }
+  return p;
 }
 
 // Phases that overlap in a pipeline of K chunks: each chunk pays every
@@ -211,7 +244,7 @@ Prediction predictRing(const Machine& m, CollKind coll, double M, int C) {
   std::vector<Phase> ph;
   if (coll != CollKind::AllGather) ph.push_back(ringPhase(m, rs, C));
   if (coll != CollKind::ReduceScatter) ph.push_back(ringPhase(m, ag, C));
-  return {sumUs(ph), "ring", netUs(ph)};
+  return made(sumUs(ph), "ring", ph);
 }
 
 Prediction predictDoubling(const Machine& m, double M) {
@@ -233,7 +266,7 @@ Prediction predictDoubling(const Machine& m, double M) {
     for (Transfer& f : fold) std::swap(f.from, f.to);
     ph.push_back(exchangePhase(m, fold, M, false, 1));
   }
-  return {sumUs(ph), "doubling", netUs(ph)};
+  return made(sumUs(ph), "doubling", ph);
 }
 
 // A chain through every group at once (members[0] is the root), moving
@@ -282,7 +315,7 @@ Prediction predictHierarchical(const Machine& m, CollKind coll, double M, int C)
     if (N > 1) ph.push_back(ringPhase(m, RingSet{{leaders}, M / P, s.S() * (N - 1), false}, C));
     ph.push_back(chainPhase(m, s, M, false, false, C));
   }
-  return {sumUs(ph), "hierarchical", netUs(ph)};
+  return made(sumUs(ph), "hierarchical", ph);
 }
 
 int defaultHoRingChunks(CollKind coll, double M, int P, int C) {
@@ -336,7 +369,7 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
       RingSet b = a;
       b.reduce = false;
       ph = {ringPhase(m, a, C), ringPhase(m, b, C)};
-      return {sumUs(ph), "horing (a plain ring)", netUs(ph)};
+      return made(sumUs(ph), "horing (a plain ring)", ph);
     }
     if (intra) ph.push_back(ringPhase(m, RingSet{groups, M / G, G - 1, true}, C));
     if (s.sw) {
@@ -348,6 +381,8 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
       top.latUs += topAg.latUs;
       top.netUs += topAg.netUs;
       for (size_t i = 0; i < top.busy.size(); ++i) top.busy[i] += topAg.busy[i];
+      top.stepNodeInBytes = std::max(top.stepNodeInBytes, topAg.stepNodeInBytes);
+      top.stepUplinkBytes = std::max(top.stepUplinkBytes, topAg.stepUplinkBytes);
       ph.push_back(top);
       ph.push_back(ringPhase(m, RingSet{rails(under), part, s.n - 1, false}, C));
     } else {
@@ -357,6 +392,8 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
       rail.latUs += railAg.latUs;
       rail.netUs += railAg.netUs;
       for (size_t i = 0; i < rail.busy.size(); ++i) rail.busy[i] += railAg.busy[i];
+      rail.stepNodeInBytes = std::max(rail.stepNodeInBytes, railAg.stepNodeInBytes);
+      rail.stepUplinkBytes = std::max(rail.stepUplinkBytes, railAg.stepUplinkBytes);
       ph.push_back(rail);
     }
     if (intra) ph.push_back(ringPhase(m, RingSet{groups, M / G, G - 1, false}, C));
@@ -384,7 +421,7 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
       if (intra) ph.push_back(in);
     }
   }
-  return {pipelinedUs(ph, K), what, netUs(ph)};
+  return made(pipelinedUs(ph, K), what, ph, K);
 }
 
 }  // namespace

@@ -36,6 +36,12 @@ struct LinkParams {
   // its rate applies: a token bucket's depth, as the tbf shapers of the
   // emulated cluster have (tests/cluster). Real switch ports have none: 0.
   double burstKB = 0;
+  // Bytes (kB) the queue in front of the link holds: a switch port's
+  // buffer, or the emulated cluster's tbf limit; 0 = unknown. A step that
+  // puts more on the link at once than this overflows it (TCP loses
+  // segments and may stall for a retransmission timeout), so the tuner
+  // picks pipeline depths whose steps fit (Prediction::stepBytes).
+  double bufferKB = 0;
   double bytesPerUs() const { return gbps * 125.0; }  // 1 Gbit/s = 125 bytes/us
 };
 
@@ -108,6 +114,9 @@ struct Prediction {
   double us = 0;
   const char* shape = "";  // what was costed, e.g. "horing 3 levels"
   double netUs = 0;        // of which the busiest network link's bandwidth time
+  // The most bytes one step (one pipeline chunk's step) puts on one
+  // forwarded link at once: into a node, and through a leaf's uplink.
+  double stepNodeInBytes = 0, stepUplinkBytes = 0;
 };
 Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes, int nchannels,
                    int pipelineChunks = 0);

@@ -139,8 +139,10 @@ Status parseTuneFile(const std::string& text, const std::string& path, const Lin
         if (k == "latency_us" && parseNumber(v, 0, 1e7, &x)) lp->latencyUs = x;
         else if (k == "gbps" && parseNumber(v, 0, 1e6, &x)) lp->gbps = x;
         else if (k == "burst_kb" && parseNumber(v, 0, 1e9, &x)) lp->burstKB = x;
+        else if (k == "buffer_kb" && parseNumber(v, 0, 1e9, &x)) lp->bufferKB = x;
         else
-          return fail("bad '" + shown(w[i]) + "' (expected latency_us=<0..1e7>, gbps=<0..1e6> or burst_kb=<0..1e9>)");
+          return fail("bad '" + shown(w[i]) +
+                      "' (expected latency_us=<0..1e7>, gbps=<0..1e6>, burst_kb=<0..1e9> or buffer_kb=<0..1e9>)");
       }
     } else if (head == "set") {
       if (w.size() < 2) return fail("expected 'set name=value'");

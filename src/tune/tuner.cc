@@ -14,6 +14,13 @@ namespace {
 constexpr int kDepths[] = {1, 2, 4, 8, 16, 32};
 }  // namespace
 
+bool Tuner::stepsFit(const Prediction& p) const {
+  const LinkModel& lm = m_.links;
+  if (lm.net.bufferKB > 0 && p.stepNodeInBytes > lm.net.bufferKB * 1000) return false;
+  if (lm.spine.bufferKB > 0 && p.stepUplinkBytes > lm.spine.bufferKB * 1000) return false;
+  return true;
+}
+
 Tuner::Tuner(Machine machine, std::vector<TuneRule> rules, std::string rulesPath, const AlgoInfo* forcedAlgo,
              int channels, int maxChannels)
     : m_(std::move(machine)),
@@ -64,15 +71,23 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
       // on the emulated 4:1 cluster (docs/algorithms.md) a 4 MiB all-reduce
       // in 1 MiB steps overflowed the leaf uplinks' queues and ran 1.4x
       // slower than in 512 KiB steps, which the model had within 2%.
+      // Where the tune file gives the links' buffers (buffer_kb), depths
+      // whose steps overflow one are passed over unless none fits.
       std::vector<double> us(depths.size());
-      double fastest = 0;
+      std::vector<bool> fits(depths.size());
+      bool anyFits = false;
       for (size_t i = 0; i < depths.size(); ++i) {
-        us[i] = predict(m_, coll, a, bytes, c, depths[i]).us;
-        if (i == 0 || us[i] < fastest) fastest = us[i];
+        const Prediction p = predict(m_, coll, a, bytes, c, depths[i]);
+        us[i] = p.us;
+        fits[i] = stepsFit(p);
+        anyFits = anyFits || fits[i];
       }
+      double fastest = -1;
+      for (size_t i = 0; i < depths.size(); ++i)
+        if ((fits[i] || !anyFits) && (fastest < 0 || us[i] < fastest)) fastest = us[i];
       size_t pick = 0;
       for (size_t i = 0; i < depths.size(); ++i)
-        if (us[i] <= fastest * 1.02) pick = i;
+        if ((fits[i] || !anyFits) && us[i] <= fastest * 1.02) pick = i;
       if (first || us[pick] < best.predictedUs * 0.98) {
         best.algo = a;
         best.nchannels = c;

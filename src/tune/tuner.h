@@ -67,6 +67,8 @@ class Tuner {
   std::string table(uint64_t lo, uint64_t hi, int factor) const;
 
  private:
+  // Whether a prediction's steps fit the links' buffers (LinkParams::bufferKB).
+  bool stepsFit(const Prediction& p) const;
   Machine m_;
   std::vector<TuneRule> rules_;
   std::string rulesPath_;
