@@ -7,7 +7,8 @@
 # ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M),
 # BUDGET (64M): bytes per size, so a size runs BUDGET/size iterations,
 # at least ITERS (3) and at most MAX_ITERS (200) (a few stray milliseconds of
-# scheduling on 2 cores would swamp 3 iterations of a 64 KiB call),
+# scheduling on 2 cores would swamp 3 iterations of a 64 KiB call), after a
+# tenth as many warm-up iterations (at least 1),
 # ROUNDS (2): the algorithms alternate within a round, the report takes the
 # best round of each.
 set -euo pipefail
@@ -31,13 +32,13 @@ while [ "$size" -le "$(bytes "$maxb")" ]; do
   [ "$n" -lt "$iters" ] && n=$iters
   [ "$n" -gt "$max_iters" ] && n=$max_iters
   if [ "$n" != "$n_lo" ]; then
-    [ -n "$lo" ] && ranges+=("-b $lo -e $hi -n $n_lo")
+    [ -n "$lo" ] && ranges+=("-b $lo -e $hi -n $n_lo -w $(( n_lo / 10 > 1 ? n_lo / 10 : 1 ))")
     lo=$size n_lo=$n
   fi
   hi=$size
   size=$((size * 4))
 done
-[ -n "$lo" ] && ranges+=("-b $lo -e $hi -n $n_lo")
+[ -n "$lo" ] && ranges+=("-b $lo -e $hi -n $n_lo -w $(( n_lo / 10 > 1 ? n_lo / 10 : 1 ))")
 cluster="$root/tests/cluster/cluster.sh"
 if ! "$cluster" check >/dev/null; then
   echo "algo-sweep: the emulated cluster cannot run here (needs root, network namespaces, tbf)" >&2
@@ -85,7 +86,7 @@ for shape in $shapes; do
       table=""
       for range in "${ranges[@]}"; do
         table+=$("$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 900 -- \
-          "$build/perf/${coll}_perf" $range -f 4 -w 1 --algo "$algo" 2>/dev/null)$'\n'
+          "$build/perf/${coll}_perf" $range -f 4 --algo "$algo" 2>/dev/null)$'\n'
       done
       # nccl-tests rows: size count type redop root time algbw busbw #wrong (out of place first)
       awk -v s="$shape" -v c="$coll" -v a="$algo" \
