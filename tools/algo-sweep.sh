@@ -3,6 +3,7 @@
 # the two shapes of docs/algorithms.md, runs hoccl-sim on the same shapes,
 # and writes the crossover table, measured-vs-predicted errors and a plot.
 #   tools/algo-sweep.sh [build-dir] [out-dir]      (root; about an hour on 2 cores)
+# CI runs a smoke version (one shape, all-reduce, 64 KiB-1 MiB: seconds).
 # Environment: SHAPES ("a b"), COLLS ("all_reduce reduce_scatter all_gather"),
 # ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M),
 # BUDGET (64M): bytes per size, so a size runs BUDGET/size iterations,
@@ -103,3 +104,11 @@ for shape in $shapes; do
     | sed "s/^/$shape,/" > "$out/predicted-$shape.csv"
 done
 /usr/bin/python3 "$root/tools/algo_report.py" "$out" | tee "$out/report.md"
+# A sweep whose runs printed no rows or a wrong result fails.
+if [ "$(wc -l < "$csv")" -le 1 ]; then
+  echo "algo-sweep: no measurements in $csv" >&2
+  exit 1
+fi
+if ! awk -F, 'NR > 1 && $7 != 0 { print "algo-sweep: wrong results: " $0 > "/dev/stderr"; bad = 1 } END { exit bad }' "$csv"; then
+  exit 1
+fi
