@@ -210,9 +210,10 @@ TEST(Tuner, HoRingStepsFitTheBuffers) {
       EXPECT_GE(c.pipelineChunks, p.pipelineChunks) << collName(coll) << " " << b;
       deeper = deeper || c.pipelineChunks > p.pipelineChunks;
       const double deepest = predict(m, coll, AlgoId::HoRing, b, 1, 32).stepUplinkBytes;
-      if (deepest <= 443572)
+      if (deepest <= 443572) {
         EXPECT_LE(predict(m, coll, AlgoId::HoRing, b, 1, c.pipelineChunks).stepUplinkBytes, 443572)
             << collName(coll) << " " << b;
+      }
     }
   }
   EXPECT_TRUE(deeper);

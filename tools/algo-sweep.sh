@@ -26,6 +26,8 @@ bytes() { numfmt --from=iec "$1"; }
 # "-b LO -e HI -n N" runs that cover MINB..MAXB (sizes x4 from MINB), sizes
 # with the same iteration count sharing a run.
 ranges=()
+# A run of sizes LO..HI at N iterations, after a tenth as many warm-up ones.
+add_range() { ranges+=("-b $1 -e $2 -n $3 -w $(($3 / 10 > 1 ? $3 / 10 : 1))"); }
 lo="" n_lo=""
 size=$(bytes "$minb")
 while [ "$size" -le "$(bytes "$maxb")" ]; do
@@ -33,13 +35,13 @@ while [ "$size" -le "$(bytes "$maxb")" ]; do
   [ "$n" -lt "$iters" ] && n=$iters
   [ "$n" -gt "$max_iters" ] && n=$max_iters
   if [ "$n" != "$n_lo" ]; then
-    [ -n "$lo" ] && ranges+=("-b $lo -e $hi -n $n_lo -w $(( n_lo / 10 > 1 ? n_lo / 10 : 1 ))")
+    [ -n "$lo" ] && add_range "$lo" "$hi" "$n_lo"
     lo=$size n_lo=$n
   fi
   hi=$size
   size=$((size * 4))
 done
-[ -n "$lo" ] && ranges+=("-b $lo -e $hi -n $n_lo -w $(( n_lo / 10 > 1 ? n_lo / 10 : 1 ))")
+[ -n "$lo" ] && add_range "$lo" "$hi" "$n_lo"
 cluster="$root/tests/cluster/cluster.sh"
 if ! "$cluster" check >/dev/null; then
   echo "algo-sweep: the emulated cluster cannot run here (needs root, network namespaces, tbf)" >&2

@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
   const bool runSched = engine == "schedule" || engine == "both" || (engine == "auto" && m.nranks() <= 512);
   const bool runModel = engine == "model" || engine == "both" || (engine == "auto" && m.nranks() > 512);
   Tuner tuner(m, tf.rules, tf.path, nullptr, 0);
+  // Each algorithm forced (HOCCL_ALGO, the benchmarks' --algo): the channels
+  // and depth the tuner then picks are what a forced run uses.
+  std::vector<Tuner> forced;
+  for (int a = 0; a < 4; ++a) forced.emplace_back(m, tf.rules, tf.path, &algorithmInfo(AlgoId(a)), 0);
   const char* names[4] = {"ring", "hier", "horing", "doubling"};
   std::printf("# hoccl-sim: %s\n", desc.c_str());
   for (CollKind c : colls) {
@@ -139,9 +143,7 @@ int main(int argc, char** argv) {
           const AlgoInfo& info = algorithmInfo(AlgoId(a));
           if (!info.supports(c)) continue;
           if ((a == 1 || a == 2) && m.nnodes() < 2) continue;
-          // Channels and depth as the tuner picks them with the algorithm
-          // forced (HOCCL_ALGO, the benchmarks' --algo).
-          const Choice f = Tuner(m, tf.rules, tf.path, &info, 0).choose(c, b);
+          const Choice f = forced[size_t(a)].choose(c, b);
           const int nch = f.algo == AlgoId(a) ? f.nchannels : 1;
           const int depth = f.algo == AlgoId(a) ? f.pipelineChunks : 0;
           if (eng == "model") {

@@ -155,6 +155,18 @@ Phase exchangePhase(const Machine& m, const std::vector<Transfer>& msgs, double 
   return p;
 }
 
+// One phase made of `a`'s steps, then `b`'s (a ring's reduce-scatter then
+// its all-gather on the same channel).
+Phase followedBy(Phase a, const Phase& b) {
+  a.bwUs += b.bwUs;
+  a.latUs += b.latUs;
+  a.netUs += b.netUs;
+  for (size_t i = 0; i < a.busy.size(); ++i) a.busy[i] += b.busy[i];
+  a.stepNodeInBytes = std::max(a.stepNodeInBytes, b.stepNodeInBytes);
+  a.stepUplinkBytes = std::max(a.stepUplinkBytes, b.stepUplinkBytes);
+  return a;
+}
+
 double sumUs(const std::vector<Phase>& ph) {
   double t = 0;
   for (const Phase& p : ph) t += p.us();
@@ -377,24 +389,12 @@ Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K
       ph.push_back(ringPhase(m, RingSet{rails(under), part, s.n - 1, true}, C));
       Phase top = ringPhase(m, RingSet{rails(across), part / s.W, s.W - 1, true}, C);
       Phase topAg = ringPhase(m, RingSet{rails(across), part / s.W, s.W - 1, false}, C);
-      top.bwUs += topAg.bwUs;
-      top.latUs += topAg.latUs;
-      top.netUs += topAg.netUs;
-      for (size_t i = 0; i < top.busy.size(); ++i) top.busy[i] += topAg.busy[i];
-      top.stepNodeInBytes = std::max(top.stepNodeInBytes, topAg.stepNodeInBytes);
-      top.stepUplinkBytes = std::max(top.stepUplinkBytes, topAg.stepUplinkBytes);
-      ph.push_back(top);
+      ph.push_back(followedBy(top, topAg));
       ph.push_back(ringPhase(m, RingSet{rails(under), part, s.n - 1, false}, C));
     } else {
       Phase rail = ringPhase(m, RingSet{rails(whole), M / S / N, N - 1, true}, C);
       Phase railAg = ringPhase(m, RingSet{rails(whole), M / S / N, N - 1, false}, C);
-      rail.bwUs += railAg.bwUs;
-      rail.latUs += railAg.latUs;
-      rail.netUs += railAg.netUs;
-      for (size_t i = 0; i < rail.busy.size(); ++i) rail.busy[i] += railAg.busy[i];
-      rail.stepNodeInBytes = std::max(rail.stepNodeInBytes, railAg.stepNodeInBytes);
-      rail.stepUplinkBytes = std::max(rail.stepUplinkBytes, railAg.stepUplinkBytes);
-      ph.push_back(rail);
+      ph.push_back(followedBy(rail, railAg));
     }
     if (intra) ph.push_back(ringPhase(m, RingSet{groups, M / G, G - 1, false}, C));
   } else {

@@ -40,7 +40,8 @@ struct LinkParams {
   // buffer, or the emulated cluster's tbf limit; 0 = unknown. A step that
   // puts more on the link at once than this overflows it (TCP loses
   // segments and may stall for a retransmission timeout), so the tuner
-  // picks pipeline depths whose steps fit (Prediction::stepBytes).
+  // picks pipeline depths whose steps fit (Prediction::stepNodeInBytes,
+  // stepUplinkBytes).
   double bufferKB = 0;
   double bytesPerUs() const { return gbps * 125.0; }  // 1 Gbit/s = 125 bytes/us
 };

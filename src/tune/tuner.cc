@@ -82,12 +82,13 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
         fits[i] = stepsFit(p);
         anyFits = anyFits || fits[i];
       }
+      if (!anyFits) fits.assign(depths.size(), true);
       double fastest = -1;
       for (size_t i = 0; i < depths.size(); ++i)
-        if ((fits[i] || !anyFits) && (fastest < 0 || us[i] < fastest)) fastest = us[i];
+        if (fits[i] && (fastest < 0 || us[i] < fastest)) fastest = us[i];
       size_t pick = 0;
       for (size_t i = 0; i < depths.size(); ++i)
-        if ((fits[i] || !anyFits) && us[i] <= fastest * 1.02) pick = i;
+        if (fits[i] && us[i] <= fastest * 1.02) pick = i;
       if (first || us[pick] < best.predictedUs * 0.98) {
         best.algo = a;
         best.nchannels = c;
