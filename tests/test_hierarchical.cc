@@ -14,6 +14,7 @@
 #include "algorithms/phases.h"
 #include "algorithms/registry.h"
 #include "algorithms/verifier.h"
+#include "src/exec/executor.h"
 
 namespace hoccl {
 namespace {
@@ -509,6 +510,41 @@ TEST(Scratch, OnlyWhereNeeded) {
     EXPECT_EQ(buildHoRing(key).scratchCount, 0u);
     EXPECT_EQ(buildHierarchical(key).scratchCount, 0u);
   }
+}
+
+// Scratch is leased from the communicator's pool: the next call gets the
+// same pages (no fresh allocation and page faults per call), two tasks at
+// once get different buffers, and idle buffers too small for a request are
+// dropped rather than piling up.
+TEST(Scratch, PoolHandsTheSamePagesToTheNextCall) {
+  ScratchPool pool;
+  char* first = nullptr;
+  {
+    ScratchPool::Lease a = ScratchPool::take(&pool, 1 << 20);
+    ASSERT_NE(a.data(), nullptr);
+    first = a.data();
+    first[(1 << 20) - 1] = 7;  // the whole size is usable
+    EXPECT_EQ(pool.idleBytes(), 0u);
+  }
+  EXPECT_EQ(pool.idleBytes(), size_t(1) << 20);
+  {
+    ScratchPool::Lease again = ScratchPool::take(&pool, 1 << 19);  // smaller fits the idle one
+    EXPECT_EQ(again.data(), first);
+    ScratchPool::Lease other = ScratchPool::take(&pool, 1 << 19);  // held at once: its own
+    EXPECT_NE(other.data(), first);
+    ASSERT_NE(other.data(), nullptr);
+  }
+  EXPECT_EQ(pool.idleBytes(), (size_t(1) << 20) + (size_t(1) << 19));
+  {
+    ScratchPool::Lease big = ScratchPool::take(&pool, 4 << 20);  // nothing fits: the small ones go
+    EXPECT_EQ(pool.idleBytes(), 0u);
+    ScratchPool::Lease moved = std::move(big);  // a moved lease returns its buffer once
+    EXPECT_NE(moved.data(), nullptr);
+  }
+  EXPECT_EQ(pool.idleBytes(), size_t(4) << 20);
+  ScratchPool::Lease own = ScratchPool::take(nullptr, 4096);  // no pool: a buffer of its own
+  EXPECT_NE(own.data(), nullptr);
+  EXPECT_EQ(pool.idleBytes(), size_t(4) << 20);
 }
 
 }  // namespace

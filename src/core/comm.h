@@ -87,6 +87,8 @@ struct hocclComm : public hoccl::ExecLinks {
   hoccl::RecvConn* recvConn(int peer, int channel) override {
     return isLocal[peer] ? shm->recvConn(peer, channel) : net->recvConn(peer, channel);
   }
+  hoccl::ScratchPool* scratchPool() override { return &scratch; }
+  hoccl::ScratchPool scratch;  // tasks' scratch, kept across calls
   // Sets up the connections in `edges` that do not exist yet, each over
   // shared memory or the network depending on where the peer is.
   hoccl::Status connectEdges(const std::vector<hoccl::EdgeRequest>& edges);

@@ -20,6 +20,56 @@ std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, i
   return buf;
 }
 
+ScratchPool::Lease& ScratchPool::Lease::operator=(Lease&& o) noexcept {
+  if (this != &o) {
+    if (pool_ && buf_) pool_->give(std::move(buf_), cap_);
+    pool_ = o.pool_;
+    buf_ = std::move(o.buf_);
+    cap_ = o.cap_;
+    o.pool_ = nullptr;
+    o.cap_ = 0;
+  }
+  return *this;
+}
+
+ScratchPool::Lease::~Lease() {
+  if (pool_ && buf_) pool_->give(std::move(buf_), cap_);
+}
+
+ScratchPool::Lease ScratchPool::take(ScratchPool* pool, size_t bytes) {
+  Lease l;
+  l.pool_ = pool;
+  if (pool) {
+    std::lock_guard<std::mutex> lock(pool->mu_);
+    auto& idle = pool->idle_;
+    size_t best = idle.size();
+    for (size_t i = 0; i < idle.size(); ++i)
+      if (idle[i].first >= bytes && (best == idle.size() || idle[i].first < idle[best].first)) best = i;
+    if (best < idle.size()) {
+      l.cap_ = idle[best].first;
+      l.buf_ = std::move(idle[best].second);
+      idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(best));
+      return l;
+    }
+    idle.clear();  // all too small: keep only what calls of this size need
+  }
+  l.cap_ = bytes;
+  l.buf_.reset(new char[bytes]);  // not value-initialised: no zeroing pass
+  return l;
+}
+
+size_t ScratchPool::idleBytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& b : idle_) n += b.first;
+  return n;
+}
+
+void ScratchPool::give(std::unique_ptr<char[]> buf, size_t cap) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.emplace_back(cap, std::move(buf));
+}
+
 CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, ExecLinks* links,
                    size_t sliceBytes, bool checkCalls, size_t directMinBytes)
     : call_(call),
@@ -31,7 +81,7 @@ CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedul
       checkCalls_(checkCalls),
       directMinBytes_(directMinBytes),
       chans_(sched_->channels.size()) {
-  if (sched_->scratchCount) scratch_.resize(sched_->scratchCount * esize_);
+  if (sched_->scratchCount) scratch_ = ScratchPool::take(links_->scratchPool(), sched_->scratchCount * esize_);
   if (sched_->stepCount() == 0) finish();
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,50 @@
 
 namespace hoccl {
 
+// Scratch memory kept across calls. A schedule's scratch (a hierarchical
+// reduce-scatter leader holds P x count elements) allocated per call costs
+// page faults on every call once it is too large for the allocator to
+// reuse: at 64 MiB, ~40 ms a call on this class of machine. A pool hands the
+// same pages to the next call instead; buffers are not zeroed (schedules
+// write scratch before they read it). Idle buffers too small for a request
+// are freed, so what the pool keeps is bounded by the most scratch the
+// communicator's tasks held at once.
+class ScratchPool {
+ public:
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept { *this = std::move(o); }
+    Lease& operator=(Lease&& o) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease();
+    char* data() const { return buf_.get(); }
+
+   private:
+    friend class ScratchPool;
+    ScratchPool* pool_ = nullptr;
+    std::unique_ptr<char[]> buf_;
+    size_t cap_ = 0;
+  };
+  // A buffer of at least `bytes` (no pool: a buffer of its own).
+  static Lease take(ScratchPool* pool, size_t bytes);
+  size_t idleBytes();
+
+ private:
+  void give(std::unique_ptr<char[]> buf, size_t cap);
+  std::mutex mu_;
+  std::vector<std::pair<size_t, std::unique_ptr<char[]>>> idle_;
+};
+
 // What a task needs from its communicator.
 class ExecLinks {
  public:
   virtual ~ExecLinks() = default;
   virtual SendConn* sendConn(int peer, int channel) = 0;
   virtual RecvConn* recvConn(int peer, int channel) = 0;
+  // Where tasks take their scratch from (null: each task allocates its own).
+  virtual ScratchPool* scratchPool() { return nullptr; }
 };
 
 struct CollCall {
@@ -80,7 +119,7 @@ class CollTask {
   bool checkCalls_;
   size_t directMinBytes_;
   std::vector<ChannelState> chans_;
-  std::vector<char> scratch_;
+  ScratchPool::Lease scratch_;
   std::vector<SendConn*> directSends_;  // connections that carried references
   std::vector<uint64_t> lent_;          // addresses lent (ThreadSanitizer annotations)
   bool done_ = false;
