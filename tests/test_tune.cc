@@ -376,6 +376,25 @@ TEST(Sim, TokenBucketLinksHelpCallsThatLeaveLinksIdle) {
   EXPECT_GT(hierGain, 0.2 * headUs);
 }
 
+// Benchmarks time loops of calls, and a bucket refills during the idle
+// tail of one call (hierarchical all-gather: the leaders' broadcast inside
+// the node after the last network step) for the next. The simulator runs
+// calls until that settles: a loop of 1 MiB hierarchical all-gathers is
+// then as fast as the node link moves the leader's half (never faster);
+// without a bucket the tail costs its full time on every call.
+TEST(Sim, ALoopOfCallsGetsTheIdleTailBackFromTheBucket) {
+  Machine plain = Machine::rectangular(2, 4, 1, gigabit());
+  Machine shaped = plain;
+  shaped.links.net.burstKB = 250;
+  const double wireUs = kMiB / 2 / plain.links.net.bytesPerUs();  // the leader sends half the output
+  const SimResult s = simulate(shaped, CollKind::AllGather, AlgoId::Hierarchical, kMiB, 1, 0);
+  const SimResult s0 = simulate(plain, CollKind::AllGather, AlgoId::Hierarchical, kMiB, 1, 0);
+  ASSERT_TRUE(s.ok && s0.ok);
+  EXPECT_GE(s.us, wireUs * 0.999);
+  EXPECT_LE(s.us, wireUs * 1.05);
+  EXPECT_GT(s0.us, wireUs * 1.05);
+}
+
 TEST(Sim, EverySchedulesFinishesOnUnevenShapes) {
   Machine m = Machine::rectangular(3, 4, 1, gigabit());
   m.nodeOf = {0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2};  // 4 + 2 + 5 ranks

@@ -2,6 +2,8 @@
 #include "src/tune/sim.h"
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <deque>
 #include <map>
 #include <queue>
@@ -41,8 +43,8 @@ class Sim {
     nicIn_.assign(size_t(N_), 0);
     upOut_.assign(size_t(L_), 0);
     upIn_.assign(size_t(L_), 0);
-    // Token buckets start empty, as in a loop of calls where the links
-    // were just busy; they refill while idle within the call.
+    // Token buckets start empty; they refill while idle within the call.
+    // startFrom() gives them what a previous call left instead.
     nicOutTokens_.assign(size_t(N_), 0);
     nicInTokens_.assign(size_t(N_), 0);
     upOutTokens_.assign(size_t(L_), 0);
@@ -59,6 +61,25 @@ class Sim {
         chans_.push_back(ch);
       }
     }
+  }
+
+  // Buckets as a call of `prev` left them when it ended: what they held
+  // after their last piece plus their refill while idle until the end.
+  void startFrom(const Sim& prev, double prevUs) {
+    const LinkModel& lm = m_.links;
+    auto carry = [&](std::vector<double>& tokens, const std::vector<double>& was, const std::vector<double>& freeAt,
+                     auto rate, double burst) {
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = burst > 0 ? std::min(burst, was[i] + std::max(0.0, prevUs - freeAt[i]) * rate(int(i))) : 0;
+    };
+    const double nic = lm.net.bytesPerUs(), netBurst = lm.net.burstKB * 1000;
+    const double up = lm.spine.bytesPerUs(), upBurst = lm.spine.burstKB * 1000;
+    auto nodeRate = [&](int n) { return nic * m_.nics(n); };
+    auto upRate = [&](int) { return up; };
+    carry(nicOutTokens_, prev.nicOutTokens_, prev.nicOut_, nodeRate, netBurst);
+    carry(nicInTokens_, prev.nicInTokens_, prev.nicIn_, nodeRate, netBurst);
+    carry(upOutTokens_, prev.upOutTokens_, prev.upOut_, upRate, upBurst);
+    carry(upInTokens_, prev.upInTokens_, prev.upIn_, upRate, upBurst);
   }
 
   SimResult run() {
@@ -231,8 +252,27 @@ SimResult simulate(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes,
     key.rank = r;
     all.push_back(info.build(key));
   }
-  Sim sim(m, all, opt);
-  return sim.run();
+  // Benchmarks time a loop of calls: each starts with the buckets the one
+  // before left, refilled while that one's tail kept the links idle (a
+  // leader's broadcast inside its node after the last network step). The
+  // first call starts with them empty; later ones from their predecessor's
+  // end, until the time settles (within 0.5%, at most 4 calls).
+  const LinkModel& lm = m.links;
+  auto sim = std::make_unique<Sim>(m, all, opt);
+  SimResult res = sim->run();
+  uint64_t pieces = res.pieces;
+  for (int call = 1; call < 4 && res.ok && (lm.net.burstKB > 0 || lm.spine.burstKB > 0); ++call) {
+    auto next = std::make_unique<Sim>(m, all, opt);
+    next->startFrom(*sim, res.us);
+    SimResult r = next->run();
+    pieces += r.pieces;
+    const bool settled = std::abs(r.us - res.us) <= 0.005 * res.us;
+    res = r;
+    sim = std::move(next);
+    if (settled) break;
+  }
+  res.pieces = pieces;
+  return res;
 }
 
 }  // namespace tune

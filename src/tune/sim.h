@@ -8,6 +8,9 @@
 // rank's copy (or reduce) path and, when it is sent, every resource on its
 // way (node memory, the node links out and in, the leaves' uplinks), each a
 // queue served in order of arrival: flows that share a link share its time.
+// Links with a token bucket (burst) start a call with what the previous
+// call of a benchmark loop left in it: the simulator repeats the call until
+// its time settles and reports that steady state.
 // This is the cost model's resource view, applied to real schedules; it is
 // exact about which edges exist and when, and slower (P up to a few
 // hundred ranks in seconds). The closed-form model (predict) answers for
