@@ -8,8 +8,10 @@
 # ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M),
 # BUDGET (64M): bytes per size, so a size runs BUDGET/size iterations,
 # at least ITERS (3) and at most MAX_ITERS (200) (a few stray milliseconds of
-# scheduling on 2 cores would swamp 3 iterations of a 64 KiB call), after a
-# tenth as many warm-up iterations (at least 1),
+# scheduling on 2 cores would swamp 3 iterations of a 64 KiB call), after
+# warm-up iterations: a tenth as many, at least 1, and at least WARM (16M)
+# bytes' worth up to the timed count (the first ~0.1 s after the ranks start
+# ran up to 1.8x slower at 64 KiB: 20 warm-up calls were not enough, 200 were),
 # ROUNDS (2): the algorithms alternate within a round, the report takes the
 # best round of each.
 set -euo pipefail
@@ -21,13 +23,18 @@ shapes=${SHAPES:-a b}
 colls=${COLLS:-all_reduce reduce_scatter all_gather}
 algos=${ALGOS:-ring hierarchical horing auto}
 minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-2}
-budget=${BUDGET:-64M} max_iters=${MAX_ITERS:-200}
+budget=${BUDGET:-64M} max_iters=${MAX_ITERS:-200} warm=${WARM:-16M}
 bytes() { numfmt --from=iec "$1"; }
 # "-b LO -e HI -n N" runs that cover MINB..MAXB (sizes x4 from MINB), sizes
 # with the same iteration count sharing a run.
 ranges=()
-# A run of sizes LO..HI at N iterations, after a tenth as many warm-up ones.
-add_range() { ranges+=("-b $1 -e $2 -n $3 -w $(($3 / 10 > 1 ? $3 / 10 : 1))"); }
+# A run of sizes LO..HI at N iterations, after the warm-up ones.
+add_range() {
+  local w=$(($3 / 10 > 1 ? $3 / 10 : 1)) wb=$(( $(bytes "$warm") / $(bytes "$1") ))
+  [ "$wb" -gt "$3" ] && wb=$3
+  [ "$wb" -gt "$w" ] && w=$wb
+  ranges+=("-b $1 -e $2 -n $3 -w $w")
+}
 lo="" n_lo=""
 size=$(bytes "$minb")
 while [ "$size" -le "$(bytes "$maxb")" ]; do
