@@ -13,7 +13,9 @@
 # bytes' worth up to the timed count (the first ~0.1 s after the ranks start
 # ran up to 1.8x slower at 64 KiB: 20 warm-up calls were not enough, 200 were),
 # ROUNDS (2): the algorithms alternate within a round, the report takes the
-# best round of each.
+# best round of each; sizes below 4 MiB run SMALL_ROUNDS (5) rounds, as one
+# 64 KiB-256 KiB configuration still varies by 20-30% from run to run on 2
+# cores (host scheduling of 8 ranks) and those rounds take seconds.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -23,6 +25,8 @@ shapes=${SHAPES:-a b}
 colls=${COLLS:-all_reduce reduce_scatter all_gather}
 algos=${ALGOS:-ring hierarchical horing auto}
 minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-2}
+small_rounds=${SMALL_ROUNDS:-5}
+[ "$small_rounds" -lt "$rounds" ] && small_rounds=$rounds
 budget=${BUDGET:-64M} max_iters=${MAX_ITERS:-200} warm=${WARM:-16M}
 bytes() { numfmt --from=iec "$1"; }
 # "-b LO -e HI -n N" runs that cover MINB..MAXB (sizes x4 from MINB), sizes
@@ -34,7 +38,9 @@ add_range() {
   [ "$wb" -gt "$3" ] && wb=$3
   [ "$wb" -gt "$w" ] && w=$wb
   ranges+=("-b $1 -e $2 -n $3 -w $w")
+  if [ "$(bytes "$1")" -lt $((4 << 20)) ]; then range_rounds+=("$small_rounds"); else range_rounds+=("$rounds"); fi
 }
+range_rounds=()
 lo="" n_lo=""
 size=$(bytes "$minb")
 while [ "$size" -le "$(bytes "$maxb")" ]; do
@@ -90,11 +96,13 @@ for shape in $shapes; do
   export HOCCL_TUNE_FILE="$tunefile"
   "$cluster" up ${up[$shape]} --name $name --owner $$ >/dev/null
   for coll in $colls; do
-   for round in $(seq 1 "$rounds"); do
+   for round in $(seq 1 "$small_rounds"); do
     for algo in $algos; do
       echo "== shape $shape: $coll --algo $algo (round $round)" >&2
       table=""
-      for range in "${ranges[@]}"; do
+      for i in "${!ranges[@]}"; do
+        [ "$round" -gt "${range_rounds[$i]}" ] && continue
+        range=${ranges[$i]}
         table+=$("$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 900 -- \
           "$build/perf/${coll}_perf" $range -f 4 --algo "$algo" 2>/dev/null)$'\n'
       done

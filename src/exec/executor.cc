@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 namespace hoccl {
 
@@ -53,8 +54,8 @@ ScratchPool::Lease ScratchPool::take(ScratchPool* pool, size_t bytes) {
     }
     idle.clear();  // all too small: keep only what calls of this size need
   }
-  l.cap_ = bytes;
-  l.buf_.reset(new char[bytes]);  // not value-initialised: no zeroing pass
+  l.buf_.reset(new (std::nothrow) char[bytes]);  // not value-initialised: no zeroing pass
+  l.cap_ = l.buf_ ? bytes : 0;
   return l;
 }
 
@@ -81,7 +82,17 @@ CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedul
       checkCalls_(checkCalls),
       directMinBytes_(directMinBytes),
       chans_(sched_->channels.size()) {
-  if (sched_->scratchCount) scratch_ = ScratchPool::take(links_->scratchPool(), sched_->scratchCount * esize_);
+  if (sched_->scratchCount) {
+    const size_t bytes = sched_->scratchCount * esize_;
+    scratch_ = ScratchPool::take(links_->scratchPool(), bytes);
+    if (!scratch_.data()) {
+      setupError_ = errorf(hocclSystemError, "rank %d could not allocate %zu bytes of scratch for %s (call #%llu)",
+                           sched_->key.rank, bytes,
+                           describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
+                           static_cast<unsigned long long>(call_.opSeq));
+      return;
+    }
+  }
   if (sched_->stepCount() == 0) finish();
 }
 
@@ -232,6 +243,7 @@ Status CollTask::advance(int c, bool* progressed) {
 
 Status CollTask::progress(bool* progressed) {
   if (done_) return Status();
+  if (!setupError_.ok()) return setupError_;
   bool all = true;
   for (size_t c = 0; c < chans_.size(); ++c) {
     HOCCL_TRY(advance(static_cast<int>(c), progressed));

@@ -44,7 +44,8 @@ class ScratchPool {
     std::unique_ptr<char[]> buf_;
     size_t cap_ = 0;
   };
-  // A buffer of at least `bytes` (no pool: a buffer of its own).
+  // A buffer of at least `bytes` (no pool: a buffer of its own); data() is
+  // null when memory runs out.
   static Lease take(ScratchPool* pool, size_t bytes);
   size_t idleBytes();
 
@@ -120,6 +121,7 @@ class CollTask {
   size_t directMinBytes_;
   std::vector<ChannelState> chans_;
   ScratchPool::Lease scratch_;
+  Status setupError_;  // scratch could not be allocated: progress() returns it
   std::vector<SendConn*> directSends_;  // connections that carried references
   std::vector<uint64_t> lent_;          // addresses lent (ThreadSanitizer annotations)
   bool done_ = false;
