@@ -34,11 +34,13 @@ bytes() { numfmt --from=iec "$1"; }
 ranges=()
 # A run of sizes LO..HI at N iterations, after the warm-up ones.
 add_range() {
-  local w=$(($3 / 10 > 1 ? $3 / 10 : 1)) wb=$(( $(bytes "$warm") / $(bytes "$1") ))
+  local lo_bytes w wb
+  lo_bytes=$(bytes "$1")
+  w=$(($3 / 10 > 1 ? $3 / 10 : 1)) wb=$(( $(bytes "$warm") / lo_bytes ))
   [ "$wb" -gt "$3" ] && wb=$3
   [ "$wb" -gt "$w" ] && w=$wb
   ranges+=("-b $1 -e $2 -n $3 -w $w")
-  if [ "$(bytes "$1")" -lt $((4 << 20)) ]; then range_rounds+=("$small_rounds"); else range_rounds+=("$rounds"); fi
+  if [ "$lo_bytes" -lt $((4 << 20)) ]; then range_rounds+=("$small_rounds"); else range_rounds+=("$rounds"); fi
 }
 range_rounds=()
 lo="" n_lo=""

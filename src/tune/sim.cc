@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <deque>
 #include <map>
+#include <memory>
 #include <queue>
 #include <vector>
 
@@ -36,7 +36,15 @@ double pieceBytes(uint64_t bytes, uint64_t n, uint64_t i) { return double(partSi
 class Sim {
  public:
   Sim(const Machine& m, const std::vector<Schedule>& s, const SimOptions& o)
-      : m_(m), o_(o), P_(m.nranks()), N_(m.nnodes()), L_(m.nleaves()) {
+      : m_(m),
+        o_(o),
+        P_(m.nranks()),
+        N_(m.nnodes()),
+        L_(m.nleaves()),
+        nicRate_(m.links.net.bytesPerUs()),
+        netBurst_(m.links.net.burstKB * 1000),
+        upRate_(m.links.spine.bytesPerUs()),
+        upBurst_(m.links.spine.burstKB * 1000) {
     rankFree_.assign(size_t(P_), 0);
     memFree_.assign(size_t(N_), 0);
     nicOut_.assign(size_t(N_), 0);
@@ -66,20 +74,17 @@ class Sim {
   // Buckets as a call of `prev` left them when it ended: what they held
   // after their last piece plus their refill while idle until the end.
   void startFrom(const Sim& prev, double prevUs) {
-    const LinkModel& lm = m_.links;
     auto carry = [&](std::vector<double>& tokens, const std::vector<double>& was, const std::vector<double>& freeAt,
                      auto rate, double burst) {
       for (size_t i = 0; i < tokens.size(); ++i)
         tokens[i] = burst > 0 ? std::min(burst, was[i] + std::max(0.0, prevUs - freeAt[i]) * rate(int(i))) : 0;
     };
-    const double nic = lm.net.bytesPerUs(), netBurst = lm.net.burstKB * 1000;
-    const double up = lm.spine.bytesPerUs(), upBurst = lm.spine.burstKB * 1000;
-    auto nodeRate = [&](int n) { return nic * m_.nics(n); };
-    auto upRate = [&](int) { return up; };
-    carry(nicOutTokens_, prev.nicOutTokens_, prev.nicOut_, nodeRate, netBurst);
-    carry(nicInTokens_, prev.nicInTokens_, prev.nicIn_, nodeRate, netBurst);
-    carry(upOutTokens_, prev.upOutTokens_, prev.upOut_, upRate, upBurst);
-    carry(upInTokens_, prev.upInTokens_, prev.upIn_, upRate, upBurst);
+    auto nodeRate = [&](int n) { return nicRate(n); };
+    auto upRate = [&](int) { return upRate_; };
+    carry(nicOutTokens_, prev.nicOutTokens_, prev.nicOut_, nodeRate, netBurst_);
+    carry(nicInTokens_, prev.nicInTokens_, prev.nicIn_, nodeRate, netBurst_);
+    carry(upOutTokens_, prev.upOutTokens_, prev.upOut_, upRate, upBurst_);
+    carry(upInTokens_, prev.upInTokens_, prev.upIn_, upRate, upBurst_);
   }
 
   SimResult run() {
@@ -173,19 +178,17 @@ class Sim {
           double rate, burst;  // bytes per us, bytes
         };
         std::vector<Hop> path;
-        const double nic = lm.net.bytesPerUs(), netBurst = lm.net.burstKB * 1000;
-        if (nic > 0)
-          path.push_back({&nicOut_[size_t(node)], &nicOutTokens_[size_t(node)], nic * m_.nics(node), netBurst});
+        if (nicRate_ > 0)
+          path.push_back({&nicOut_[size_t(node)], &nicOutTokens_[size_t(node)], nicRate(node), netBurst_});
         double lat = lm.latency(lm.net);
         if (la != lb) {
           lat += lm.latency(lm.spine);
-          const double up = lm.spine.bytesPerUs(), upBurst = lm.spine.burstKB * 1000;
-          if (up > 0) {
-            path.push_back({&upOut_[size_t(la)], &upOutTokens_[size_t(la)], up, upBurst});
-            path.push_back({&upIn_[size_t(lb)], &upInTokens_[size_t(lb)], up, upBurst});
+          if (upRate_ > 0) {
+            path.push_back({&upOut_[size_t(la)], &upOutTokens_[size_t(la)], upRate_, upBurst_});
+            path.push_back({&upIn_[size_t(lb)], &upInTokens_[size_t(lb)], upRate_, upBurst_});
           }
         }
-        if (nic > 0) path.push_back({&nicIn_[size_t(nb)], &nicInTokens_[size_t(nb)], nic * m_.nics(nb), netBurst});
+        if (nicRate_ > 0) path.push_back({&nicIn_[size_t(nb)], &nicInTokens_[size_t(nb)], nicRate(nb), netBurst_});
         // Cut-through along the path: a resource serves the piece once it
         // is free and the piece has reached it, and cannot finish before
         // the resource before it has. A link with a token bucket refills
@@ -218,9 +221,13 @@ class Sim {
     }
   }
 
+  // A node's network rate, all its links together (bytes/us).
+  double nicRate(int node) const { return nicRate_ * m_.nics(node); }
+
   const Machine& m_;
   SimOptions o_;
   int P_, N_, L_;
+  double nicRate_, netBurst_, upRate_, upBurst_;  // one link's rate (bytes/us) and bucket (bytes), from m_.links
   std::vector<Chan> chans_;
   std::vector<size_t> first_;
   std::vector<double> rankFree_, memFree_, nicOut_, nicIn_, upOut_, upIn_;
