@@ -98,6 +98,10 @@ typedef struct hocclConfig_v1 {
   /* hoccl extensions */
   int timeoutSec; /* bound on every wait; overrides HOCCL_TIMEOUT */
   const char* commName;
+  /* Algorithm for this communicator, overriding HOCCL_ALGO: "auto", "ring",
+   * "hierarchical", "horing" or "doubling". Every rank of the communicator
+   * must pass the same value. */
+  const char* algorithm;
 } hocclConfig_t;
 
 #define HOCCL_CONFIG_INITIALIZER                                                        \
@@ -112,7 +116,8 @@ typedef struct hocclConfig_v1 {
         HOCCL_CONFIG_UNDEF_PTR,         /* netName */                                   \
         HOCCL_CONFIG_UNDEF_INT,         /* splitShare */                                \
         HOCCL_CONFIG_UNDEF_INT,         /* timeoutSec */                                \
-        HOCCL_CONFIG_UNDEF_PTR          /* commName */                                  \
+        HOCCL_CONFIG_UNDEF_PTR,         /* commName */                                  \
+        HOCCL_CONFIG_UNDEF_PTR          /* algorithm */                                 \
   }
 
 /* Version as HOCCL_VERSION(major, minor, patch). */

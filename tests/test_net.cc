@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -249,5 +251,129 @@ INSTANTIATE_TEST_SUITE_P(
       if (info.param.leaves > 1) name += "_leaves" + std::to_string(info.param.leaves);
       return name;
     });
+
+}  // namespace
+
+namespace {
+
+// config->algorithm: per communicator, over HOCCL_ALGO, at init and at split.
+// Ranks as threads on two fake nodes of 2 so hierarchical and horing build
+// their own schedules (not the ring fallback of a single node).
+struct ConfigAlgorithm : ::testing::Test {
+  void TearDown() override { unsetenv("HOCCL_ALGO"); }
+  // Runs body(rank) on 4 threads, each on fake node rank / 2.
+  static void onFourRanks(const std::function<void(int)>& body) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 4; ++r)
+      threads.emplace_back([&, r] {
+        setThreadHostIdOverride("cfg-node-" + std::to_string(r / 2));
+        body(r);
+      });
+    for (auto& t : threads) t.join();
+  }
+  // The algorithm that built the all-reduce schedule `comm` holds.
+  static std::string scheduleAlgorithm(hocclComm_t comm) {
+    for (const auto& kv : comm->schedules)
+      if (std::get<0>(kv.first) == static_cast<int>(CollKind::AllReduce)) return kv.second->algorithm;
+    return "(none)";
+  }
+};
+
+TEST_F(ConfigAlgorithm, InitAndSplitOverrideTheEnvironment) {
+  setenv("HOCCL_ALGO", "ring", 1);
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  std::vector<std::string> parentAlgo(4), subAlgo(4), parentBuilt(4), subBuilt(4);
+  std::vector<float> parentSum(4, -1), subSum(4, -1);
+  onFourRanks([&](int rank) {
+    hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+    config.algorithm = "hierarchical";
+    hocclComm_t comm = nullptr;
+    ASSERT_EQ(hocclCommInitRankConfig(&comm, 4, id, rank, &config), hocclSuccess) << hocclGetLastError(nullptr);
+    hocclConfig_t splitConfig = HOCCL_CONFIG_INITIALIZER;
+    splitConfig.algorithm = "horing";
+    hocclComm_t sub = nullptr;
+    ASSERT_EQ(hocclCommSplit(comm, 0, rank, &sub, &splitConfig), hocclSuccess) << hocclGetLastError(comm);
+    std::vector<float> in(1000, static_cast<float>(rank + 1)), out(1000, 0);
+    ASSERT_EQ(hocclAllReduce(in.data(), out.data(), in.size(), hocclFloat, hocclSum, comm, nullptr), hocclSuccess);
+    parentSum[rank] = out[999];
+    ASSERT_EQ(hocclAllReduce(in.data(), out.data(), in.size(), hocclFloat, hocclSum, sub, nullptr), hocclSuccess);
+    subSum[rank] = out[999];
+    parentAlgo[rank] = comm->algo ? comm->algo->name : "auto";
+    subAlgo[rank] = sub->algo ? sub->algo->name : "auto";
+    parentBuilt[rank] = scheduleAlgorithm(comm);
+    subBuilt[rank] = scheduleAlgorithm(sub);
+    hocclCommDestroy(sub);
+    hocclCommDestroy(comm);
+  });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(parentAlgo[r], "hierarchical") << r;
+    EXPECT_EQ(subAlgo[r], "horing") << r;
+    EXPECT_EQ(parentBuilt[r], "hierarchical") << r;
+    EXPECT_EQ(subBuilt[r], "horing") << r;
+    EXPECT_EQ(parentSum[r], 10.0f) << r;
+    EXPECT_EQ(subSum[r], 10.0f) << r;
+  }
+}
+
+TEST_F(ConfigAlgorithm, UnknownNameIsANamedError) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  config.algorithm = "bogus";
+  hocclComm_t comm = nullptr;
+  EXPECT_EQ(hocclCommInitRankConfig(&comm, 1, id, 0, &config), hocclInvalidArgument);
+  std::string why = hocclGetLastError(nullptr);
+  EXPECT_NE(why.find("config->algorithm=\"bogus\""), std::string::npos) << why;
+  // A caller built against a header without the field passes a smaller
+  // size: the field is not read.
+  config.size = offsetof(hocclConfig_t, algorithm);
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  ASSERT_EQ(hocclCommInitRankConfig(&comm, 1, id, 0, &config), hocclSuccess) << hocclGetLastError(nullptr);
+  EXPECT_EQ(comm->algo, nullptr);
+  hocclCommDestroy(comm);
+}
+
+// Members of one split that ask for different algorithms would build
+// different schedules; every member gets an error at the split, none hangs.
+TEST_F(ConfigAlgorithm, SplitMembersMustAgree) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  std::vector<hocclResult_t> differ(4), invalid(4);
+  std::vector<std::string> differWhy(4), invalidWhy(4);
+  std::vector<float> after(4, -1);
+  onFourRanks([&](int rank) {
+    hocclComm_t comm = nullptr;
+    ASSERT_EQ(hocclCommInitRank(&comm, 4, id, rank), hocclSuccess) << hocclGetLastError(nullptr);
+    hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+    config.algorithm = rank == 3 ? "ring" : "horing";
+    hocclComm_t sub = nullptr;
+    differ[rank] = hocclCommSplit(comm, 0, rank, &sub, &config);
+    differWhy[rank] = hocclGetLastError(comm);
+    if (sub) hocclCommDestroy(sub);
+    sub = nullptr;
+    config.algorithm = rank == 1 ? "no-such" : "ring";
+    invalid[rank] = hocclCommSplit(comm, 0, rank, &sub, &config);
+    invalidWhy[rank] = hocclGetLastError(comm);
+    if (sub) hocclCommDestroy(sub);
+    // The parent is unharmed.
+    float v = 1, sum = 0;
+    ASSERT_EQ(hocclAllReduce(&v, &sum, 1, hocclFloat, hocclSum, comm, nullptr), hocclSuccess);
+    after[rank] = sum;
+    hocclCommDestroy(comm);
+  });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(differ[r], hocclInvalidUsage) << r;
+    EXPECT_NE(differWhy[r].find("different algorithms"), std::string::npos) << differWhy[r];
+    if (r == 1) {
+      EXPECT_EQ(invalid[r], hocclInvalidArgument);
+      EXPECT_NE(invalidWhy[r].find("\"no-such\" names no algorithm"), std::string::npos) << invalidWhy[r];
+    } else {
+      EXPECT_EQ(invalid[r], hocclInvalidUsage) << r;
+      EXPECT_NE(invalidWhy[r].find("rank 1 passed an invalid config"), std::string::npos) << invalidWhy[r];
+    }
+    EXPECT_EQ(after[r], 4.0f) << r;
+  }
+}
 
 }  // namespace

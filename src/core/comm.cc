@@ -160,6 +160,15 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
   }
   if (config->blocking != HOCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
     return errorf(hocclInvalidArgument, "config->blocking=%d must be 0 or 1", config->blocking);
+  // Callers built against a header without `algorithm` pass a smaller size.
+  if (config->size >= offsetof(hocclConfig_t, algorithm) + sizeof(config->algorithm) && config->algorithm) {
+    std::string name = config->algorithm;
+    if (name != "auto" && !findAlgorithm(name.c_str()))
+      return errorf(hocclInvalidArgument,
+                    "config->algorithm=\"%s\" names no algorithm (auto, ring, hierarchical, horing, doubling)",
+                    name.c_str());
+    s->algo = name;
+  }
   return Status();
 }
 
@@ -212,7 +221,10 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
     int32_t color;
     int32_t key;
     RankInfo info;
+    char algo[32];  // the new communicator's algorithm; "" if this rank's config is invalid
   };
+  Settings settings = parent->settings;
+  Status configured = applyConfig(config, &settings);
   Socket listener;
   SockAddr addr;
   HOCCL_TRY(parent->boot->newListener(&listener, &addr));
@@ -222,13 +234,25 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
   me.key = key;
   me.info = parent->boot->table()[parent->rank];
   me.info.listenAddr = addr;
+  if (configured.ok()) snprintf(me.algo, sizeof me.algo, "%s", settings.algo.c_str());
   HOCCL_TRY(parent->boot->allGather(all.data(), sizeof(SplitEntry)).context("hocclCommSplit"));
   int generation = parent->splitCount++;
   *out = nullptr;
+  HOCCL_TRY(configured.context("hocclCommSplit"));
   if (color == HOCCL_SPLIT_NOCOLOR) return Status();
   std::vector<int> members;
   for (int r = 0; r < parent->nranks; ++r)
     if (all[r].color == color) members.push_back(r);
+  // Members agree on the algorithm, or their schedules would not match.
+  for (int r : members) {
+    if (!all[r].algo[0])
+      return errorf(hocclInvalidUsage, "hocclCommSplit: rank %d passed an invalid config for color %d", r, color);
+    if (strncmp(all[r].algo, me.algo, sizeof me.algo) != 0)
+      return errorf(hocclInvalidUsage,
+                    "hocclCommSplit: ranks %d and %d of color %d asked for different algorithms (\"%.32s\" and "
+                    "\"%.32s\"); config->algorithm must be the same on every member",
+                    parent->rank, r, color, me.algo, all[r].algo);
+  }
   std::stable_sort(members.begin(), members.end(),
                    [&](int a, int b) { return all[a].key < all[b].key; });
   std::vector<RankInfo> table;
@@ -238,8 +262,7 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
     table.push_back(all[r].info);
   }
   std::unique_ptr<hocclComm> c(new hocclComm());
-  c->settings = parent->settings;
-  HOCCL_TRY(applyConfig(config, &c->settings));
+  c->settings = settings;
   c->rank = newRank;
   c->nranks = static_cast<int>(table.size());
   c->hostId = parent->hostId;
