@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,12 +23,14 @@ using bench::Coll;
 
 class HocclBackend : public bench::Backend {
  public:
-  HocclBackend(hocclComm_t comm, int rank, int nranks) : comm_(comm), rank_(rank), nranks_(nranks) {}
-  const char* library() const override { return "hoccl"; }
-  std::string algorithm() const override {
-    const char* a = getenv("HOCCL_ALGO");
-    return a && *a ? a : "auto";
+  // `algo`: the communicator's config->algorithm, or null for HOCCL_ALGO.
+  HocclBackend(hocclComm_t comm, int rank, int nranks, const char* algo)
+      : comm_(comm), rank_(rank), nranks_(nranks) {
+    const char* env = getenv("HOCCL_ALGO");
+    algo_ = algo ? algo : env && *env ? env : "auto";
   }
+  const char* library() const override { return "hoccl"; }
+  std::string algorithm() const override { return algo_; }
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
   bool supports(Coll, hocclDataType_t, hocclRedOp_t) const override { return true; }
@@ -75,6 +78,7 @@ class HocclBackend : public bench::Backend {
   }
   hocclComm_t comm_;
   int rank_, nranks_;
+  std::string algo_;
 };
 
 // Where this process sits in the job.
@@ -127,18 +131,36 @@ int runProcess(const bench::Options& opt, Coll coll, const Placement& p, const h
   for (int t = 0; t < opt.nthreads; ++t) {
     threads.emplace_back([&, t] {
       int rank = p.procRank * opt.nthreads + t;
-      hocclComm_t comm = nullptr;
-      hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
-      if (opt.timeoutSec > 0) config.timeoutSec = opt.timeoutSec;
-      if (hocclCommInitRankConfig(&comm, nranks, id, rank, &config) != hocclSuccess) {
-        fprintf(stderr, "# rank %d: init failed: %s\n", rank, hocclGetLastError(nullptr));
-        codes[t] = 2;
-        return;
+      // One communicator per --algo name: the first from the unique id, the
+      // others split from it with the same ranks.
+      std::vector<hocclComm_t> comms;
+      const size_t nalgos = std::max<size_t>(1, opt.algos.size());
+      for (size_t a = 0; a < nalgos; ++a) {
+        hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+        if (opt.timeoutSec > 0) config.timeoutSec = opt.timeoutSec;
+        if (!opt.algos.empty()) config.algorithm = opt.algos[a].c_str();
+        hocclComm_t comm = nullptr;
+        hocclResult_t rc = a == 0 ? hocclCommInitRankConfig(&comm, nranks, id, rank, &config)
+                                  : hocclCommSplit(comms[0], 0, rank, &comm, &config);
+        if (rc != hocclSuccess) {
+          fprintf(stderr, "# rank %d: init failed: %s\n", rank, hocclGetLastError(a == 0 ? nullptr : comms[0]));
+          codes[t] = 2;
+          break;
+        }
+        comms.push_back(comm);
       }
-      HocclBackend backend(comm, rank, nranks);
-      long long wrong = bench::runBenchmark(backend, opt, coll, opt.nthreads);
-      codes[t] = wrong == 0 ? 0 : wrong < 0 ? 2 : 1;
-      hocclCommDestroy(comm);
+      if (codes[t] == 0) {
+        std::vector<std::unique_ptr<HocclBackend>> backends;
+        std::vector<bench::Backend*> use;
+        for (size_t a = 0; a < comms.size(); ++a) {
+          backends.emplace_back(new HocclBackend(comms[a], rank, nranks,
+                                                 opt.algos.empty() ? nullptr : opt.algos[a].c_str()));
+          use.push_back(backends.back().get());
+        }
+        long long wrong = bench::runBenchmark(use, opt, coll, opt.nthreads);
+        codes[t] = wrong == 0 ? 0 : wrong < 0 ? 2 : 1;
+      }
+      for (size_t a = comms.size(); a-- > 0;) hocclCommDestroy(comms[a]);
     });
   }
   for (auto& th : threads) th.join();
@@ -201,7 +223,6 @@ int hocclPerfMain(int argc, char** argv, Coll coll) {
   bench::Options opt;
   int exitCode = 0;
   if (!bench::parseOptions(argc, argv, coll, &opt, &exitCode)) return exitCode;
-  if (!opt.algo.empty()) setenv("HOCCL_ALGO", opt.algo.c_str(), 1);
   if (opt.nprocs > 0) return runForked(opt, coll);
 
   Placement p;

@@ -90,7 +90,10 @@ void startWatchdog(int timeoutSec) {
 
 class Runner {
  public:
-  Runner(Backend& b, const Options& o, Coll c) : b_(b), o_(o), c_(c), n_(b.nranks()), rank_(b.rank()) {}
+  Runner(const std::vector<Backend*>& bs, const Options& o, Coll c)
+      : bs_(bs), b_(*bs[0]), o_(o), c_(c), n_(b_.nranks()), rank_(b_.rank()) {
+    for (size_t j = 0; j < bs_.size(); ++j) algoList_ += (j ? "," : "") + bs_[j]->algorithm();
+  }
 
   long long run(int threadsPerProcess) {
     print_ = rank_ == 0 || o_.verbose;
@@ -133,7 +136,10 @@ class Runner {
     std::vector<std::string> lines = b_.allGatherLine(b_.deviceDescription());
     if (!print_) return;
     printf("# %s-tests (nccl-tests 2.19.6 format) %s library=%s algo=%s hoccl-headers=%d\n", b_.library(),
-           b_.library(), b_.library(), b_.algorithm().c_str(), HOCCL_VERSION_CODE);
+           b_.library(), b_.library(), algoList_.c_str(), HOCCL_VERSION_CODE);
+    if (sideBySide())
+      printf("# Side by side: %zu communicators (%s), each size timed in %d interleaved blocks\n", bs_.size(),
+             algoList_.c_str(), blocks());
     printf("# Collective test starting: %s\n", collTestName(c_));
     char step[64];
     if (o_.stepFactor > 1) snprintf(step, sizeof step, "%g(factor)", o_.stepFactor);
@@ -147,9 +153,10 @@ class Runner {
       return;
     }
     printf("#\n");
+    const char* algoCol = sideBySide() ? "  algo" : "";
     printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
-           "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s%s\n", "size", "count", "type", "redop",
+           "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", algoCol);
     printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
            "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     fflush(stdout);
@@ -231,42 +238,68 @@ class Runner {
     return 0;
   }
 
-  bool measure(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, Result* out) {
+  bool sideBySide() const { return bs_.size() > 1; }
+  // Timed blocks per size: one alone; side by side --blocks or min(iters, 10).
+  int blocks() const {
+    if (!sideBySide()) return 1;
+    int b = o_.blocks > 0 ? o_.blocks : std::min(o_.iters, 10);
+    return std::max(1, std::min(b, std::max(1, o_.iters)));
+  }
+
+  // Times every backend on one size (out of place or in place) and checks
+  // each; out[j] is backend j's result.
+  bool measure(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, std::vector<Result>* out) {
+    const size_t nb = bs_.size();
+    out->assign(nb, Result());
     void *send = nullptr, *recv = nullptr;
     prepare(t, op, root, s, inPlace, &send, &recv);
-    for (int i = 0; i < o_.warmup; ++i)
-      if (!call(t, op, root, s, send, recv)) return false;
-    b_.barrier();
-    double t0 = nowSec();
-    for (int i = 0; i < o_.iters; ++i) {
-      b_.aggregateBegin();
-      for (int a = 0; a < o_.aggIters; ++a)
-        if (!call(t, op, root, s, send, recv)) return false;
-      std::string err = b_.aggregateEnd();
-      if (!err.empty()) return fail(err);
-    }
-    double secs = o_.iters > 0 ? (nowSec() - t0) / (o_.iters * o_.aggIters) : 0;
-    if (o_.average == 1) secs = b_.allReduceDouble(secs, hocclSum) / n_;
-    else if (o_.average == 2) secs = b_.allReduceDouble(secs, hocclMin);
-    else if (o_.average == 3) secs = b_.allReduceDouble(secs, hocclMax);
-    out->timeUs = secs * 1e6;
-    double bytes = static_cast<double>(c_ == Coll::AllGather ? s.recvCount : c_ == Coll::ReduceScatter ? s.sendCount : s.sendCount) * typeSize(t);
-    out->algbw = secs > 0 ? bytes / secs / 1e9 : 0;
-    out->busbw = out->algbw * busFactor(c_, n_);
-    if (o_.check > 0) {
-      long long wrong = 0;
-      for (int k = 0; k < o_.check; ++k) {
-        prepare(t, op, root, s, inPlace, &send, &recv);
-        if (!call(t, op, root, s, send, recv)) return false;
-        wrong += countWrong(t, op, root, s, recv);
+    for (Backend* be : bs_)
+      for (int i = 0; i < o_.warmup; ++i)
+        if (!call(*be, t, op, root, s, send, recv)) return false;
+    std::vector<double> spent(nb, 0);
+    const int nblocks = blocks();
+    for (int k = 0; k < nblocks; ++k) {
+      const int n = o_.iters / nblocks + (k < o_.iters % nblocks ? 1 : 0);
+      for (size_t i = 0; i < nb; ++i) {
+        const size_t j = k % 2 ? nb - 1 - i : i;
+        Backend& be = *bs_[j];
+        be.barrier();
+        double t0 = nowSec();
+        for (int it = 0; it < n; ++it) {
+          be.aggregateBegin();
+          for (int a = 0; a < o_.aggIters; ++a)
+            if (!call(be, t, op, root, s, send, recv)) return false;
+          std::string err = be.aggregateEnd();
+          if (!err.empty()) return fail(err);
+        }
+        spent[j] += nowSec() - t0;
       }
-      out->wrong = static_cast<long long>(b_.allReduceDouble(static_cast<double>(wrong), hocclSum));
+    }
+    const double bytes = static_cast<double>(c_ == Coll::AllGather ? s.recvCount : s.sendCount) * typeSize(t);
+    for (size_t j = 0; j < nb; ++j) {
+      Result& r = (*out)[j];
+      double secs = o_.iters > 0 ? spent[j] / (o_.iters * o_.aggIters) : 0;
+      if (o_.average == 1) secs = b_.allReduceDouble(secs, hocclSum) / n_;
+      else if (o_.average == 2) secs = b_.allReduceDouble(secs, hocclMin);
+      else if (o_.average == 3) secs = b_.allReduceDouble(secs, hocclMax);
+      r.timeUs = secs * 1e6;
+      r.algbw = secs > 0 ? bytes / secs / 1e9 : 0;
+      r.busbw = r.algbw * busFactor(c_, n_);
+      if (o_.check > 0) {
+        long long wrong = 0;
+        for (int k = 0; k < o_.check; ++k) {
+          prepare(t, op, root, s, inPlace, &send, &recv);
+          if (!call(*bs_[j], t, op, root, s, send, recv)) return false;
+          wrong += countWrong(t, op, root, s, recv);
+        }
+        r.wrong = static_cast<long long>(b_.allReduceDouble(static_cast<double>(wrong), hocclSum));
+      }
     }
     return true;
   }
 
-  bool call(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const void* send, void* recv) {
-    std::string err = b_.run(c_, send, recv, s.paramCount, t, op, root < 0 ? 0 : root);
+  bool call(Backend& be, hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const void* send, void* recv) {
+    std::string err = be.run(c_, send, recv, s.paramCount, t, op, root < 0 ? 0 : root);
     return err.empty() || fail(err);
   }
 
@@ -284,15 +317,25 @@ class Runner {
     long long wrongTotal = 0;
     for (size_t size = o_.minBytes; size <= o_.maxBytes;) {
       Shape s = shapeFor(c_, size, es, n_);
-      Result r[2];
+      std::vector<Result> r[2];
       for (int ip = 0; ip < 2; ++ip)
         if (!measure(t, op, root, s, ip == 1, &r[ip])) return -1;
       lastBeat = nowSec();
-      row(t, op, root, s, r);
-      for (const Result& x : r) {
-        if (x.wrong > 0) wrongTotal += x.wrong;
-        bwSum_ += x.busbw;
-        ++bwCount_;
+      for (size_t j = 0; j < bs_.size(); ++j) {
+        const Result pair[2] = {r[0][j], r[1][j]};
+        row(*bs_[j], t, op, root, s, pair);
+        for (const Result& x : pair) {
+          if (x.wrong > 0) wrongTotal += x.wrong;
+          bwSum_ += x.busbw;
+          ++bwCount_;
+        }
+      }
+      if (sideBySide() && print_) {
+        printf("# side by side, time relative to %s (out of place, in place):", bs_[0]->algorithm().c_str());
+        for (size_t j = 1; j < bs_.size(); ++j)
+          printf(" %s %.3f %.3f", bs_[j]->algorithm().c_str(), ratio(r[0][j], r[0][0]), ratio(r[1][j], r[1][0]));
+        printf("\n");
+        fflush(stdout);
       }
       size_t next = o_.stepFactor > 1 ? static_cast<size_t>(size * o_.stepFactor) : size + o_.stepBytes;
       if (next <= size) break;
@@ -301,7 +344,9 @@ class Runner {
     return wrongTotal;
   }
 
-  void row(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const Result* r) {
+  static double ratio(const Result& a, const Result& b) { return b.timeUs > 0 ? a.timeUs / b.timeUs : 0; }
+
+  void row(Backend& be, hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const Result* r) {
     const char* opStr = reduces(c_) ? opName(op) : "none";
     if (print_) {
       printf("%12zu  %12zu  %8s  %6s  %6d", s.bytes, s.paramCount, typeName(t), opStr, root);
@@ -311,6 +356,7 @@ class Runner {
         if (r[i].wrong < 0) printf("  %6s", "N/A");
         else printf("  %6g", static_cast<double>(r[i].wrong));
       }
+      if (sideBySide()) printf("  %s", be.algorithm().c_str());
       printf("\n");
       fflush(stdout);
     }
@@ -318,7 +364,8 @@ class Runner {
       fprintf(json_,
               "{\"library\":\"%s\",\"algo\":\"%s\",\"collective\":\"%s\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,"
               "\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d",
-              b_.library(), b_.algorithm().c_str(), collShortName(c_), n_, s.bytes, s.paramCount, typeName(t), opStr, root);
+              be.library(), be.algorithm().c_str(), collShortName(c_), n_, s.bytes, s.paramCount, typeName(t), opStr, root);
+      if (sideBySide()) fprintf(json_, ",\"side_by_side\":\"%s\",\"blocks\":%d", algoList_.c_str(), blocks());
       const char* names[2] = {"oop", "ip"};
       for (int i = 0; i < 2; ++i) {
         fprintf(json_, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.6f,\"busbw\":%.6f,\"wrong\":", names[i], r[i].timeUs,
@@ -331,7 +378,9 @@ class Runner {
     }
   }
 
-  Backend& b_;
+  std::vector<Backend*> bs_;
+  Backend& b_;  // the first: prints the preamble, reduces timings and checks across ranks
+  std::string algoList_;
   const Options& o_;
   Coll c_;
   int n_, rank_;
@@ -371,7 +420,12 @@ std::string fitNumber(double v, int width) {
 }
 
 long long runBenchmark(Backend& b, const Options& opt, Coll coll, int threadsPerProcess) {
-  Runner r(b, opt, coll);
+  return runBenchmark(std::vector<Backend*>{&b}, opt, coll, threadsPerProcess);
+}
+
+long long runBenchmark(const std::vector<Backend*>& backends, const Options& opt, Coll coll, int threadsPerProcess) {
+  if (backends.empty()) return -1;
+  Runner r(backends, opt, coll);
   return r.run(threadsPerProcess);
 }
 

@@ -30,7 +30,9 @@ struct Options {
   std::vector<hocclDataType_t> types = {hocclFloat};
   std::vector<hocclRedOp_t> ops = {hocclSum};
   std::string jsonPath;     // -J
-  std::string algo = "";    // --algo (hoccl only)
+  std::string algo = "";    // --algo (hoccl only), as given
+  std::vector<std::string> algos;  // --algo split at commas: more than one runs side by side
+  int blocks = 0;           // --blocks: timed blocks per size side by side; 0 = min(iters, 10)
   bool verbose = false;     // --verbose: every rank prints its own lines
   std::string extra;        // --extra: a peer benchmark's own option (gloo_perf: algorithm)
 };
@@ -75,6 +77,13 @@ constexpr size_t kLineBytes = 192;
 // with --verbose) and writes the JSON lines. Returns the number of wrong
 // elements found (summed over ranks), or -1 on an error.
 long long runBenchmark(Backend& b, const Options& opt, Coll coll, int threadsPerProcess);
+// Side by side: the same ranks in several backends (one communicator per
+// algorithm, same rank order). Each size's timed iterations are split into
+// blocks; block k runs every backend in turn, in reverse order on odd k, so
+// that slow phases of the host fall on all of them alike. One row per
+// backend, with its algorithm as an extra last column.
+long long runBenchmark(const std::vector<Backend*>& backends, const Options& opt, Coll coll,
+                       int threadsPerProcess);
 
 // Formats a number into `width` characters as nccl-tests does: fewer
 // decimals as the value grows, then an exponent.

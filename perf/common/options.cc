@@ -86,7 +86,11 @@ void printUsage(const char* prog, Coll coll) {
           "  -z,--blocking <0-3>     accepted (host calls are blocking)\n"
           "  -T,--timeout <s>        fail a test that runs longer (default off)\n"
           "  -J,--output_file <file> JSON lines, one per table row\n"
-          "  --algo <name>           the algorithm: auto (the tuner) or ring|hierarchical|horing|doubling\n"
+          "  --algo <name>[,<name>]  the algorithm: auto (the tuner) or ring|hierarchical|horing|doubling;\n"
+          "                          several run side by side: one communicator each, timed in\n"
+          "                          interleaved blocks, one row each with the algorithm at the end\n"
+          "  --blocks <n>            timed blocks per size when algorithms run side by side\n"
+          "                          (default: min(iters, 10))\n"
           "  --np <n>                fork n local processes, one rank per thread each\n"
           "  --verbose               every rank prints, not only rank 0\n"
           "  --extra <option>        a peer benchmark's own option (gloo_perf: its algorithm)\n"
@@ -97,7 +101,7 @@ void printUsage(const char* prog, Coll coll) {
 }
 
 bool parseOptions(int argc, char** argv, Coll coll, Options* opt, int* exitCode) {
-  enum { kAlgo = 1000, kNp, kVerbose, kExtra };
+  enum { kAlgo = 1000, kNp, kVerbose, kExtra, kBlocks };
   static const option longOpts[] = {
       {"nthreads", required_argument, nullptr, 't'},     {"ngpus", required_argument, nullptr, 'g'},
       {"minbytes", required_argument, nullptr, 'b'},     {"maxbytes", required_argument, nullptr, 'e'},
@@ -114,7 +118,8 @@ bool parseOptions(int argc, char** argv, Coll coll, Options* opt, int* exitCode)
       {"memory", required_argument, nullptr, 'M'},       {"unalign", required_argument, nullptr, 'u'},
       {"help", no_argument, nullptr, 'h'},               {"algo", required_argument, nullptr, kAlgo},
       {"np", required_argument, nullptr, kNp},           {"verbose", no_argument, nullptr, kVerbose},
-      {"extra", required_argument, nullptr, kExtra},     {nullptr, 0, nullptr, 0}};
+      {"extra", required_argument, nullptr, kExtra},     {"blocks", required_argument, nullptr, kBlocks},
+      {nullptr, 0, nullptr, 0}};
   *exitCode = 1;
   optind = 1;
   int c;
@@ -165,7 +170,21 @@ bool parseOptions(int argc, char** argv, Coll coll, Options* opt, int* exitCode)
         if (opt->types.empty()) return bad("-d (int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 all)", optarg);
         break;
       }
-      case kAlgo: opt->algo = optarg; break;
+      case kAlgo: {
+        opt->algo = optarg;
+        opt->algos.clear();
+        std::string list = optarg;
+        for (size_t start = 0;;) {
+          size_t comma = list.find(',', start);
+          std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+          if (name.empty()) return bad("--algo (names separated by commas)", optarg);
+          opt->algos.push_back(name);
+          if (comma == std::string::npos) break;
+          start = comma + 1;
+        }
+        break;
+      }
+      case kBlocks: if (!parseInt(optarg, 1, 1 << 20, &opt->blocks)) return bad("--blocks", optarg); break;
       case kNp: if (!parseInt(optarg, 1, 4096, &opt->nprocs)) return bad("--np", optarg); break;
       case kVerbose: opt->verbose = true; break;
       case kExtra: opt->extra = optarg; break;

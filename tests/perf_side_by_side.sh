@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The perf programs' side-by-side mode (--algo a,b): one row per algorithm
+# and size, each with its algorithm last, a ratio line per size, JSON rows
+# that say so, checked results; and the errors for a bad list.
+#   tests/perf_side_by_side.sh <all_reduce_perf> <reduce_scatter_perf>
+set -uo pipefail
+ar=$1 rs=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "perf_side_by_side: $*" >&2; exit 1; }
+
+# 3 sizes x 3 communicators (auto twice: an A/A pair).
+"$ar" --np 2 --algo ring,auto,auto -b 1K -e 16K -f 4 -n 6 -w 1 -J "$tmp/ar.json" > "$tmp/ar.txt" 2> "$tmp/ar.err" \
+  || fail "all_reduce_perf side by side exited $?: $(cat "$tmp/ar.err")"
+grep -q '^# Side by side: 3 communicators (ring,auto,auto), each size timed in 6 interleaved blocks' "$tmp/ar.txt" \
+  || fail "no side-by-side preamble line"
+rows=$(awk '/^ *[0-9]/' "$tmp/ar.txt")
+[ "$(wc -l <<<"$rows")" -eq 9 ] || fail "expected 9 rows, got: $rows"
+# Rows: 13 nccl-tests columns, #wrong 0 twice, then the algorithm, in order per size.
+awk 'NF != 14 || $9 != 0 || $13 != 0 { bad = 1 } END { exit bad }' <<<"$rows" || fail "malformed or wrong rows: $rows"
+[ "$(awk '{ printf "%s ", $14 }' <<<"$rows")" = "ring auto auto ring auto auto ring auto auto " ] \
+  || fail "rows not in --algo order: $rows"
+[ "$(grep -c '^# side by side, time relative to ring (out of place, in place): auto [0-9.]* [0-9.]* auto [0-9.]* [0-9.]*$' "$tmp/ar.txt")" -eq 3 ] \
+  || fail "expected one ratio line per size"
+[ "$(grep -c '"side_by_side":"ring,auto,auto","blocks":6' "$tmp/ar.json")" -eq 9 ] || fail "JSON rows: $(cat "$tmp/ar.json")"
+[ "$(grep -c '"algo":"ring"' "$tmp/ar.json")" -eq 3 ] || fail "JSON rows lack their algorithm"
+
+# Reduce-scatter with --blocks and more blocks than iterations (clamped).
+"$rs" --np 2 --algo horing,ring --blocks 50 -b 4K -e 4K -n 3 -w 0 > "$tmp/rs.txt" 2>&1 || fail "reduce_scatter_perf: $(cat "$tmp/rs.txt")"
+grep -q 'timed in 3 interleaved blocks' "$tmp/rs.txt" || fail "--blocks not clamped to -n: $(cat "$tmp/rs.txt")"
+[ "$(awk '/^ *[0-9]/ && $9 == 0 && $13 == 0' "$tmp/rs.txt" | wc -l)" -eq 2 ] || fail "reduce-scatter rows: $(cat "$tmp/rs.txt")"
+
+# One algorithm: the plain nccl-tests table, no extra column.
+"$ar" --np 2 --algo ring -b 1K -e 1K -n 2 -w 0 > "$tmp/one.txt" 2>&1 || fail "single --algo: $(cat "$tmp/one.txt")"
+awk '/^ *[0-9]/ && NF != 13 { bad = 1 } END { exit bad }' "$tmp/one.txt" || fail "single algorithm rows changed shape"
+grep -q 'Side by side' "$tmp/one.txt" && fail "single algorithm printed the side-by-side line"
+
+# Bad lists: a clear error, a nonzero exit, no hang.
+timeout 60 "$ar" --np 2 --algo ring,bogus -b 1K -e 1K > "$tmp/bad.txt" 2>&1 && fail "an unknown algorithm ran"
+grep -q 'config->algorithm="bogus" names no algorithm' "$tmp/bad.txt" || fail "unknown algorithm error: $(cat "$tmp/bad.txt")"
+timeout 60 "$ar" --algo ring,,auto -b 1K -e 1K > "$tmp/empty.txt" 2>&1 && fail "an empty name was accepted"
+grep -q 'invalid --algo' "$tmp/empty.txt" || fail "empty name error: $(cat "$tmp/empty.txt")"
+echo "perf_side_by_side: ok"
