@@ -20,10 +20,14 @@ rows=$(awk '/^ *[0-9]/' "$tmp/ar.txt")
 awk 'NF != 14 || $9 != 0 || $13 != 0 { bad = 1 } END { exit bad }' <<<"$rows" || fail "malformed or wrong rows: $rows"
 [ "$(awk '{ printf "%s ", $14 }' <<<"$rows")" = "ring auto auto ring auto auto ring auto auto " ] \
   || fail "rows not in --algo order: $rows"
-[ "$(grep -c '^# side by side, time relative to ring (out of place, in place): auto [0-9.]* [0-9.]* auto [0-9.]* [0-9.]*$' "$tmp/ar.txt")" -eq 3 ] \
+[ "$(grep -c '^# side by side, time relative to ring, median of 6 paired blocks (out of place, in place): auto [0-9.]* [0-9.]* auto [0-9.]* [0-9.]*$' "$tmp/ar.txt")" -eq 3 ] \
   || fail "expected one ratio line per size"
 [ "$(grep -c '"side_by_side":"ring,auto,auto","blocks":6' "$tmp/ar.json")" -eq 9 ] || fail "JSON rows: $(cat "$tmp/ar.json")"
 [ "$(grep -c '"algo":"ring"' "$tmp/ar.json")" -eq 3 ] || fail "JSON rows lack their algorithm"
+# The first algorithm's paired ratio to itself is 1; every row has a median.
+[ "$(grep '"algo":"ring"' "$tmp/ar.json" | grep -c '"ratio_to_first":1.0000.*"ratio_to_first":1.0000')" -eq 3 ] \
+  || fail "ring's ratio to itself is not 1: $(cat "$tmp/ar.json")"
+[ "$(grep -c '"median_us":[0-9]*\.[0-9]*,.*"median_us":[0-9]*\.[0-9]*,' "$tmp/ar.json")" -eq 9 ] || fail "JSON rows lack median_us"
 
 # Reduce-scatter with --blocks and more blocks than iterations (clamped).
 "$rs" --np 2 --algo horing,ring --blocks 50 -b 4K -e 4K -n 3 -w 0 > "$tmp/rs.txt" 2>&1 || fail "reduce_scatter_perf: $(cat "$tmp/rs.txt")"

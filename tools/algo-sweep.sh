@@ -7,27 +7,34 @@
 # Environment: SHAPES ("a b"), COLLS ("all_reduce reduce_scatter all_gather"),
 # ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M),
 # BUDGET (64M): bytes per size, so a size runs BUDGET/size iterations,
-# at least ITERS (3) and at most MAX_ITERS (200) (a few stray milliseconds of
-# scheduling on 2 cores would swamp 3 iterations of a 64 KiB call), after
+# at least ITERS (3) and at most MAX_ITERS (1000) (a few stray milliseconds
+# of scheduling on 2 cores would swamp 3 iterations of a 64 KiB call), after
 # warm-up iterations: a tenth as many, at least 1, and at least WARM (16M)
 # bytes' worth up to the timed count (the first ~0.1 s after the ranks start
 # ran up to 1.8x slower at 64 KiB: 20 warm-up calls were not enough, 200 were),
-# ROUNDS (2): the algorithms alternate within a round, the report takes the
-# best round of each; sizes below 4 MiB run SMALL_ROUNDS (5) rounds, as one
-# 64 KiB-256 KiB configuration still varies by 20-30% from run to run on 2
-# cores (host scheduling of 8 ranks) and those rounds take seconds.
+# ROUNDS (2): the report takes the best round of each algorithm's time; sizes
+# below 4 MiB run SMALL_ROUNDS (5) rounds, as one 64 KiB-256 KiB
+# configuration still varies by 20-30% from run to run on 2 cores (host
+# scheduling of 8 ranks) and those rounds take seconds.
+# The algorithms run side by side (perf --algo ring,hierarchical,...): one
+# communicator each in the same job, the timed iterations split into BLOCKS
+# (10) interleaved blocks, SMALL_BLOCKS (100) below 4 MiB; auto's gap to the
+# best forced algorithm is the median, over all rounds' blocks, of auto's
+# time over that algorithm's in the same block (JSON lines in sidebyside.jsonl).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 out=${2:-$root/out/algorithms}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 shapes=${SHAPES:-a b}
 colls=${COLLS:-all_reduce reduce_scatter all_gather}
 algos=${ALGOS:-ring hierarchical horing auto}
 minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-2}
 small_rounds=${SMALL_ROUNDS:-5}
 [ "$small_rounds" -lt "$rounds" ] && small_rounds=$rounds
-budget=${BUDGET:-64M} max_iters=${MAX_ITERS:-200} warm=${WARM:-16M}
+budget=${BUDGET:-64M} max_iters=${MAX_ITERS:-1000} warm=${WARM:-16M}
+blocks=${BLOCKS:-10} small_blocks=${SMALL_BLOCKS:-100}
 bytes() { numfmt --from=iec "$1"; }
 # "-b LO -e HI -n N" runs that cover MINB..MAXB (sizes x4 from MINB), sizes
 # with the same iteration count sharing a run.
@@ -39,8 +46,13 @@ add_range() {
   w=$(($3 / 10 > 1 ? $3 / 10 : 1)) wb=$(( $(bytes "$warm") / lo_bytes ))
   [ "$wb" -gt "$3" ] && wb=$3
   [ "$wb" -gt "$w" ] && w=$wb
-  ranges+=("-b $1 -e $2 -n $3 -w $w")
-  if [ "$lo_bytes" -lt $((4 << 20)) ]; then range_rounds+=("$small_rounds"); else range_rounds+=("$rounds"); fi
+  if [ "$lo_bytes" -lt $((4 << 20)) ]; then
+    range_rounds+=("$small_rounds")
+    ranges+=("-b $1 -e $2 -n $3 -w $w --blocks $small_blocks")
+  else
+    range_rounds+=("$rounds")
+    ranges+=("-b $1 -e $2 -n $3 -w $w --blocks $blocks")
+  fi
 }
 range_rounds=()
 lo="" n_lo=""
@@ -64,6 +76,9 @@ if ! "$cluster" check >/dev/null; then
 fi
 csv="$out/measured.csv"
 echo "shape,coll,algo,size,us,busbw,wrong,round" > "$csv"
+jsonl="$out/sidebyside.jsonl"
+: > "$jsonl"
+algo_list=$(tr -s ' ' ',' <<<"$algos" | sed 's/^,//; s/,$//')
 # shape: cluster options, hoccl-sim options
 declare -A up sim
 up[a]="--nodes 2 --switches 1 --node-gbit 1"
@@ -99,20 +114,23 @@ for shape in $shapes; do
   "$cluster" up ${up[$shape]} --name $name --owner $$ >/dev/null
   for coll in $colls; do
    for round in $(seq 1 "$small_rounds"); do
-    for algo in $algos; do
-      echo "== shape $shape: $coll --algo $algo (round $round)" >&2
-      table=""
-      for i in "${!ranges[@]}"; do
-        [ "$round" -gt "${range_rounds[$i]}" ] && continue
-        range=${ranges[$i]}
-        table+=$("$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 900 -- \
-          "$build/perf/${coll}_perf" $range -f 4 --algo "$algo" 2>/dev/null)$'\n'
-      done
-      # nccl-tests rows: size count type redop root time algbw busbw #wrong (out of place first)
-      awk -v s="$shape" -v c="$coll" -v a="$algo" \
-        -v r="$round" '/^ *[0-9]/ { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", s, c, a, $1, $6, $8, $9, r }' \
-        <<<"$table" | tee -a "$csv" >&2
+    echo "== shape $shape: $coll --algo $algo_list (round $round)" >&2
+    table=""
+    for i in "${!ranges[@]}"; do
+      [ "$round" -gt "${range_rounds[$i]}" ] && continue
+      range=${ranges[$i]}
+      table+=$("$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 900 -- \
+        "$build/perf/${coll}_perf" $range -f 4 --algo "$algo_list" -J "$out/run.json" 2>/dev/null)$'\n'
+      # The JSON rows are written inside the node namespace by rank 0 (the
+      # host's file system): tag them with the shape and round.
+      [ -f "$out/run.json" ] && sed "s/^{/{\"shape\":\"$shape\",\"round\":$round,/" "$out/run.json" >> "$jsonl"
+      rm -f "$out/run.json"
     done
+    # nccl-tests rows: size count type redop root time algbw busbw #wrong
+    # (out of place first) ... algo (side by side: the last column)
+    awk -v s="$shape" -v c="$coll" -v a="$algo_list" -v r="$round" \
+      '/^ *[0-9]/ { printf "%s,%s,%s,%s,%s,%s,%s,%s\n", s, c, (NF >= 14 ? $14 : a), $1, $6, $8, $9, r }' \
+      <<<"$table" | tee -a "$csv" >&2
    done
   done
   "$cluster" down --name $name >/dev/null

@@ -180,7 +180,33 @@ class Runner {
   struct Result {
     double timeUs = 0, algbw = 0, busbw = 0;
     long long wrong = -1;  // -1: not checked
+    std::vector<double> blockUs;  // side by side: time per call in each block (across ranks)
+    double medianUs = 0;          // side by side: median of blockUs
   };
+
+  static double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+  }
+
+  // A rank's timing combined across ranks as -a asks (0: rank 0's own).
+  double acrossRanks(double secs) {
+    if (o_.average == 1) return b_.allReduceDouble(secs, hocclSum) / n_;
+    if (o_.average == 2) return b_.allReduceDouble(secs, hocclMin);
+    if (o_.average == 3) return b_.allReduceDouble(secs, hocclMax);
+    return secs;
+  }
+
+  // Side by side: median over blocks of a's time per call over b's in the
+  // same block (the blocks ran next to each other).
+  static double pairedRatio(const Result& a, const Result& b) {
+    std::vector<double> r;
+    for (size_t k = 0; k < a.blockUs.size() && k < b.blockUs.size(); ++k)
+      if (b.blockUs[k] > 0) r.push_back(a.blockUs[k] / b.blockUs[k]);
+    return median(r);
+  }
 
   // Puts rank's data for a check in place; returns the pointers to use.
   void prepare(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, void** send, void** recv) {
@@ -253,13 +279,23 @@ class Runner {
     out->assign(nb, Result());
     void *send = nullptr, *recv = nullptr;
     prepare(t, op, root, s, inPlace, &send, &recv);
-    for (Backend* be : bs_)
-      for (int i = 0; i < o_.warmup; ++i)
-        if (!call(*be, t, op, root, s, send, recv)) return false;
-    std::vector<double> spent(nb, 0);
     const int nblocks = blocks();
+    // Warm-up in the same interleaved blocks, so that no communicator
+    // starts its timed blocks after sitting idle through the others' warm-up.
+    const int warmBlocks = std::max(1, std::min(nblocks, o_.warmup));
+    for (int k = 0; k < warmBlocks; ++k)
+      for (size_t i = 0; i < nb; ++i) {
+        Backend& be = *bs_[k % 2 ? nb - 1 - i : i];
+        if (sideBySide()) be.barrier();  // as before a timed block: a first 4-byte call must not land in the timing
+        for (int it = 0; it < o_.warmup / warmBlocks + (k < o_.warmup % warmBlocks ? 1 : 0); ++it)
+          if (!call(be, t, op, root, s, send, recv)) return false;
+      }
+    std::vector<double> spent(nb, 0);
+    std::vector<std::vector<double>> blockSecs(nb, std::vector<double>(nblocks, 0));
+    std::vector<int> blockIters(nblocks, 0);
     for (int k = 0; k < nblocks; ++k) {
       const int n = o_.iters / nblocks + (k < o_.iters % nblocks ? 1 : 0);
+      blockIters[k] = n;
       for (size_t i = 0; i < nb; ++i) {
         const size_t j = k % 2 ? nb - 1 - i : i;
         Backend& be = *bs_[j];
@@ -272,17 +308,22 @@ class Runner {
           std::string err = be.aggregateEnd();
           if (!err.empty()) return fail(err);
         }
-        spent[j] += nowSec() - t0;
+        const double dt = nowSec() - t0;
+        spent[j] += dt;
+        blockSecs[j][k] = dt;
       }
     }
     const double bytes = static_cast<double>(c_ == Coll::AllGather ? s.recvCount : s.sendCount) * typeSize(t);
     for (size_t j = 0; j < nb; ++j) {
       Result& r = (*out)[j];
-      double secs = o_.iters > 0 ? spent[j] / (o_.iters * o_.aggIters) : 0;
-      if (o_.average == 1) secs = b_.allReduceDouble(secs, hocclSum) / n_;
-      else if (o_.average == 2) secs = b_.allReduceDouble(secs, hocclMin);
-      else if (o_.average == 3) secs = b_.allReduceDouble(secs, hocclMax);
+      double secs = acrossRanks(o_.iters > 0 ? spent[j] / (o_.iters * o_.aggIters) : 0);
       r.timeUs = secs * 1e6;
+      if (sideBySide()) {
+        for (int k = 0; k < nblocks; ++k)
+          if (blockIters[k] > 0)
+            r.blockUs.push_back(acrossRanks(blockSecs[j][k] / (blockIters[k] * o_.aggIters)) * 1e6);
+        r.medianUs = median(r.blockUs);
+      }
       r.algbw = secs > 0 ? bytes / secs / 1e9 : 0;
       r.busbw = r.algbw * busFactor(c_, n_);
       if (o_.check > 0) {
@@ -323,7 +364,8 @@ class Runner {
       lastBeat = nowSec();
       for (size_t j = 0; j < bs_.size(); ++j) {
         const Result pair[2] = {r[0][j], r[1][j]};
-        row(*bs_[j], t, op, root, s, pair);
+        const double toFirst[2] = {pairedRatio(r[0][j], r[0][0]), pairedRatio(r[1][j], r[1][0])};
+        row(*bs_[j], t, op, root, s, pair, toFirst);
         for (const Result& x : pair) {
           if (x.wrong > 0) wrongTotal += x.wrong;
           bwSum_ += x.busbw;
@@ -331,9 +373,11 @@ class Runner {
         }
       }
       if (sideBySide() && print_) {
-        printf("# side by side, time relative to %s (out of place, in place):", bs_[0]->algorithm().c_str());
+        printf("# side by side, time relative to %s, median of %zu paired blocks (out of place, in place):",
+               bs_[0]->algorithm().c_str(), r[0][0].blockUs.size());
         for (size_t j = 1; j < bs_.size(); ++j)
-          printf(" %s %.3f %.3f", bs_[j]->algorithm().c_str(), ratio(r[0][j], r[0][0]), ratio(r[1][j], r[1][0]));
+          printf(" %s %.3f %.3f", bs_[j]->algorithm().c_str(), pairedRatio(r[0][j], r[0][0]),
+                 pairedRatio(r[1][j], r[1][0]));
         printf("\n");
         fflush(stdout);
       }
@@ -344,9 +388,9 @@ class Runner {
     return wrongTotal;
   }
 
-  static double ratio(const Result& a, const Result& b) { return b.timeUs > 0 ? a.timeUs / b.timeUs : 0; }
-
-  void row(Backend& be, hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const Result* r) {
+  // `ratioToFirst`: side by side, the paired-block ratio to the first backend.
+  void row(Backend& be, hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const Result* r,
+           const double* ratioToFirst) {
     const char* opStr = reduces(c_) ? opName(op) : "none";
     if (print_) {
       printf("%12zu  %12zu  %8s  %6s  %6d", s.bytes, s.paramCount, typeName(t), opStr, root);
@@ -370,8 +414,14 @@ class Runner {
       for (int i = 0; i < 2; ++i) {
         fprintf(json_, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.6f,\"busbw\":%.6f,\"wrong\":", names[i], r[i].timeUs,
                 r[i].algbw, r[i].busbw);
-        if (r[i].wrong < 0) fprintf(json_, "null}");
-        else fprintf(json_, "%lld}", r[i].wrong);
+        if (r[i].wrong < 0) fprintf(json_, "null");
+        else fprintf(json_, "%lld", r[i].wrong);
+        if (sideBySide()) {
+          fprintf(json_, ",\"median_us\":%.3f,\"ratio_to_first\":%.4f,\"block_us\":[", r[i].medianUs, ratioToFirst[i]);
+          for (size_t k = 0; k < r[i].blockUs.size(); ++k) fprintf(json_, "%s%.1f", k ? "," : "", r[i].blockUs[k]);
+          fprintf(json_, "]");
+        }
+        fprintf(json_, "}");
       }
       fprintf(json_, "}\n");
       fflush(json_);
