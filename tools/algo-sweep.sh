@@ -17,10 +17,13 @@
 # configuration still varies by 20-30% from run to run on 2 cores (host
 # scheduling of 8 ranks) and those rounds take seconds.
 # The algorithms run side by side (perf --algo ring,hierarchical,...): one
-# communicator each in the same job, the timed iterations split into BLOCKS
-# (10) interleaved blocks, SMALL_BLOCKS (100) below 4 MiB; auto's gap to the
-# best forced algorithm is the median, over all rounds' blocks, of auto's
-# time over that algorithm's in the same block (JSON lines in sidebyside.jsonl).
+# communicator each in the same job, the timed iterations split into
+# interleaved blocks of at least BLOCK_CALLS (8) calls, at most BLOCKS (100)
+# blocks (each block starts after a barrier, whose idle link time refills
+# the tbf buckets: one call per block measured 1 MiB up to 20% faster than a
+# loop does); auto's gap to the best forced algorithm is the median, over
+# all rounds' blocks, of auto's time over that algorithm's in the same block
+# (JSON lines in sidebyside.jsonl).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -34,7 +37,7 @@ minb=${MINB:-64K} maxb=${MAXB:-256M} iters=${ITERS:-3} rounds=${ROUNDS:-2}
 small_rounds=${SMALL_ROUNDS:-5}
 [ "$small_rounds" -lt "$rounds" ] && small_rounds=$rounds
 budget=${BUDGET:-64M} max_iters=${MAX_ITERS:-1000} warm=${WARM:-16M}
-blocks=${BLOCKS:-10} small_blocks=${SMALL_BLOCKS:-100}
+max_blocks=${BLOCKS:-100} block_calls=${BLOCK_CALLS:-8}
 bytes() { numfmt --from=iec "$1"; }
 # "-b LO -e HI -n N" runs that cover MINB..MAXB (sizes x4 from MINB), sizes
 # with the same iteration count sharing a run.
@@ -46,13 +49,11 @@ add_range() {
   w=$(($3 / 10 > 1 ? $3 / 10 : 1)) wb=$(( $(bytes "$warm") / lo_bytes ))
   [ "$wb" -gt "$3" ] && wb=$3
   [ "$wb" -gt "$w" ] && w=$wb
-  if [ "$lo_bytes" -lt $((4 << 20)) ]; then
-    range_rounds+=("$small_rounds")
-    ranges+=("-b $1 -e $2 -n $3 -w $w --blocks $small_blocks")
-  else
-    range_rounds+=("$rounds")
-    ranges+=("-b $1 -e $2 -n $3 -w $w --blocks $blocks")
-  fi
+  local nb=$(($3 / block_calls))
+  [ "$nb" -gt "$max_blocks" ] && nb=$max_blocks
+  [ "$nb" -lt 1 ] && nb=1
+  ranges+=("-b $1 -e $2 -n $3 -w $w --blocks $nb")
+  if [ "$lo_bytes" -lt $((4 << 20)) ]; then range_rounds+=("$small_rounds"); else range_rounds+=("$rounds"); fi
 }
 range_rounds=()
 lo="" n_lo=""
