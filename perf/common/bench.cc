@@ -272,6 +272,21 @@ class Runner {
     return std::max(1, std::min(b, std::max(1, o_.iters)));
   }
 
+  // Calls of `total` that block k of `nblocks` runs.
+  static int blockCalls(int total, int nblocks, int k) { return total / nblocks + (k < total % nblocks ? 1 : 0); }
+
+  // Runs `total` calls of every backend in `nblocks` blocks: block k calls
+  // run(k, j, n) for each backend j in turn, in reverse order on odd k (so
+  // backends next to each other in time alternate). Stops at a false.
+  template <typename Fn>
+  bool interleave(int total, int nblocks, Fn run) {
+    const size_t nb = bs_.size();
+    for (int k = 0; k < nblocks; ++k)
+      for (size_t i = 0; i < nb; ++i)
+        if (!run(k, k % 2 ? nb - 1 - i : i, blockCalls(total, nblocks, k))) return false;
+    return true;
+  }
+
   // Times every backend on one size (out of place or in place) and checks
   // each; out[j] is backend j's result.
   bool measure(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, std::vector<Result>* out) {
@@ -283,45 +298,41 @@ class Runner {
     // Warm-up in the same interleaved blocks, so that no communicator
     // starts its timed blocks after sitting idle through the others' warm-up.
     const int warmBlocks = std::max(1, std::min(nblocks, o_.warmup));
-    for (int k = 0; k < warmBlocks; ++k)
-      for (size_t i = 0; i < nb; ++i) {
-        Backend& be = *bs_[k % 2 ? nb - 1 - i : i];
-        if (sideBySide()) be.barrier();  // as before a timed block: a first 4-byte call must not land in the timing
-        for (int it = 0; it < o_.warmup / warmBlocks + (k < o_.warmup % warmBlocks ? 1 : 0); ++it)
-          if (!call(be, t, op, root, s, send, recv)) return false;
-      }
-    std::vector<double> spent(nb, 0);
+    bool ok = interleave(o_.warmup, warmBlocks, [&](int, size_t j, int n) {
+      Backend& be = *bs_[j];
+      if (sideBySide()) be.barrier();  // as before a timed block: a first 4-byte call must not land in the timing
+      for (int it = 0; it < n; ++it)
+        if (!call(be, t, op, root, s, send, recv)) return false;
+      return true;
+    });
+    if (!ok) return false;
     std::vector<std::vector<double>> blockSecs(nb, std::vector<double>(nblocks, 0));
-    std::vector<int> blockIters(nblocks, 0);
-    for (int k = 0; k < nblocks; ++k) {
-      const int n = o_.iters / nblocks + (k < o_.iters % nblocks ? 1 : 0);
-      blockIters[k] = n;
-      for (size_t i = 0; i < nb; ++i) {
-        const size_t j = k % 2 ? nb - 1 - i : i;
-        Backend& be = *bs_[j];
-        be.barrier();
-        double t0 = nowSec();
-        for (int it = 0; it < n; ++it) {
-          be.aggregateBegin();
-          for (int a = 0; a < o_.aggIters; ++a)
-            if (!call(be, t, op, root, s, send, recv)) return false;
-          std::string err = be.aggregateEnd();
-          if (!err.empty()) return fail(err);
-        }
-        const double dt = nowSec() - t0;
-        spent[j] += dt;
-        blockSecs[j][k] = dt;
+    ok = interleave(o_.iters, nblocks, [&](int k, size_t j, int n) {
+      Backend& be = *bs_[j];
+      be.barrier();
+      double t0 = nowSec();
+      for (int it = 0; it < n; ++it) {
+        be.aggregateBegin();
+        for (int a = 0; a < o_.aggIters; ++a)
+          if (!call(be, t, op, root, s, send, recv)) return false;
+        std::string err = be.aggregateEnd();
+        if (!err.empty()) return fail(err);
       }
-    }
+      blockSecs[j][k] = nowSec() - t0;
+      return true;
+    });
+    if (!ok) return false;
     const double bytes = static_cast<double>(c_ == Coll::AllGather ? s.recvCount : s.sendCount) * typeSize(t);
     for (size_t j = 0; j < nb; ++j) {
       Result& r = (*out)[j];
-      double secs = acrossRanks(o_.iters > 0 ? spent[j] / (o_.iters * o_.aggIters) : 0);
+      double spent = 0;
+      for (double b : blockSecs[j]) spent += b;
+      double secs = acrossRanks(o_.iters > 0 ? spent / (o_.iters * o_.aggIters) : 0);
       r.timeUs = secs * 1e6;
       if (sideBySide()) {
         for (int k = 0; k < nblocks; ++k)
-          if (blockIters[k] > 0)
-            r.blockUs.push_back(acrossRanks(blockSecs[j][k] / (blockIters[k] * o_.aggIters)) * 1e6);
+          if (int n = blockCalls(o_.iters, nblocks, k))
+            r.blockUs.push_back(acrossRanks(blockSecs[j][k] / (n * o_.aggIters)) * 1e6);
         r.medianUs = median(r.blockUs);
       }
       r.algbw = secs > 0 ? bytes / secs / 1e9 : 0;
