@@ -88,3 +88,7 @@ typedef enum {
 #ifdef __cplusplus
 }
 #endif
+
+// The layouts above, checked against NCCL's numbers.
+#define HOCCL_NCCL_COMMON_DECLARED 1
+#include "hoccl_nccl/abi_check.h"

@@ -260,3 +260,7 @@ typedef struct {
 #ifdef __cplusplus
 }
 #endif
+
+// The layouts above, checked against NCCL's numbers.
+#define HOCCL_NCCL_NET_DECLARED 1
+#include "hoccl_nccl/abi_check.h"
