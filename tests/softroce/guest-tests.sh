@@ -1,17 +1,20 @@
 #!/bin/sh
 # Runs inside the Soft-RoCE guest (started by run.sh, as root, in the
-# repository): the IB transport's tests of build BUILD, then all_reduce_perf
-# over IB between two emulated nodes (one process per node, two ranks each,
-# node 0 on rxe0 and node 1 on rxe1). Every IB test must run: a skip here
-# means the transport did not find the devices, which is a failure.
-#   tests/softroce/guest-tests.sh BUILD [gtest] [perf]    (default: both)
+# repository): the IB transport's tests of build BUILD, the NCCL net plugin
+# (v12) over IB through the plugin harness, then all_reduce_perf over IB
+# between two emulated nodes (one process per node, two ranks each, node 0 on
+# rxe0 and node 1 on rxe1). Every IB test must run: a skip here means the
+# transport did not find the devices, which is a failure, and so is a run in
+# which no test ran at all.
+#   tests/softroce/guest-tests.sh BUILD [gtest] [plugin] [perf]   (default: all)
 set -u
 build=$1
 shift
-parts=${*:-gtest perf}
+parts=${*:-gtest plugin perf}
 logs=/run/hoccl-xchg
 export HOCCL_SOCKET_IFNAME=lo   # bootstrap and side channels on loopback
 failed=0
+ran=0   # tests and checks that really ran (gtest cases, plugin runs, perf)
 now() { read -r t _ < /proc/uptime; echo "$t"; }
 took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -23,6 +26,10 @@ run_gtest() {  # name filter
   grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|IBV_WC|Skipped' "$logs/$1.log" | grep -v '^\[  FAILED  \] .*listed below' | head -60
   if [ $rc != 0 ]; then echo "FAILED: $1 exit $rc"; failed=1; fi
   if grep -q '^\[  SKIPPED \]' "$logs/$1.log"; then echo "FAILED: $1 skipped IB tests inside the guest"; failed=1; fi
+  # gtest exits 0 when a filter matches nothing: count what ran.
+  n=$(sed -n 's/^\[==========\] \([0-9][0-9]*\) tests\{0,1\} from .* ran\..*/\1/p' "$logs/$1.log" | tail -n 1)
+  if [ "${n:-0}" -eq 0 ]; then echo "FAILED: $1 ran no test ($2)"; failed=1; fi
+  ran=$((ran + ${n:-0}))
   echo "=== $1: exit $rc in $(took "$t") s"
 }
 
@@ -30,7 +37,32 @@ case " $parts " in *" gtest "*)
   run_gtest test_net_ib '*'
   run_gtest test_net_conformance '*/IB' ;;
 esac
-case " $parts " in *" perf "*) ;; *) [ $failed = 0 ] && echo "guest-tests: all passed"; exit $failed ;; esac
+
+# The NCCL net plugin, ncclNetPlugin_v12, loaded and driven as NCCL does
+# (two processes, every size, grouped receives, registration, reload) with
+# HOCCL_NET=ib: the verbs transport must come up, so a skip is a failure.
+case " $parts " in *" plugin "*)
+  t=$(now)
+  echo "=== NCCL net plugin v12 over IB (hoccl-nccl-plugin-harness)"
+  env LD_LIBRARY_PATH="$build/plugin" HOCCL_NET=ib \
+    "$build/tests/plugin/hoccl-nccl-plugin-harness" net --version 12 --max-bytes 4194304 --skip-if-unavailable \
+    > "$logs/plugin_net_ib_v12.log" 2>&1
+  rc=$?
+  grep -E 'FAIL|SKIPPED|error|ok$|loaded' "$logs/plugin_net_ib_v12.log" | head -40
+  case $rc in
+    0) ran=$((ran + 1)) ;;
+    77) echo "FAILED: the net plugin found no IB device inside the guest (skipped)"; failed=1 ;;
+    *) echo "FAILED: hoccl-nccl-plugin-harness net --version 12 exit $rc"; tail -n 20 "$logs/plugin_net_ib_v12.log"; failed=1 ;;
+  esac
+  echo "=== NCCL net plugin: exit $rc in $(took "$t") s" ;;
+esac
+
+finish() {
+  if [ $ran -eq 0 ]; then echo "FAILED: no test ran"; failed=1; fi
+  [ $failed = 0 ] && echo "guest-tests: all passed ($ran tests and checks ran)" || echo "guest-tests: FAILED"
+  exit $failed
+}
+case " $parts " in *" perf "*) ;; *) finish ;; esac
 
 # 2 nodes x 2 ranks: processes with different host ids (so their ranks talk
 # over the network), each restricted to one rxe device, HOCCL_NET=ib so that
@@ -62,6 +94,6 @@ done
 grep -q "Out of bounds values : 0 OK" "$logs/allreduce0.out" || { echo "FAILED: #wrong is not 0"; failed=1; }
 rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+ .* 0 *$' "$logs/allreduce0.out")
 [ "$rows" -ge 5 ] || { echo "FAILED: only $rows size rows with #wrong 0"; failed=1; }
+[ $rc = 0 ] && [ "$rows" -ge 5 ] && ran=$((ran + 1))
 echo "=== all_reduce_perf: $(took "$t") s"
-[ $failed = 0 ] && echo "guest-tests: all passed" || echo "guest-tests: FAILED"
-exit $failed
+finish
