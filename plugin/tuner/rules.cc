@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <sstream>
 
@@ -78,6 +79,13 @@ std::vector<Rule> parseRules(const std::string& text, const std::string& path, s
         ok = false;
       }
     }
+    // channels .. regBuff are ints in NCCL's example too: a larger value
+    // must not wrap around into a different count.
+    for (size_t i = 2; i < 7 && ok; ++i)
+      if (v[i] < INT_MIN || v[i] > INT_MAX) {
+        bad("field " + std::to_string(i + 4) + " '" + f[i + 3] + "' is out of range");
+        ok = false;
+      }
     if (!ok) continue;
     if (v[0] < 0 || v[1] < v[0]) { bad("byte range " + f[1] + ".." + f[2] + " is empty or negative"); continue; }
     r.minBytes = static_cast<size_t>(v[0]);
