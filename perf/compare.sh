@@ -14,8 +14,9 @@
 # A selection round runs every algorithm of Gloo and of forced Open MPI
 # once; the algorithms that were the best of their peer at one size or more
 # (at most 2 per peer: those that won the most sizes) go on to the timed
-# rounds (--no-select: all of them). --only hoccl,gloo,...: those contenders. Each timed round
-# runs the contenders in a rotated order (round r starts with the r-th).
+# rounds (--no-select: all of them; --only hoccl,gloo,...: those contenders).
+# Each timed round runs the contenders in a rotated order (round r starts
+# with the r-th).
 #
 # Prints per collective a latency table (us per call, small sizes: default
 # 8 B-64 KiB) and a bus-bandwidth table (default 64 KiB-64 MiB): for each
