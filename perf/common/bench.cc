@@ -180,6 +180,7 @@ class Runner {
   struct Result {
     double timeUs = 0, algbw = 0, busbw = 0;
     long long wrong = -1;  // -1: not checked
+    bool skipped = false;  // not run (Backend::timesInPlace)
     std::vector<double> blockUs;  // side by side: time per call in each block (across ranks)
     double medianUs = 0;          // side by side: median of blockUs
   };
@@ -370,14 +371,21 @@ class Runner {
     for (size_t size = o_.minBytes; size <= o_.maxBytes;) {
       Shape s = shapeFor(c_, size, es, n_);
       std::vector<Result> r[2];
-      for (int ip = 0; ip < 2; ++ip)
+      for (int ip = 0; ip < 2; ++ip) {
+        if (ip == 1 && !b_.timesInPlace(c_)) {
+          r[ip].assign(bs_.size(), Result());
+          for (Result& x : r[ip]) x.skipped = true;
+          continue;
+        }
         if (!measure(t, op, root, s, ip == 1, &r[ip])) return -1;
+      }
       lastBeat = nowSec();
       for (size_t j = 0; j < bs_.size(); ++j) {
         const Result pair[2] = {r[0][j], r[1][j]};
         const double toFirst[2] = {pairedRatio(r[0][j], r[0][0]), pairedRatio(r[1][j], r[1][0])};
         row(*bs_[j], t, op, root, s, pair, toFirst);
         for (const Result& x : pair) {
+          if (x.skipped) continue;
           if (x.wrong > 0) wrongTotal += x.wrong;
           bwSum_ += x.busbw;
           ++bwCount_;
@@ -406,6 +414,10 @@ class Runner {
     if (print_) {
       printf("%12zu  %12zu  %8s  %6s  %6d", s.bytes, s.paramCount, typeName(t), opStr, root);
       for (int i = 0; i < 2; ++i) {
+        if (r[i].skipped) {
+          printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+          continue;
+        }
         printf("  %7s  %6s  %6s", fitNumber(r[i].timeUs, 7).c_str(), fitNumber(r[i].algbw, 6).c_str(),
                fitNumber(r[i].busbw, 6).c_str());
         if (r[i].wrong < 0) printf("  %6s", "N/A");
@@ -423,6 +435,10 @@ class Runner {
       if (sideBySide()) fprintf(json_, ",\"side_by_side\":\"%s\",\"blocks\":%d", algoList_.c_str(), blocks());
       const char* names[2] = {"oop", "ip"};
       for (int i = 0; i < 2; ++i) {
+        if (r[i].skipped) {
+          fprintf(json_, ",\"%s\":null", names[i]);
+          continue;
+        }
         fprintf(json_, ",\"%s\":{\"time_us\":%.3f,\"algbw\":%.6f,\"busbw\":%.6f,\"wrong\":", names[i], r[i].timeUs,
                 r[i].algbw, r[i].busbw);
         if (r[i].wrong < 0) fprintf(json_, "null");

@@ -52,6 +52,9 @@ class Backend {
   virtual int nranks() const = 0;
   // False if the library cannot run this combination (the row is skipped).
   virtual bool supports(Coll c, hocclDataType_t t, hocclRedOp_t op) const = 0;
+  // False: in-place calls are not timed (the row's in-place columns say
+  // N/A, its JSON "ip" is null), for a library whose in-place call fails.
+  virtual bool timesInPlace(Coll) const { return true; }
   // Runs one collective with NCCL's argument meaning; returns "" or an error.
   virtual std::string run(Coll c, const void* send, void* recv, size_t count, hocclDataType_t t,
                           hocclRedOp_t op, int root) = 0;

@@ -7,6 +7,12 @@
 // gloo::rendezvous::HashStore) or forked processes (--np N, each with -t
 // threads; rendezvous through a gloo::rendezvous::FileStore in a fresh
 // temporary directory). --extra <algorithm> picks Gloo's algorithm.
+//
+// Started by a launcher instead (one rank per process, as on the emulated
+// cluster of tests/cluster): RANK and WORLD_SIZE name the rank, GLOO_PERF_STORE
+// a directory that every rank sees (a FileStore: the rendezvous; it must be
+// new for each job), GLOO_SOCKET_IFNAME the interface to bind (default: the
+// loopback address 127.0.0.1, one host).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +56,7 @@ void usage(const char* prog) {
 
 struct Job {
   bench::Options opt;
+  std::string iface;        // GLOO_SOCKET_IFNAME: bind there instead of 127.0.0.1
   Coll coll = Coll::AllReduce;
   std::string algo;
   int nprocs = 1;           // processes in the job
@@ -63,7 +70,8 @@ int runRank(const Job& job, int rank) {
   const int nranks = job.nprocs * job.opt.nthreads;
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";  // one host: the loopback interface
+    if (job.iface.empty()) attr.hostname = "127.0.0.1";  // one host: the loopback interface
+    else attr.iface = job.iface;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, nranks);
     int timeoutSec = job.opt.timeoutSec > 0 ? job.opt.timeoutSec : 300;
@@ -183,6 +191,21 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s: gloo_perf starts its own ranks: run one copy with -t <n> or --np <n>, not under mpirun\n",
             prog.c_str());
     return 1;
+  }
+  if (const char* ifname = getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) job.iface = ifname;
+  if (const char* store = getenv("GLOO_PERF_STORE"); store && *store) {
+    // Launched: this process is one rank of WORLD_SIZE.
+    const char* rank = getenv("RANK");
+    const char* size = getenv("WORLD_SIZE");
+    int r = rank ? atoi(rank) : -1, n = size ? atoi(size) : 0;
+    if (!rank || !size || r < 0 || n < 1 || r >= n || job.opt.nthreads != 1 || job.opt.nprocs > 0) {
+      fprintf(stderr, "%s: GLOO_PERF_STORE is set: start one process per rank with RANK and WORLD_SIZE "
+                      "(0 <= RANK < WORLD_SIZE), without -t or --np\n", prog.c_str());
+      return 1;
+    }
+    job.storePath = store;
+    job.nprocs = n;
+    return runProcess(job, r);
   }
   if (job.opt.nprocs > 0) return runForked(job);
   gloo::rendezvous::HashStore store;
