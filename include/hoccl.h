@@ -67,7 +67,9 @@ typedef enum {
   hocclFloat64 = 8,
   hocclDouble = 8,
   hocclBfloat16 = 9,
-  hocclNumTypes = 10
+  hocclFloat8e4m3 = 10, /* OCP E4M3 ("fn": no inf, NaN = S.1111.111, max 448) */
+  hocclFloat8e5m2 = 11, /* OCP E5M2 (IEEE-like: inf, NaNs, max 57344) */
+  hocclNumTypes = 12
 } hocclDataType_t;
 
 typedef enum {

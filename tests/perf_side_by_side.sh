@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The perf programs' side-by-side mode (--algo a,b): one row per algorithm
 # and size, each with its algorithm last, a ratio line per size, JSON rows
-# that say so, checked results; and the errors for a bad list.
+# that say so, checked results, timed blocks that really alternated (from
+# the order and start times the benchmark recorded); and the errors for a
+# bad list.
 #   tests/perf_side_by_side.sh <all_reduce_perf> <reduce_scatter_perf>
 set -uo pipefail
 ar=$1 rs=$2
@@ -28,6 +30,43 @@ awk 'NF != 14 || $9 != 0 || $13 != 0 { bad = 1 } END { exit bad }' <<<"$rows" ||
 [ "$(grep '"algo":"ring"' "$tmp/ar.json" | grep -c '"ratio_to_first":1.0000.*"ratio_to_first":1.0000')" -eq 3 ] \
   || fail "ring's ratio to itself is not 1: $(cat "$tmp/ar.json")"
 [ "$(grep -c '"median_us":[0-9]*\.[0-9]*,.*"median_us":[0-9]*\.[0-9]*,' "$tmp/ar.json")" -eq 9 ] || fail "JSON rows lack median_us"
+
+# The blocks really alternated: per size and placement, the order in which
+# the 3 x 6 timed blocks ran (block_order) and when each started
+# (block_start_us), as the benchmark recorded them. Block k runs every
+# algorithm once, forward on even k and backward on odd k; the start times
+# increase in run order. One record per block: size placement algo k order start.
+records() {
+  local line size p i=0 last=""
+  while IFS= read -r line; do
+    size=$(grep -o '"size":[0-9]*' <<<"$line" | cut -d: -f2)
+    [ "$size" = "$last" ] && i=$((i + 1)) || { i=0; last=$size; }
+    mapfile -t orders < <(grep -o '"block_order":\[[0-9,]*\]' <<<"$line" | sed 's/.*\[\(.*\)\]/\1/')
+    mapfile -t starts < <(grep -o '"block_start_us":\[[0-9.,]*\]' <<<"$line" | sed 's/.*\[\(.*\)\]/\1/')
+    [ "${#orders[@]}" -eq 2 ] && [ "${#starts[@]}" -eq 2 ] || { echo "missing block_order/block_start_us"; return; }
+    for p in 0 1; do
+      paste -d' ' <(tr ',' '\n' <<<"${orders[p]}") <(tr ',' '\n' <<<"${starts[p]}") \
+        | awk -v s="$size" -v p="$p" -v i="$i" '{ print s, p, i, NR - 1, $1, $2 }'
+    done
+  done < "$tmp/ar.json"
+}
+records > "$tmp/blocks.txt"
+why=$(awk -v nb=3 -v nblocks=6 '
+  NF != 6 { print "bad record: " $0; bad = 1; next }
+  {
+    key = $1 " " $2; want = $4 * nb + ($4 % 2 ? nb - 1 - $3 : $3)
+    if ($5 != want) { print "size " $1 " placement " $2 ": algorithm " $3 " block " $4 " ran " $5 "th, expected " want "th"; bad = 1 }
+    n[key]++; start[key, $5] = $6
+  }
+  END {
+    for (key in n) {
+      if (n[key] != nb * nblocks) { print key ": " n[key] " blocks, expected " nb * nblocks; bad = 1; continue }
+      for (q = 1; q < nb * nblocks; q++)
+        if (!((key, q) in start) || start[key, q] < start[key, q - 1]) { print key ": block run " q " did not start after run " q - 1; bad = 1 }
+    }
+    if (length(n) != 6) { print length(n) " size/placement groups, expected 6"; bad = 1 }
+    exit bad
+  }' "$tmp/blocks.txt") || fail "blocks did not alternate as recorded: $why"
 
 # Reduce-scatter with --blocks and more blocks than iterations (clamped).
 "$rs" --np 2 --algo horing,ring --blocks 50 -b 4K -e 4K -n 3 -w 0 > "$tmp/rs.txt" 2>&1 || fail "reduce_scatter_perf: $(cat "$tmp/rs.txt")"

@@ -12,7 +12,8 @@ using namespace testutil;
 namespace {
 
 const hocclDataType_t kTypes[] = {hocclInt8,  hocclUint8,  hocclInt32,   hocclUint32,  hocclInt64,
-                                  hocclUint64, hocclFloat16, hocclFloat32, hocclFloat64, hocclBfloat16};
+                                  hocclUint64, hocclFloat16, hocclFloat32, hocclFloat64, hocclBfloat16,
+                                  hocclFloat8e4m3, hocclFloat8e5m2};
 const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg};
 
 std::string where(const char* coll, hocclDataType_t t, hocclRedOp_t op, uint64_t count, bool inPlace, int rank) {

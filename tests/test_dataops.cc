@@ -1,9 +1,10 @@
 // Tests for src/exec/dataops: every ISA this CPU has x every type x every op
 // against a per-element reference written here, bit identity across ISAs, the
-// fp16/bf16 conversions, integer avg and the ISA selection.
+// fp16/bf16/fp8 conversions, integer avg and the ISA selection.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
@@ -21,7 +22,8 @@ namespace {
 const size_t kSizes[] = {0, 1, 7, 31, 33, 1000, 4099};
 const DType kTypes[] = {DType::Int8,    DType::Uint8,   DType::Int32,   DType::Uint32,
                         DType::Int64,   DType::Uint64,  DType::Float16, DType::Float32,
-                        DType::Float64, DType::Bfloat16};
+                        DType::Float64, DType::Bfloat16, DType::Float8e4m3,
+                        DType::Float8e5m2};
 const RedOp kOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
 
 std::vector<const DataOps*> tables() {
@@ -44,11 +46,9 @@ double refHalfToDouble(uint16_t h) {
 // Nearest half by bisection over the (monotonic) positive halves; the value
 // after 0x7bff is taken as 65536 (= inf), as IEEE rounding with an unbounded
 // exponent does. Ties go to the even pattern.
-uint16_t refFloatToHalf(float f) {
-  uint32_t u = bits<uint32_t>(f);
-  uint16_t sign = (u >> 16) & 0x8000;
-  if (std::isnan(f)) return sign | 0x7e00 | ((u >> 13) & 0x3ff);
-  double x = std::fabs(static_cast<double>(f));
+uint16_t refDoubleToHalf(double d) {
+  uint16_t sign = std::signbit(d) ? 0x8000 : 0;
+  double x = std::fabs(d);
   auto val = [](uint32_t h) { return h >= 0x7c00 ? 65536.0 : refHalfToDouble(static_cast<uint16_t>(h)); };
   if (x >= 65536.0) return sign | 0x7c00;
   uint32_t lo = 0, hi = 0x7c00;  // val(lo) <= x < val(hi)
@@ -56,6 +56,11 @@ uint16_t refFloatToHalf(float f) {
   double d1 = x - val(lo), d2 = val(hi) - x;
   uint32_t h = d1 < d2 ? lo : d2 < d1 ? hi : ((lo & 1) ? hi : lo);
   return static_cast<uint16_t>(sign | h);
+}
+uint16_t refFloatToHalf(float f) {
+  uint32_t u = bits<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>(((u >> 16) & 0x8000) | 0x7e00 | ((u >> 13) & 0x3ff));
+  return refDoubleToHalf(static_cast<double>(f));
 }
 uint16_t refFloatToBf16(float f) {
   uint32_t u = bits<uint32_t>(f);
@@ -70,6 +75,59 @@ uint16_t refFloatToBf16(float f) {
   return static_cast<uint16_t>(sign | r);
 }
 float refBf16ToFloat(uint16_t b) { return bits<float>(static_cast<uint32_t>(b) << 16); }
+
+// fp8 from the OCP definitions: E4M3 (bias 7, no inf, S.1111.111 NaN, max
+// 448) and E5M2 (bias 15, IEEE-like inf/NaN, max 57344).
+bool isE5m2(DType t) { return t == DType::Float8e5m2; }
+bool refFp8IsNan(uint8_t x, bool e5m2) { return e5m2 ? (x & 0x7f) > 0x7c : (x & 0x7f) == 0x7f; }
+double refFp8ToDouble(uint8_t x, bool e5m2) {
+  const int man = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  const int e = (x & 0x7f) >> man, m = x & ((1 << man) - 1);
+  double v;
+  if (refFp8IsNan(x, e5m2)) v = NAN;
+  else if (e5m2 && e == 31) v = INFINITY;
+  else if (e == 0) v = std::ldexp(m, 1 - bias - man);
+  else v = std::ldexp((1 << man) + m, e - bias - man);
+  return (x & 0x80) ? -v : v;
+}
+// By exhaustion: the nearest finite fp8 of x's sign, ties to the even code;
+// at or beyond the largest finite value (inf included), that value
+// (CUDA's __NV_SATFINITE). Not for NaN.
+uint8_t refDoubleToFp8(double x, bool e5m2) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double ax = std::fabs(x), maxFinite = e5m2 ? 57344.0 : 448.0;
+  if (ax >= maxFinite) return static_cast<uint8_t>(sign | (e5m2 ? 0x7b : 0x7e));
+  int best = -1;
+  double bestD = INFINITY;
+  for (int c = 0; c < 128; ++c) {
+    double v = refFp8ToDouble(static_cast<uint8_t>(c), e5m2);
+    if (!std::isfinite(v)) continue;
+    double d = std::fabs(ax - v);
+    if (d < bestD || (d == bestD && (c & 1) == 0)) { best = c; bestD = d; }
+  }
+  return static_cast<uint8_t>(sign | best);
+}
+// NCCL's fp8 reduce (sm_90): to half, __hadd/__hmul/__hmax/__hmin, back to
+// fp8 with satfinite; a NaN result is the canonical 0x7f. Computed here
+// exactly in double, rounded to half once, then to fp8.
+uint8_t refFp8Op(RedOp op, uint8_t a, uint8_t b, bool e5m2) {
+  double x = refFp8ToDouble(a, e5m2), y = refFp8ToDouble(b, e5m2), r;
+  if (op == RedOp::Max || op == RedOp::Min) {
+    bool max = op == RedOp::Max;
+    if (std::isnan(x)) r = y;
+    else if (std::isnan(y)) r = x;
+    else if (x == 0 && y == 0) r = (max ? (std::signbit(x) && std::signbit(y)) : (std::signbit(x) || std::signbit(y))) ? -0.0 : 0.0;
+    else r = max ? std::max(x, y) : std::min(x, y);
+  } else {
+    r = op == RedOp::Prod ? x * y : x + y;  // exact in double for any two fp8 values
+  }
+  if (std::isnan(r)) return 0x7f;
+  return refDoubleToFp8(refHalfToDouble(refDoubleToHalf(r)), e5m2);
+}
+uint8_t refFp8Avg(uint8_t a, int n, bool e5m2) {
+  double x = refFp8ToDouble(a, e5m2);
+  return std::isnan(x) ? 0x7f : refDoubleToFp8(x / n, e5m2);
+}
 
 // ---- Reference reduce / avg, one element ----------------------------------
 template <class T> T refOp(RedOp op, T a, T b) {
@@ -110,6 +168,11 @@ void refElem(DType t, RedOp op, const void* a, const void* b, void* out, size_t 
       st<uint16_t>(out, i, h ? refFloatToHalf(r) : refFloatToBf16(r));
       return;
     }
+    case DType::Float8e4m3: case DType::Float8e5m2: {
+      uint8_t x = ld<uint8_t>(a, i);
+      st<uint8_t>(out, i, nranks ? refFp8Avg(x, nranks, isE5m2(t)) : refFp8Op(op, x, ld<uint8_t>(b, i), isE5m2(t)));
+      return;
+    }
   }
 }
 
@@ -119,6 +182,7 @@ bool isNanElem(DType t, const void* p, size_t i) {
     case DType::Float64: return std::isnan(ld<double>(p, i));
     case DType::Float16: return (ld<uint16_t>(p, i) & 0x7fff) > 0x7c00;
     case DType::Bfloat16: return (ld<uint16_t>(p, i) & 0x7fff) > 0x7f80;
+    // fp8 results are compared bit for bit: a NaN result must be exactly 0x7f.
     default: return false;
   }
 }
@@ -148,6 +212,8 @@ void putNan(DType t, unsigned char* p, uint64_t r) {
   if (t == DType::Bfloat16) st<uint16_t>(p, 0, static_cast<uint16_t>(0x7f80 | (r & 0x807f)));
   if (t == DType::Float32) st<uint32_t>(p, 0, static_cast<uint32_t>(0x7f800000u | (r & 0x807fffffu)));
   if (t == DType::Float64) st<uint64_t>(p, 0, 0x7ff0000000000000ull | (r & 0x800fffffffffffffull));
+  if (t == DType::Float8e4m3) *p = static_cast<unsigned char>(0x7f | (r & 0x80));
+  if (t == DType::Float8e5m2) *p = static_cast<unsigned char>(0x7c | (r & 0x83));
 }
 
 // A buffer with canaries around it and a deliberately odd start address.
@@ -208,8 +274,10 @@ void checkAgainstReference(DType t, RedOp op, int nranks) {
 }  // namespace
 
 TEST(DataOps, NamesAndSizes) {
-  const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
-  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                         "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  static_assert(sizeof(names) / sizeof(names[0]) == kNumDTypes);
   for (int i = 0; i < kNumDTypes; ++i) {
     EXPECT_STREQ(dtypeName(static_cast<DType>(i)), names[i]);
     EXPECT_EQ(dtypeSize(static_cast<DType>(i)), sizes[i]);
@@ -433,4 +501,123 @@ TEST(DataOps, LargeFloatSum) {
     for (size_t i = 0; i < n; i += 997) ASSERT_EQ(out[i], a[i] + b[i]) << i;
     ASSERT_EQ(out[n - 1], a[n - 1] + b[n - 1]);
   }
+}
+
+// ---- fp8 ---------------------------------------------------------------------
+
+// All 256 codes of each format: decoding is exact (NaN canonical), and every
+// finite code survives the round trip through float bit for bit.
+TEST(DataOps, Fp8ConversionExhaustive) {
+  for (bool e5m2 : {false, true}) {
+    auto toF = e5m2 ? fp8e5m2ToFloat : fp8e4m3ToFloat;
+    auto fromF = e5m2 ? floatToFp8e5m2 : floatToFp8e4m3;
+    int nans = 0;
+    for (uint32_t c = 0; c < 256; ++c) {
+      const uint8_t x = static_cast<uint8_t>(c);
+      const float f = toF(x);
+      if (refFp8IsNan(x, e5m2)) {
+        ++nans;
+        ASSERT_EQ(bits<uint32_t>(f), 0x7fffe000u) << c;  // CUDA's fp8 -> half gives 0x7fff
+        continue;
+      }
+      ASSERT_EQ(static_cast<double>(f), refFp8ToDouble(x, e5m2)) << e5m2 << " " << c;
+      ASSERT_EQ(std::signbit(f), (c & 0x80) != 0) << c;
+      // satfinite: an E5M2 infinity comes back as the largest finite value
+      ASSERT_EQ(fromF(f), std::isinf(f) ? ((c & 0x80) | 0x7b) : x) << e5m2 << " " << c;
+    }
+    EXPECT_EQ(nans, e5m2 ? 6 : 2);
+  }
+}
+
+// float -> fp8 on the values where rounding is decided: every midpoint
+// between neighbouring codes and the floats next to it, zero, the smallest
+// subnormal's half, the overflow region, infinities, NaNs, float subnormals,
+// and a sweep over all float exponents; against the exhaustive reference.
+TEST(DataOps, Fp8RoundingTrickyFloats) {
+  for (bool e5m2 : {false, true}) {
+    auto fromF = e5m2 ? floatToFp8e5m2 : floatToFp8e4m3;
+    std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, 1e30f, -1e30f, FLT_MAX, bits<float>(1u),
+                             bits<float>(0x80000001u), bits<float>(0x007fffffu), 0x1p-126f};
+    std::vector<double> vals;
+    for (int c = 0; c < 128; ++c)
+      if (std::isfinite(refFp8ToDouble(static_cast<uint8_t>(c), e5m2))) vals.push_back(refFp8ToDouble(static_cast<uint8_t>(c), e5m2));
+    vals.push_back(e5m2 ? 65536.0 : 512.0);  // where the next binade would start
+    for (size_t k = 0; k + 1 < vals.size(); ++k) {
+      float mid = static_cast<float>((vals[k] + vals[k + 1]) / 2);  // exact in float
+      for (float x : {static_cast<float>(vals[k]), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+        xs.push_back(x);
+        xs.push_back(-x);
+      }
+    }
+    std::mt19937 rng(11);
+    for (uint32_t e = 0; e < 256; ++e)
+      for (int j = 0; j < 64; ++j) xs.push_back(bits<float>((e << 23) | (rng() & 0x807fffffu)));
+    for (float x : xs) {
+      if (std::isnan(x)) continue;
+      ASSERT_EQ(fromF(x), refDoubleToFp8(x, e5m2)) << e5m2 << " " << std::hexfloat << x;
+    }
+    // Hand-checked points of the rules (OCP formats, CUDA's satfinite):
+    if (!e5m2) {
+      EXPECT_EQ(fromF(464.0f), 0x7e);                   // tie beyond 448: even, and saturated anyway
+      EXPECT_EQ(fromF(1e9f), 0x7e);                     // saturates, never NaN
+      EXPECT_EQ(fromF(-INFINITY), 0xfe);
+      EXPECT_EQ(fromF(0x1p-10f), 0x00);                 // half the smallest subnormal: tie to zero
+      EXPECT_EQ(fromF(-0x1p-10f), 0x80);
+      EXPECT_EQ(fromF(3 * 0x1p-10f), 0x02);             // 1.5 ulp: tie to even (2)
+      EXPECT_EQ(fromF(1.0625f), 0x38);                  // 1 + 1/16: tie to even (1.0)
+      EXPECT_EQ(fromF(1.1875f), 0x3a);                  // 1 + 3/16: tie to even (1.25)
+      EXPECT_EQ(fromF(bits<float>(0xffc00000u)), 0xff); // NaN keeps its sign
+    } else {
+      EXPECT_EQ(fromF(61440.0f), 0x7b);                 // tie would go to inf: saturates
+      EXPECT_EQ(fromF(INFINITY), 0x7b);
+      EXPECT_EQ(fromF(0x1p-17f), 0x00);
+      EXPECT_EQ(fromF(1.125f), 0x3c);                   // 1 + 1/8: tie to even (1.0)
+      EXPECT_EQ(fromF(bits<float>(0x7fc00000u)), 0x7e); // quiet NaN, second payload bit 0
+      EXPECT_EQ(fromF(bits<float>(0xffe00000u)), 0xff); // second payload bit 1, sign kept
+    }
+  }
+}
+
+// Every pair of codes, every op, every ISA: as NCCL computes it (through
+// half, satfinite), against the reference that works in double.
+TEST(DataOps, Fp8ReduceExhaustivePairs) {
+  std::vector<unsigned char> a(65536), b(65536), got(65536);
+  for (uint32_t i = 0; i < 65536; ++i) { a[i] = static_cast<unsigned char>(i >> 8); b[i] = static_cast<unsigned char>(i); }
+  for (DType t : {DType::Float8e4m3, DType::Float8e5m2}) {
+    for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min}) {
+      std::vector<unsigned char> want(65536);
+      for (uint32_t i = 0; i < 65536; ++i) want[i] = refFp8Op(op, a[i], b[i], isE5m2(t));
+      for (const DataOps* ops : tables()) {
+        ops->reduce[static_cast<int>(t)][static_cast<int>(op)](got.data(), a.data(), b.data(), got.size());
+        for (uint32_t i = 0; i < 65536; ++i)
+          ASSERT_EQ(got[i], want[i]) << isaName(ops->isa) << " " << dtypeName(t) << " " << redOpName(op) << std::hex
+                                     << " a=" << int(a[i]) << " b=" << int(b[i]);
+      }
+    }
+  }
+}
+
+// The consequences of NCCL's rules that a user would notice.
+TEST(DataOps, Fp8ReduceSpecialCases) {
+  struct C { DType t; RedOp op; uint8_t a, b, want; };
+  const C cases[] = {
+      {DType::Float8e4m3, RedOp::Sum, 0x7e, 0x7e, 0x7e},   // 448 + 448 saturates to 448
+      {DType::Float8e4m3, RedOp::Sum, 0x7f, 0x38, 0x7f},   // NaN + 1 = NaN
+      {DType::Float8e4m3, RedOp::Max, 0x7f, 0x38, 0x38},   // __hmax: NaN loses
+      {DType::Float8e4m3, RedOp::Min, 0x00, 0x80, 0x80},   // __hmin: -0 < +0
+      {DType::Float8e4m3, RedOp::Max, 0x80, 0x00, 0x00},
+      {DType::Float8e4m3, RedOp::Prod, 0x01, 0x01, 0x00},  // 2^-18 underflows to 0
+      {DType::Float8e5m2, RedOp::Sum, 0x7c, 0x3c, 0x7b},   // inf + 1: inf in half, saturated
+      {DType::Float8e5m2, RedOp::Max, 0x7c, 0x3c, 0x7b},   // even max turns inf into 57344
+      {DType::Float8e5m2, RedOp::Sum, 0x7c, 0xfc, 0x7f},   // inf - inf = NaN, canonical
+      {DType::Float8e5m2, RedOp::Sum, 0xfd, 0x3c, 0x7f},   // any NaN comes out canonical
+      {DType::Float8e5m2, RedOp::Sum, 0x7b, 0x7b, 0x7b},
+  };
+  for (const DataOps* ops : tables())
+    for (const C& c : cases) {
+      uint8_t out = 0;
+      ops->reduce[static_cast<int>(c.t)][static_cast<int>(c.op)](&out, &c.a, &c.b, 1);
+      EXPECT_EQ(out, c.want) << isaName(ops->isa) << " " << dtypeName(c.t) << " " << redOpName(c.op) << std::hex
+                             << " " << int(c.a) << " " << int(c.b);
+    }
 }

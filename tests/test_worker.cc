@@ -51,7 +51,8 @@ int fail(int rank, const std::string& what) {
 
 int runFull(hocclComm_t comm, int rank, int n) {
   const hocclDataType_t types[] = {hocclInt8, hocclUint8, hocclInt32, hocclUint32, hocclInt64,
-                                   hocclUint64, hocclFloat16, hocclFloat32, hocclFloat64, hocclBfloat16};
+                                   hocclUint64, hocclFloat16, hocclFloat32, hocclFloat64, hocclBfloat16,
+                                   hocclFloat8e4m3, hocclFloat8e5m2};
   const hocclRedOp_t ops[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg};
   for (uint64_t count : {0ull, 1ull, 1009ull, 65537ull})
     for (hocclDataType_t t : types)

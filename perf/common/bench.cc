@@ -183,6 +183,12 @@ class Runner {
     bool skipped = false;  // not run (Backend::timesInPlace)
     std::vector<double> blockUs;  // side by side: time per call in each block (across ranks)
     double medianUs = 0;          // side by side: median of blockUs
+    // Side by side, as it happened: each block's position in the run order of
+    // all blocks of this size and placement (0, 1, ...) and when it started
+    // (this rank's clock, us after the first timed block started), so that a
+    // test can check the blocks really alternated.
+    std::vector<int> blockOrder;
+    std::vector<double> blockStartUs;
   };
 
   static double median(std::vector<double> v) {
@@ -308,10 +314,17 @@ class Runner {
     });
     if (!ok) return false;
     std::vector<std::vector<double>> blockSecs(nb, std::vector<double>(nblocks, 0));
+    std::vector<std::vector<double>> blockStart(nb, std::vector<double>(nblocks, -1));
+    std::vector<std::vector<int>> blockOrder(nb, std::vector<int>(nblocks, -1));
+    int ran = 0;
+    double firstStart = -1;
     ok = interleave(o_.iters, nblocks, [&](int k, size_t j, int n) {
       Backend& be = *bs_[j];
       be.barrier();
       double t0 = nowSec();
+      if (firstStart < 0) firstStart = t0;
+      blockOrder[j][k] = ran++;
+      blockStart[j][k] = (t0 - firstStart) * 1e6;
       for (int it = 0; it < n; ++it) {
         be.aggregateBegin();
         for (int a = 0; a < o_.aggIters; ++a)
@@ -332,8 +345,11 @@ class Runner {
       r.timeUs = secs * 1e6;
       if (sideBySide()) {
         for (int k = 0; k < nblocks; ++k)
-          if (int n = blockCalls(o_.iters, nblocks, k))
+          if (int n = blockCalls(o_.iters, nblocks, k)) {
             r.blockUs.push_back(acrossRanks(blockSecs[j][k] / (n * o_.aggIters)) * 1e6);
+            r.blockOrder.push_back(blockOrder[j][k]);
+            r.blockStartUs.push_back(blockStart[j][k]);
+          }
         r.medianUs = median(r.blockUs);
       }
       r.algbw = secs > 0 ? bytes / secs / 1e9 : 0;
@@ -446,6 +462,11 @@ class Runner {
         if (sideBySide()) {
           fprintf(json_, ",\"median_us\":%.3f,\"ratio_to_first\":%.4f,\"block_us\":[", r[i].medianUs, ratioToFirst[i]);
           for (size_t k = 0; k < r[i].blockUs.size(); ++k) fprintf(json_, "%s%.1f", k ? "," : "", r[i].blockUs[k]);
+          fprintf(json_, "],\"block_order\":[");
+          for (size_t k = 0; k < r[i].blockOrder.size(); ++k) fprintf(json_, "%s%d", k ? "," : "", r[i].blockOrder[k]);
+          fprintf(json_, "],\"block_start_us\":[");
+          for (size_t k = 0; k < r[i].blockStartUs.size(); ++k)
+            fprintf(json_, "%s%.1f", k ? "," : "", r[i].blockStartUs[k]);
           fprintf(json_, "]");
         }
         fprintf(json_, "}");

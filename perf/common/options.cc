@@ -13,7 +13,9 @@
 namespace bench {
 namespace {
 
-const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
+const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                            "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+static_assert(sizeof(kTypeNames) / sizeof(kTypeNames[0]) == hocclNumTypes);
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
 
 bool parseBytes(const char* s, size_t* out) {
@@ -80,7 +82,8 @@ void printUsage(const char* prog, Coll coll) {
           "  -N,--run_cycles <n>     repeat the sweep; 0 = forever (default 1)\n"
           "  -c,--check <n>          correctness checks per size; 0 = none, #wrong N/A (default 1)\n"
           "  -o,--op <op>            sum, prod, max, min, avg or all (default sum)\n"
-          "  -d,--datatype <type>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 or all\n"
+          "  -d,--datatype <type>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+          "                          f8e4m3 f8e5m2 or all\n"
           "  -r,--root <rank>        root of broadcast/reduce; -1 = every root (default 0)\n"
           "  -a,--average <0-3>      time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
           "  -z,--blocking <0-3>     accepted (host calls are blocking)\n"
@@ -165,9 +168,9 @@ bool parseOptions(int argc, char** argv, Coll coll, Options* opt, int* exitCode)
       }
       case 'd': {
         opt->types.clear();
-        for (int i = 0; i < 10; ++i)
+        for (int i = 0; i < hocclNumTypes; ++i)
           if (!strcasecmp(optarg, "all") || !strcasecmp(optarg, kTypeNames[i])) opt->types.push_back(static_cast<hocclDataType_t>(i));
-        if (opt->types.empty()) return bad("-d (int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 all)", optarg);
+        if (opt->types.empty()) return bad("-d (int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2 all)", optarg);
         break;
       }
       case kAlgo: {

@@ -179,9 +179,9 @@ class GlooBackend : public bench::Backend {
   std::string algorithm() const override { return algo_; }
   int rank() const override { return ctx_->rank; }
   int nranks() const override { return ctx_->size; }
-  // Every type but bfloat16 (Gloo has none); sum, prod, max, min (no avg).
+  // Every type but bfloat16 and fp8 (Gloo has none); sum, prod, max, min (no avg).
   bool supports(Coll, hocclDataType_t t, hocclRedOp_t op) const override {
-    return t != hocclBfloat16 && (op == hocclSum || op == hocclProd || op == hocclMax || op == hocclMin);
+    return t != hocclBfloat16 && t != hocclFloat8e4m3 && t != hocclFloat8e5m2 && (op == hocclSum || op == hocclProd || op == hocclMax || op == hocclMin);
   }
 
   std::string run(Coll c, const void* send, void* recv, size_t count, hocclDataType_t t, hocclRedOp_t op,

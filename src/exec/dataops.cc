@@ -15,7 +15,7 @@ namespace hoccl {
 
 size_t dtypeSize(DType t) {
   switch (t) {
-    case DType::Int8: case DType::Uint8: return 1;
+    case DType::Int8: case DType::Uint8: case DType::Float8e4m3: case DType::Float8e5m2: return 1;
     case DType::Float16: case DType::Bfloat16: return 2;
     case DType::Int32: case DType::Uint32: case DType::Float32: return 4;
     case DType::Int64: case DType::Uint64: case DType::Float64: return 8;
@@ -35,6 +35,8 @@ const char* dtypeName(DType t) {
     case DType::Float32: return "float";
     case DType::Float64: return "double";
     case DType::Bfloat16: return "bfloat16";
+    case DType::Float8e4m3: return "f8e4m3";
+    case DType::Float8e5m2: return "f8e5m2";
   }
   return "unknown";
 }
@@ -67,6 +69,11 @@ float bf16ToFloat(uint16_t b) { return fpbits::bf16BitsToFloat<uint32_t, float>(
 uint16_t floatToBf16(float f) {
   return static_cast<uint16_t>(fpbits::floatToBf16Bits<uint32_t, float>(f));
 }
+
+float fp8e4m3ToFloat(uint8_t x) { return fpbits::fp8ToFloat<fpbits::E4m3>(x); }
+float fp8e5m2ToFloat(uint8_t x) { return fpbits::fp8ToFloat<fpbits::E5m2>(x); }
+uint8_t floatToFp8e4m3(float f) { return fpbits::floatToFp8<fpbits::E4m3>(f); }
+uint8_t floatToFp8e5m2(float f) { return fpbits::floatToFp8<fpbits::E5m2>(f); }
 
 void copyBytes(void* dst, const void* src, size_t bytes) {
   if (bytes != 0 && dst != src) std::memcpy(dst, src, bytes);

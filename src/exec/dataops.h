@@ -14,15 +14,16 @@ namespace hoccl {
 enum class DType : uint8_t {
   Int8 = 0, Uint8 = 1, Int32 = 2, Uint32 = 3, Int64 = 4, Uint64 = 5,
   Float16 = 6, Float32 = 7, Float64 = 8, Bfloat16 = 9,
+  Float8e4m3 = 10, Float8e5m2 = 11,
 };
-constexpr int kNumDTypes = 10;
+constexpr int kNumDTypes = 12;
 
 // Numbering matches hocclRedOp_t / ncclRedOp_t.
 enum class RedOp : uint8_t { Sum = 0, Prod = 1, Max = 2, Min = 3, Avg = 4 };
 constexpr int kNumRedOps = 5;
 
 size_t dtypeSize(DType t);
-const char* dtypeName(DType t);  // nccl-tests spelling: int8 ... half float double bfloat16
+const char* dtypeName(DType t);  // nccl-tests spelling: int8 ... half float double bfloat16 f8e4m3 f8e5m2
 const char* redOpName(RedOp op); // sum prod max min avg
 
 enum class Isa : uint8_t { Scalar = 0, Avx2 = 1, Avx512 = 2 };
@@ -59,5 +60,17 @@ float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);
 float bf16ToFloat(uint16_t b);
 uint16_t floatToBf16(float f);
+
+// fp8 (OCP E4M3 / E5M2) conversions with the rules of CUDA's
+// __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...), which NCCL's fp8 reductions
+// use: round to nearest even, anything beyond the largest finite value
+// (infinities included) saturates to it, NaN stays NaN (E4M3: S.1111.111;
+// E5M2: S.11111.1x, x the float's second payload bit), sign kept. To float:
+// exact; NaN gives the canonical quiet NaN 0x7fffe000 (sign dropped), as
+// CUDA's __nv_cvt_fp8_to_halfraw does.
+float fp8e4m3ToFloat(uint8_t x);
+float fp8e5m2ToFloat(uint8_t x);
+uint8_t floatToFp8e4m3(float f);
+uint8_t floatToFp8e5m2(float f);
 
 }  // namespace hoccl

@@ -93,6 +93,74 @@ inline U floatToBf16Bits(F f) {
   return ((u & 0x7fffffffu) > 0x7f800000u) ? nan : rounded;
 }
 
+// ---- fp8 (OCP E4M3 / E5M2), one element at a time -------------------------
+// The rules are those of CUDA's __nv_cvt_float_to_fp8 with __NV_SATFINITE and
+// __nv_cvt_fp8_to_halfraw (cuda_fp8.hpp), which NCCL's fp8 reductions use
+// through the __nv_fp8_e4m3 / __nv_fp8_e5m2 constructors (docs/datatypes.md).
+struct E4m3 {
+  static constexpr int kMan = 3;                  // mantissa bits
+  static constexpr int kBias = 7;
+  static constexpr uint32_t kMaxFinite = 0x7eu;   // 448
+  static constexpr float kSubnormalUlp = 0x1p-9f; // 2^(1 - bias - kMan)
+};
+struct E5m2 {
+  static constexpr int kMan = 2;
+  static constexpr int kBias = 15;
+  static constexpr uint32_t kMaxFinite = 0x7bu;   // 57344
+  static constexpr float kSubnormalUlp = 0x1p-16f;
+};
+
+template <class Fmt>
+inline bool fp8IsNan(uint32_t x) {
+  const uint32_t a = x & 0x7fu;
+  return Fmt::kMan == 3 ? a == 0x7fu : a > 0x7cu;
+}
+
+// Exact; every NaN becomes the canonical quiet NaN (positive, all payload
+// bits set), as CUDA's fp8 -> half conversion gives 0x7fff.
+template <class Fmt>
+inline float fp8ToFloat(uint8_t x) {
+  if (fp8IsNan<Fmt>(x)) return __builtin_bit_cast(float, 0x7fffe000u);
+  const uint32_t a = x & 0x7fu, sign = static_cast<uint32_t>(x & 0x80u) << 24;
+  const uint32_t e = a >> Fmt::kMan, m = a & ((1u << Fmt::kMan) - 1);
+  uint32_t r;
+  if (Fmt::kMan == 2 && e == 31) {
+    r = 0x7f800000u;  // E5M2 infinity (E4M3 has none)
+  } else if (e != 0) {
+    r = ((e - Fmt::kBias + 127) << 23) | (m << (23 - Fmt::kMan));
+  } else {
+    r = __builtin_bit_cast(uint32_t, static_cast<float>(m) * Fmt::kSubnormalUlp);
+  }
+  return __builtin_bit_cast(float, r | sign);
+}
+
+// Round to nearest even; beyond the largest finite value (infinity
+// included) saturate to it; NaN stays NaN (E4M3: S.1111.111; E5M2:
+// S.11111.1x with x the float's second payload bit); the sign is kept.
+template <class Fmt>
+inline uint8_t floatToFp8(float f) {
+  const uint32_t u = __builtin_bit_cast(uint32_t, f);
+  const uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u)
+    return static_cast<uint8_t>(sign | (Fmt::kMan == 3 ? 0x7fu : (0x7eu | ((a >> 21) & 1u))));
+  if (a < 0x00800000u) return static_cast<uint8_t>(sign);  // float subnormals are far below fp8's
+  const int e = static_cast<int>(a >> 23) - 127;
+  const int minNormal = 1 - Fmt::kBias;
+  const uint64_t sig = (a & 0x7fffffu) | 0x800000u;  // 1.m as an integer, 24 bits
+  // Keep kMan fraction bits (normal) or fewer (subnormal); the kept integer
+  // is the fp8 code without its sign: for normals the implicit 1 lands in
+  // the exponent field's lowest bit, so adding the biased exponent minus one
+  // there gives the code, and a carry out of the mantissa moves the exponent.
+  const int shift = 23 - Fmt::kMan + (e < minNormal ? minNormal - e : 0);
+  if (shift > 25) return static_cast<uint8_t>(sign);  // below half the smallest subnormal
+  uint64_t q = sig >> shift;
+  const uint64_t rem = sig & ((uint64_t{1} << shift) - 1), halfUlp = uint64_t{1} << (shift - 1);
+  if (rem > halfUlp || (rem == halfUlp && (q & 1u))) ++q;
+  if (e >= minNormal) q += static_cast<uint64_t>(e - minNormal) << Fmt::kMan;
+  if (q > Fmt::kMaxFinite) q = Fmt::kMaxFinite;  // satfinite (infinity included)
+  return static_cast<uint8_t>(sign | q);
+}
+
 }  // namespace fpbits
 }  // namespace
 }  // namespace hoccl
@@ -335,6 +403,62 @@ void avgIntKernel(void* out, const void* in, size_t n, int nranks) {
   }
 }
 
+// fp8, as NCCL reduces it on sm_90 (src/device/reduce_kernel.h): both
+// operands to half (exact), the op in half (__hadd, __hmul, __hmax, __hmin),
+// back to fp8 with __NV_SATFINITE. Here the op runs in fp32 and is rounded to
+// half once, which gives the correctly rounded half result: fp32 carries
+// 24 >= 2 * 11 + 2 bits, so the double rounding is innocuous. One element at
+// a time on every ISA (no fp8 vector code yet); the compiler may vectorise it.
+enum class Fp8Op { Sum, Prod, Max, Min };
+
+// __hmax / __hmin: a NaN operand gives the other operand (two NaNs: NaN), and
+// +0 counts as greater than -0.
+template <Fp8Op K>
+inline float fp8Apply(float x, float y) {
+  if constexpr (K == Fp8Op::Sum) {
+    return x + y;
+  } else if constexpr (K == Fp8Op::Prod) {
+    return x * y;
+  } else {
+    if (x != x) return y;
+    if (y != y) return x;
+    if (x == y) return (__builtin_signbit(x) != 0) == (K == Fp8Op::Max) ? y : x;
+    return (K == Fp8Op::Max) == (x > y) ? x : y;
+  }
+}
+
+template <class Fmt>
+inline uint8_t fp8FromOpResult(float r) {
+  if (r != r) return 0x7fu;  // the GPU's canonical NaN, whatever the CPU's default NaN
+  const float h = fpbits::halfBitsToFloat<uint32_t, float>(fpbits::floatToHalfBits<uint32_t, float>(r));
+  return fpbits::floatToFp8<Fmt>(h);
+}
+
+template <class Fmt, Fp8Op K>
+void reduceFp8Kernel(void* out, const void* a, const void* b, size_t n) {
+  unsigned char* o = static_cast<unsigned char*>(out);
+  const unsigned char* pa = static_cast<const unsigned char*>(a);
+  const unsigned char* pb = static_cast<const unsigned char*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    const float x = fpbits::fp8ToFloat<Fmt>(pa[i]), y = fpbits::fp8ToFloat<Fmt>(pb[i]);
+    o[i] = fp8FromOpResult<Fmt>(fp8Apply<K>(x, y));
+  }
+}
+
+// fp8 avg: the sum divided by nranks in fp32, rounded to fp8 once (NaN
+// canonical). NCCL instead multiplies every input by fp8(1/nranks) before
+// summing (docs/datatypes.md).
+template <class Fmt>
+void avgFp8Kernel(void* out, const void* in, size_t n, int nranks) {
+  const float d = static_cast<float>(nranks < 1 ? 1 : nranks);
+  unsigned char* o = static_cast<unsigned char*>(out);
+  const unsigned char* p = static_cast<const unsigned char*>(in);
+  for (size_t i = 0; i < n; ++i) {
+    const float q = fpbits::fp8ToFloat<Fmt>(p[i]) / d;
+    o[i] = q != q ? static_cast<uint8_t>(0x7fu) : fpbits::floatToFp8<Fmt>(q);
+  }
+}
+
 // ---- Table ------------------------------------------------------------------
 template <class L, class T>
 constexpr void fillReduce(DataOps& t, DType dt) {
@@ -350,6 +474,17 @@ template <class T>
 constexpr void fillInt(DataOps& t, DType dt) {
   fillReduce<PlainLanes<T>, T>(t, dt);
   t.avgFinish[static_cast<int>(dt)] = &avgIntKernel<T>;
+}
+
+template <class Fmt>
+constexpr void fillFp8(DataOps& t, DType dt) {
+  auto& row = t.reduce[static_cast<int>(dt)];
+  row[static_cast<int>(RedOp::Sum)] = &reduceFp8Kernel<Fmt, Fp8Op::Sum>;
+  row[static_cast<int>(RedOp::Prod)] = &reduceFp8Kernel<Fmt, Fp8Op::Prod>;
+  row[static_cast<int>(RedOp::Max)] = &reduceFp8Kernel<Fmt, Fp8Op::Max>;
+  row[static_cast<int>(RedOp::Min)] = &reduceFp8Kernel<Fmt, Fp8Op::Min>;
+  row[static_cast<int>(RedOp::Avg)] = &reduceFp8Kernel<Fmt, Fp8Op::Sum>;  // divided later
+  t.avgFinish[static_cast<int>(dt)] = &avgFp8Kernel<Fmt>;
 }
 
 constexpr DataOps makeDataOps(Isa isa) {
@@ -369,6 +504,8 @@ constexpr DataOps makeDataOps(Isa isa) {
   t.avgFinish[static_cast<int>(DType::Float16)] = &avgFloatKernel<Fp16Lanes, float>;
   fillReduce<Bf16Lanes, float>(t, DType::Bfloat16);
   t.avgFinish[static_cast<int>(DType::Bfloat16)] = &avgFloatKernel<Bf16Lanes, float>;
+  fillFp8<fpbits::E4m3>(t, DType::Float8e4m3);
+  fillFp8<fpbits::E5m2>(t, DType::Float8e5m2);
   return t;
 }
 

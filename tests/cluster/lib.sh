@@ -140,17 +140,20 @@ capability_problem() {
   ip netns del "$probe" 2>/dev/null || true
 }
 
-# Loud skip (exit 77, ctest's skip code), or failure where CI=true: CI runs as
-# root and must run the cluster tests.
+# Loud skip (exit 77, ctest's skip code), or failure when running in CI
+# (tests/ci-rule.sh: CI set and not 0/false/no/off): CI runs as root and
+# must run the cluster tests.
+# shellcheck source=../ci-rule.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../ci-rule.sh"
 skip_or_fail() {
   local reason=$1 what=${2:-the emulated cluster}
   local bar="************************************************************************"
-  if [[ ${CI:-} == true ]]; then
-    printf '%s\nFAILED: %s needs root and network namespaces, and CI=true requires them\n  reason: %s\n%s\n' \
-      "$bar" "$what" "$reason" "$bar" >&2
+  if hoccl_in_ci; then
+    printf '%s\nFAILED: %s needs root and network namespaces, and CI=%s requires them\n  reason: %s\n%s\n' \
+      "$bar" "$what" "$CI" "$reason" "$bar" >&2
     exit 1
   fi
-  printf '%s\nSKIPPED: %s needs root and network namespaces\n  reason: %s\n  (run as root to test it; under CI=true this is a failure)\n%s\n' \
+  printf '%s\nSKIPPED: %s needs root and network namespaces\n  reason: %s\n  (run as root to test it; in CI this is a failure: tests/ci-rule.sh)\n%s\n' \
     "$bar" "$what" "$reason" "$bar" >&2
   exit 77
 }

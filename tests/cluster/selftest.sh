@@ -5,7 +5,7 @@
 # the same uplink share it; `run` starts ranks with the right environment,
 # propagates failures and timeouts, and leaves nothing behind; a half-built
 # cluster is torn down. Exit 0 = passed, 1 = failed, 77 = skipped (not root,
-# no namespaces; under CI=true that is a failure instead).
+# no namespaces; in CI (tests/ci-rule.sh) that is a failure instead).
 #
 #   tests/cluster/selftest.sh [--perf PROGRAM]
 #     --perf: also run PROGRAM (e.g. build/perf/all_reduce_perf) with 2 ranks

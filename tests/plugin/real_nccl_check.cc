@@ -11,7 +11,9 @@
 //      unresolved symbol; where NCCL gets past CUDA (a GPU machine) it must
 //      also show our plugins loaded. Without a GPU NCCL stops at CUDA before
 //      loading net and tuner plugins, and this says so.
-// Exit 77 (skipped) when no libnccl is given or it does not load.
+// Exit 77 (skipped) when no libnccl is given or it does not load, except in
+// CI (CI set and not 0/false/no/off, the rule of tests/ci-rule.sh), where
+// that is a failure: CI machines have NCCL in CUDA's prefix.
 //
 //   hoccl-real-nccl-check LIBNCCL NET_PLUGIN_PATH TUNER_PLUGIN_PATH
 #include <dlfcn.h>
@@ -19,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +34,25 @@
 namespace {
 
 int failures = 0;
+
+// tests/ci-rule.sh's rule, in C++.
+bool inCi() {
+  const char* v = getenv("CI");
+  if (!v || !*v) return false;
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  return s != "0" && s != "false" && s != "no" && s != "off";
+}
+
+// A skip, or a failure in CI.
+int cannotRun(const std::string& why) {
+  if (inCi()) {
+    printf("[real nccl] FAILED: %s; CI=%s requires this check (tests/ci-rule.sh)\n", why.c_str(), getenv("CI"));
+    return 1;
+  }
+  printf("[real nccl] SKIPPED: %s\n", why.c_str());
+  return 77;
+}
 
 void fail(const std::string& what) {
   fprintf(stderr, "[real nccl] FAIL %s\n", what.c_str());
@@ -127,15 +149,11 @@ int main(int argc, char** argv) {
   }
   const std::string libnccl = argv[1], net = argv[2], tuner = argv[3];
   if (libnccl.empty() || libnccl.find("NOTFOUND") != std::string::npos || access(libnccl.c_str(), R_OK) != 0) {
-    printf("[real nccl] SKIPPED: no libnccl.so found at configure time (set NCCL_HOME or CUDA_HOME and re-run "
-           "cmake); nothing to check against\n");
-    return 77;
+    return cannotRun("no libnccl.so found at configure time (set NCCL_HOME or CUDA_HOME and re-run cmake); "
+                     "nothing to check against");
   }
   void* nccl = dlopen(libnccl.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (!nccl) {
-    printf("[real nccl] SKIPPED: %s does not load here: %s\n", libnccl.c_str(), dlerror());
-    return 77;
-  }
+  if (!nccl) return cannotRun(libnccl + " does not load here: " + dlerror());
   int version = 0;
   if (auto getVersion = reinterpret_cast<int (*)(int*)>(dlsym(nccl, "ncclGetVersion"))) getVersion(&version);
   printf("[real nccl] %s: NCCL %d.%d.%d\n", libnccl.c_str(), version / 10000, version / 100 % 100, version % 100);

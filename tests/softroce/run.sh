@@ -18,7 +18,8 @@
 #
 # Needs root (it installs what is missing with apt-get, and qemu's 9p export
 # of / must read every file). Exit codes: the guest command's; 77 = skipped
-# (not root, and CI is not set); 1 = the guest did not report an exit code.
+# (not root, and not in CI by tests/ci-rule.sh's rule, where that is a
+# failure); 1 = the guest did not report an exit code.
 set -Eeuo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -43,8 +44,10 @@ say() { echo "softroce: $*"; }
 t_start=$(date +%s.%N)
 elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# shellcheck source=../ci-rule.sh
+. "$here/../ci-rule.sh"
 if [[ $(id -u) != 0 ]]; then
-  if [[ -n ${CI:-} && ${CI} != false ]]; then
+  if hoccl_in_ci; then
     say "FAILED: needs root (qemu's 9p export of /, apt-get), and CI=$CI requires this test"; exit 1
   fi
   say "SKIPPED: needs root (qemu's 9p export of /, apt-get); run it as root to test the IB transport"
