@@ -131,8 +131,9 @@ export -f inside
 export cache
 t0=$(date +%s)
 set +e
+# No "|| true" here: with pipefail it would run and reset PIPESTATUS.
 unshare --mount --propagation private bash -c 'inside "$@"' inside "$work" "${pkgs[*]}" "${cmds[@]}" 2>&1 | tee "$log" |
-  grep --line-buffered -E '^(===== newcomer|Setting up|E: )' || true
+  grep --line-buffered -E '^(===== newcomer|Setting up|E: )'
 rc=${PIPESTATUS[0]}
 set -e
 echo
