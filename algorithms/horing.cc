@@ -1,4 +1,4 @@
-// HO-Ring (shared/design/HO-RING.md) composed of flat ring phases
+// HO-Ring (docs/algorithms.md, "HO-Ring") composed of flat ring phases
 // (phases.h) on sub-groups:
 //   intra  ring reduce-scatter inside each group: member i ends with the
 //          group's sum of shard i;

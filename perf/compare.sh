@@ -68,20 +68,40 @@ fi
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer"
 for s in "$small_sweep" "$large_sweep"; do [ "$s" = none ] || sweep_args "$s" >/dev/null; done
 
-# The peers and the plotting library come from Debian; install what is
-# missing when we can (root), else say what to install.
+# Needed for any comparison: the build and the report.
+# shellcheck source=../tools/require.sh
+. "$root/tools/require.sh"
+require_begin compare
+require_cmd cmake cmake
+require_cmd make make
+require_cmd c++ g++
+require_cmd python3 python3
+require_end
+
+# The peers and the plotting library come from Debian: as root, install the
+# missing ones with apt-get (and say so); otherwise say which contenders
+# are left out and why.
 need=""
-for p in cmake g++ libgloo-dev libopenmpi-dev openmpi-bin python3-matplotlib; do
+for p in libgloo-dev libopenmpi-dev openmpi-bin python3-matplotlib; do
   dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "compare: installing$need (apt)" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+    echo "compare: running as root: installing the missing Debian packages$need with apt-get" >&2
+    if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null &&
+           DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null; }; then
+      echo "compare: apt-get could not install$need; going on without what is missing" >&2
+    fi
   else
-    echo "compare: missing Debian packages:$need; the peers they provide are skipped" >&2
+    echo "compare: not root, so nothing is installed; missing Debian packages:$need" >&2
   fi
+  for p in $need; do
+    dpkg -s "$p" >/dev/null 2>&1 || case $p in
+      libgloo-dev) echo "compare: SKIPPING Gloo: $p is not installed" >&2 ;;
+      libopenmpi-dev|openmpi-bin) echo "compare: SKIPPING Open MPI: $p is not installed" >&2 ;;
+      python3-matplotlib) echo "compare: no plots: $p is not installed (the tables are printed)" >&2 ;;
+    esac
+  done
 fi
 
 build_benchmarks "$build"

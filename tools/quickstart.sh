@@ -4,6 +4,13 @@
 #   tools/quickstart.sh [nranks] [MiB] [iterations]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=require.sh
+. "$root/tools/require.sh"
+require_begin quickstart
+require_cmd cmake cmake
+require_cmd make make
+require_cmd c++ g++
+require_end
 build=$root/build-release
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHOCCL_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target hoccl_example_allreduce hoccl-info >/dev/null

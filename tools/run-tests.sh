@@ -7,6 +7,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
+# shellcheck source=require.sh
+. "$root/tools/require.sh"
+require_begin run-tests
+require_cmd cmake cmake
+require_cmd make make
+require_cmd cc gcc
+require_cmd c++ g++
+require_cmd pkg-config pkg-config
+require_header gtest/gtest.h libgtest-dev
+require_end
 jobs=$(nproc)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${HOCCL_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs"

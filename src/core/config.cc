@@ -156,8 +156,10 @@ const std::vector<SettingDecl> kSettings = {
      "make one machine act as several nodes.",
      anyValue, false},
     {"HOCCL_SOCKET_IFNAME", "",
-     "Network interface for the bootstrap: a prefix list (eth,ib), ^ to exclude, = for exact "
-     "names. Default: the first non-loopback interface that is up, else loopback.",
+     "Network interface for the bootstrap and TCP connections: a prefix list (eth,ib), ^ to "
+     "exclude, = for exact names. Unset: each rank uses the interface the kernel routes to the "
+     "rendezvous; hocclGetUniqueId serves the rendezvous on the first interface that is up and "
+     "not loopback (nor docker*, virbr*), else on loopback.",
      anyValue, false},
     {"HOCCL_TOPO_FILE", "",
      "Topology file: switch groups and overrides of what is discovered (docs/topology-file.md); a "

@@ -121,7 +121,7 @@ capability_problem() {
   local tool
   for tool in ip tc bridge setsid awk; do
     command -v "$tool" >/dev/null || {
-      echo "'$tool' is not installed (ip, tc and bridge come with iproute2)"
+      echo "'$tool' is not installed (Debian packages: iproute2 for ip, tc and bridge; util-linux for setsid)"
       return
     }
   done
