@@ -21,6 +21,9 @@ const char* stepKindName(const Step& s) {
   const bool send = s.sendPeer >= 0;
   const bool src = s.src.present();
   const bool dst = s.dst.present();
+  // A zero-count message that names no buffers only carries its header
+  // (the call's signature): addSyncSteps adds them.
+  if (s.count == 0 && !src && !dst && !s.reduce && (recv || send)) return "sync";
   if (recv) {
     if (s.reduce) {
       // The received value is combined with src, so src is required.
