@@ -3,10 +3,11 @@
 // steps, the `stable` marks), for every algorithm and collective it
 // supports x channels {1, 2, 3, 4} x every pipeline depth the tuner can pick
 // x placements mixed across ranks x step limits, with and without sync
-// steps. The quick sweep runs in ctest; HOCCL_VERIFY_SWEEP=full adds shapes
-// up to P = 256 (docs/algorithms.md gives both sizes).
+// steps. The quick sweep (P <= 8) runs in ctest; HOCCL_VERIFY_SWEEP=full
+// adds shapes up to P = 256 (docs/algorithms.md gives both sizes).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,7 +58,8 @@ std::vector<Shape> shapes(bool full) {
     std::vector<int> uneven(15, 16);
     uneven.push_back(10);
     for (const Shape& s : {rect(1, 16), rect(4, 4), rect(8, 4, 4), rect(3, 11), sized({8, 8, 8, 4}, "8+8+8+4"),
-                           rect(1, 64), rect(16, 16, 4), rect(2, 128), rect(256, 1, 2), sized(uneven, "15x16+10")})
+                           rect(8, 8, 2), rect(1, 64), rect(16, 16, 4), rect(2, 128), rect(256, 1, 2), rect(1, 256),
+                           sized(uneven, "15x16+10")})
       v.push_back(s);
   }
   return v;
@@ -78,11 +80,40 @@ std::vector<int> depths(AlgoId algo) {
   return d;
 }
 
-std::vector<uint64_t> counts(uint64_t P, bool large) {
-  // 2P+1 divides by neither P nor any even node size; 1 and 0 leave most
-  // ranks without data, 0 leaves every rank with nothing to receive.
-  if (large) return {0, 1, 2 * P + 1, 1009};
-  return {0, 1, P + 1, 2 * P + 1, 1009};
+// What is swept for a shape of P ranks. Up to 8 ranks: everything. Up to
+// 64: every channel count, depth and placement, with the step limit and
+// the unsynced variant on one mixed placement. Beyond (full sweep only):
+// one count, one mixed placement, channels 1 and 4 and depths 0, 4 and 32,
+// since one HO-Ring reduce-scatter at 16x16 with 4 channels and depth 32
+// alone takes the verifier tens of seconds.
+struct Grid {
+  std::vector<uint64_t> counts;
+  std::vector<int> channels = {1, 2, 3, 4};
+  std::vector<int> depths;
+  std::vector<int> patterns = {0, 1, 2, 3};
+  bool reduced = false;  // step limit and unsynced variant on placement 2 only
+};
+
+Grid grid(AlgoId algo, uint64_t P) {
+  Grid g;
+  g.depths = depths(algo);
+  if (P <= 8) {
+    // 2P+1 divides by neither P nor any even node size; 1 and 0 leave most
+    // ranks without data, 0 leaves every rank with nothing to receive.
+    g.counts = {0, 1, P + 1, 2 * P + 1, 1009};
+  } else if (P <= 64) {
+    g.counts = {0, 1, 2 * P + 1, 1009};
+    g.reduced = true;
+  } else {
+    g.counts = {2 * P + 1};
+    g.channels = {1, 4};
+    g.depths.clear();
+    for (int d : depths(algo))
+      if (d == 0 || d == 4 || d == 32) g.depths.push_back(d);
+    g.patterns = {2};
+    g.reduced = true;
+  }
+  return g;
 }
 
 struct Tally {
@@ -91,21 +122,20 @@ struct Tally {
 
 void sweepOne(const AlgoInfo& algo, CollKind coll, const Shape& shape, Tally* tally) {
   const int P = shape.nranks;
-  const bool large = P > 16;
+  const Grid g = grid(algo.id, P);
   const bool rooted = coll == CollKind::Broadcast || coll == CollKind::Reduce;
   std::vector<int> roots = {0};
   if (rooted && P > 1) roots = {0, P - 1};
-  for (uint64_t count : counts(P, large))
-    for (int nch : {1, 2, 3, 4})
-      for (int depth : depths(algo.id))
-        for (int pattern = 0; pattern < 4; ++pattern)
+  for (uint64_t count : g.counts)
+    for (int nch : g.channels)
+      for (int depth : g.depths)
+        for (int pattern : g.patterns)
           for (uint64_t maxStep : {uint64_t(0), uint64_t(7)})
             for (int root : roots)
               for (bool sync : {true, false}) {
-                // Large shapes: the step limit and the unsynced variant on
-                // one placement only (they change few steps there).
-                if (large && (maxStep || !sync) && pattern != 2) continue;
+                if (g.reduced && (maxStep || !sync) && pattern != 2) continue;
                 if (!sync && (maxStep || pattern == 3)) continue;
+                if (P > 64 && (maxStep || !sync)) continue;
                 ScheduleKey key;
                 key.coll = coll;
                 key.nranks = P;
@@ -131,8 +161,13 @@ TEST_P(ExecutableVerifies, Sweep) {
   const AlgoInfo& algo = allAlgorithms()[index];
   Tally tally;
   for (const Shape& shape : shapes(fullSweep())) {
+    const int before = tally.verified;
+    const auto start = std::chrono::steady_clock::now();
     sweepOne(algo, coll, shape, &tally);
     if (HasFatalFailure()) return;
+    if (shape.nranks > 8)
+      std::printf("  %s: %d in %.1f s\n", shape.name.c_str(), tally.verified - before,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   EXPECT_GT(tally.verified, 0);
   std::printf("%s %s: %d schedule sets verified\n", algo.name, collName(coll), tally.verified);
