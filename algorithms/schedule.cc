@@ -1,6 +1,7 @@
 #include "algorithms/schedule.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 namespace hoccl {
@@ -21,6 +22,9 @@ const char* stepKindName(const Step& s) {
   const bool send = s.sendPeer >= 0;
   const bool src = s.src.present();
   const bool dst = s.dst.present();
+  // A zero-count message that names no buffers only carries its header
+  // (the call's signature): addSyncSteps adds them.
+  if (s.count == 0 && !src && !dst && !s.reduce && (recv || send)) return "sync";
   if (recv) {
     if (s.reduce) {
       // The received value is combined with src, so src is required.
@@ -161,37 +165,61 @@ int Grouping::ngroups() const {
   return n;
 }
 
+namespace {
+
+// A union of spans, per memory space, as disjoint merged intervals.
+class SpanSet {
+ public:
+  void add(Span s) {
+    if (s.begin >= s.end) return;
+    auto& m = m_[s.space];
+    auto it = m.upper_bound(s.begin);
+    if (it != m.begin() && std::prev(it)->second >= s.begin) --it;
+    while (it != m.end() && it->first <= s.end) {
+      s.begin = std::min(s.begin, it->first);
+      s.end = std::max(s.end, it->second);
+      it = m.erase(it);
+    }
+    m.emplace(s.begin, s.end);
+  }
+  bool overlaps(const Span& s) const {
+    const auto& m = m_[s.space];
+    auto it = m.upper_bound(s.begin);
+    if (it != m.begin() && std::prev(it)->second > s.begin) return true;
+    return it != m.end() && it->first < s.end;
+  }
+
+ private:
+  std::map<uint64_t, uint64_t> m_[3];
+};
+
+}  // namespace
+
+// O(steps log steps): schedules of HO-Ring at P = 256 have tens of
+// thousands of steps per rank, and prepare() marks them on a call's path.
 void markStableValues(Schedule* s) {
   const ScheduleKey& k = s->key;
-  auto span = [&](const Slice& sl, uint64_t count) { return spanOf(k, sl, count); };
-  struct Write {
-    size_t ch, step;
-    Span sp;
-  };
-  std::vector<Write> writes;
-  for (size_t c = 0; c < s->channels.size(); ++c)
-    for (size_t j = 0; j < s->channels[c].steps.size(); ++j) {
-      const Step& st = s->channels[c].steps[j];
-      if (st.dst.present() && st.count) writes.push_back({c, j, span(st.dst, st.count)});
-    }
-  for (size_t c = 0; c < s->channels.size(); ++c)
-    for (size_t j = 0; j < s->channels[c].steps.size(); ++j) {
-      Step& st = s->channels[c].steps[j];
+  const size_t nch = s->channels.size();
+  std::vector<SpanSet> written(nch);  // everything each channel writes
+  for (size_t c = 0; c < nch; ++c)
+    for (const Step& st : s->channels[c].steps)
+      if (st.dst.present() && st.count) written[c].add(spanOf(k, st.dst, st.count));
+  for (size_t c = 0; c < nch; ++c) {
+    SpanSet later;  // what this channel writes after the step at hand
+    std::vector<Step>& steps = s->channels[c].steps;
+    for (size_t j = steps.size(); j-- > 0;) {
+      Step& st = steps[j];
       st.stable = false;
-      if (st.sendPeer < 0 || st.count == 0) continue;
       const Slice* where = st.dst.present() ? &st.dst : (st.recvPeer < 0 && st.src.present() ? &st.src : nullptr);
-      if (!where) continue;
-      Span v = span(*where, st.count);
-      bool clobbered = false;
-      for (const Write& w : writes) {
-        bool later = w.ch != c || w.step > j;
-        if (later && w.sp.space == v.space && w.sp.begin < v.end && v.begin < w.sp.end) {
-          clobbered = true;
-          break;
-        }
+      if (st.sendPeer >= 0 && st.count && where) {
+        const Span v = spanOf(k, *where, st.count);
+        bool clobbered = later.overlaps(v);
+        for (size_t d = 0; d < nch && !clobbered; ++d) clobbered = d != c && written[d].overlaps(v);
+        st.stable = !clobbered;
       }
-      st.stable = !clobbered;
+      if (st.dst.present() && st.count) later.add(spanOf(k, st.dst, st.count));
     }
+  }
 }
 
 }  // namespace hoccl

@@ -38,7 +38,8 @@ struct Slice {
 //   if dst present: dst = v
 //   if send:        send v to sendPeer
 // Named kinds (see stepKindName): send, recv, recvReduce, recvReduceSend,
-// recvCopySend, copy, copySend, recvReduceCopySend.
+// recvCopySend, copy, copySend, recvReduceCopySend, and sync: a zero-count
+// send and/or receive naming no buffer, whose message is only its header.
 struct Step {
   int32_t recvPeer = -1;  // rank to receive `count` elements from, or -1
   int32_t sendPeer = -1;  // rank to send `count` elements to, or -1
@@ -52,7 +53,9 @@ struct Step {
   int32_t depStep = -1;
   // Set by markStableValues(): the value this step sends stays unchanged
   // in this rank's buffers until the call ends (nothing later writes it),
-  // so the executor may let the receiver read it in place.
+  // so the executor may let the receiver read it in place. The verifier
+  // checks the weaker contract the executor relies on: nothing overwrites
+  // it before the receiving step has completed.
   bool stable = false;
 };
 const char* stepKindName(const Step& s);

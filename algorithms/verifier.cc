@@ -5,203 +5,21 @@
 // stays cheap. Sets are interned, and unions of two sets memoised.
 #include "algorithms/verifier.h"
 
-#include <algorithm>
-#include <array>
-#include <bit>
 #include <deque>
-#include <map>
 #include <optional>
-#include <sstream>
-#include <unordered_map>
+
+#include "algorithms/executable.h"
+#include "algorithms/verifier_detail.h"
 
 namespace hoccl {
 namespace {
 
-constexpr uint32_t kUndef = UINT32_MAX;
-
-template <class... A>
-std::string cat(const A&... a) {
-  std::ostringstream os;
-  (os << ... << a);
-  return os.str();
-}
-
-// len elements holding elements idx, idx+1, ... of set `set` (idx is 0 when
-// the run is undefined).
-struct Seg {
-  uint64_t len;
-  uint64_t idx;
-  uint32_t set;
-};
-using Segs = std::vector<Seg>;
-
-void append(Segs& out, Seg s) {
-  if (s.len == 0) return;
-  if (!out.empty()) {
-    Seg& b = out.back();
-    if (b.set == s.set && (s.set == kUndef || b.idx + b.len == s.idx)) {
-      b.len += s.len;
-      return;
-    }
-  }
-  out.push_back(s);
-}
-
-class SetPool {
- public:
-  explicit SetPool(int nranks) : n_(nranks), words_((nranks + 63) / 64), tmp_(words_) {
-    for (int r = 0; r < n_; ++r) {
-      std::fill(tmp_.begin(), tmp_.end(), 0);
-      tmp_[r / 64] = uint64_t{1} << (r % 64);
-      intern();  // singleton {r} gets id r
-    }
-    std::fill(tmp_.begin(), tmp_.end(), 0);
-    for (int r = 0; r < n_; ++r) tmp_[r / 64] |= uint64_t{1} << (r % 64);
-    full_ = intern();
-  }
-  uint32_t full() const { return full_; }
-  bool has(uint32_t id, int r) const { return (bits(id)[r / 64] >> (r % 64)) & 1; }
-
-  // Union of two disjoint sets; kUndef with *dup set to a shared rank otherwise.
-  uint32_t unite(uint32_t a, uint32_t b, int* dup) {
-    const uint64_t key = a < b ? (uint64_t{a} << 32 | b) : (uint64_t{b} << 32 | a);
-    if (auto it = unions_.find(key); it != unions_.end()) return it->second;
-    const uint64_t *A = bits(a), *B = bits(b);
-    for (int w = 0; w < words_; ++w) {
-      if (A[w] & B[w]) {
-        *dup = w * 64 + std::countr_zero(A[w] & B[w]);
-        return kUndef;
-      }
-      tmp_[w] = A[w] | B[w];
-    }
-    const uint32_t id = intern();
-    unions_.emplace(key, id);
-    return id;
-  }
-
-  std::string describe(uint32_t id) const {
-    if (id == kUndef) return "undefined";
-    if (id == full_) return "all ranks";
-    std::ostringstream os;
-    int shown = 0, total = 0;
-    for (int r = 0; r < n_; ++r) {
-      if (!has(id, r)) continue;
-      ++total;
-      if (shown < 8) os << (shown++ ? "," : "") << r;
-    }
-    return cat("ranks {", os.str(), total > shown ? cat(",... (", total, ")") : "", "}");
-  }
-
-  // First rank in `want` but not `got`, or in `got` but not `want`.
-  std::string difference(uint32_t want, uint32_t got) const {
-    for (int r = 0; r < n_; ++r) {
-      if (has(want, r) && !has(got, r)) return cat("it misses the contribution of rank ", r);
-      if (!has(want, r) && has(got, r)) return cat("it holds a contribution of rank ", r);
-    }
-    return "";
-  }
-
- private:
-  const uint64_t* bits(uint32_t id) const { return &bits_[size_t{id} * words_]; }
-  uint32_t intern() {
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t w : tmp_) h = (h ^ w) * 1099511628211ull;
-    std::vector<uint32_t>& bucket = byHash_[h];
-    for (uint32_t id : bucket) {
-      if (std::equal(tmp_.begin(), tmp_.end(), bits(id))) return id;
-    }
-    const auto id = static_cast<uint32_t>(bits_.size() / words_);
-    bits_.insert(bits_.end(), tmp_.begin(), tmp_.end());
-    bucket.push_back(id);
-    return id;
-  }
-
-  int n_, words_;
-  uint32_t full_ = kUndef;
-  std::vector<uint64_t> tmp_, bits_;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> byHash_;
-  std::unordered_map<uint64_t, uint32_t> unions_;
-};
-
-// One memory area as an ordered map of runs covering [0, size).
-class RunBuffer {
- public:
-  void reset(uint64_t size) {
-    runs_.clear();
-    size_ = size;
-    if (size) runs_[0] = Seg{size, 0, kUndef};
-  }
-  void read(uint64_t off, uint64_t n, Segs& out) const {
-    if (n == 0) return;
-    auto it = std::prev(runs_.upper_bound(off));
-    for (uint64_t pos = off, end = off + n; pos < end; ++it) {
-      const uint64_t start = it->first;
-      const Seg& r = it->second;
-      const uint64_t take = std::min(start + r.len, end) - pos;
-      append(out, Seg{take, r.set == kUndef ? 0 : r.idx + (pos - start), r.set});
-      pos += take;
-    }
-  }
-  void write(uint64_t off, const Segs& v) {
-    uint64_t n = 0;
-    for (const Seg& s : v) n += s.len;
-    if (n == 0) return;
-    splitAt(off);
-    splitAt(off + n);
-    runs_.erase(runs_.lower_bound(off), runs_.lower_bound(off + n));
-    uint64_t pos = off;
-    for (const Seg& s : v) {
-      runs_.emplace(pos, s);
-      pos += s.len;
-    }
-    mergeAt(off + n);
-    mergeAt(off);
-  }
-
- private:
-  void splitAt(uint64_t pos) {
-    if (pos == 0 || pos >= size_) return;
-    auto it = std::prev(runs_.upper_bound(pos));
-    if (it->first == pos) return;
-    Seg& r = it->second;
-    const uint64_t k = pos - it->first;
-    const Seg tail{r.len - k, r.set == kUndef ? 0 : r.idx + k, r.set};
-    r.len = k;
-    runs_.emplace_hint(std::next(it), pos, tail);
-  }
-  void mergeAt(uint64_t pos) {
-    auto it = runs_.find(pos);
-    if (it == runs_.end() || it == runs_.begin()) return;
-    Seg& a = std::prev(it)->second;
-    const Seg& b = it->second;
-    if (a.set == b.set && (b.set == kUndef || a.idx + a.len == b.idx)) {
-      a.len += b.len;
-      runs_.erase(it);
-    }
-  }
-
-  uint64_t size_ = 0;
-  std::map<uint64_t, Seg> runs_;
-};
-
-const char* bufName(Buf b) {
-  switch (b) {
-    case Buf::Input: return "Input";
-    case Buf::Output: return "Output";
-    case Buf::Scratch: return "Scratch";
-    default: return "None";
-  }
-}
-
-// Where a named buffer lives: store 0 = input memory, 1 = output, 2 = scratch.
-struct View {
-  int store = 0;
-  uint64_t base = 0, size = 0;
-};
+using namespace verify;
 
 struct Msg {
   uint64_t count;
   size_t step;  // sender's step index
+  uint32_t id;  // sender's step id (Trace)
   Segs vals;
 };
 
@@ -220,7 +38,7 @@ class Verifier {
     }
     pool_.emplace(key_.nranks);
     setupBuffers();
-    res.ok = execute() && checkFinal();
+    res.ok = execute() && checkFinal() && checkStableMarks();
     res.error = err_;
     return res;
   }
@@ -253,6 +71,10 @@ class Verifier {
   bool combine(int r, int c, size_t i, const Segs& a, const Segs& b, Segs& out);
   std::string blockedReason(int r, int c);
   bool checkFinal();
+  bool checkStableMarks() {
+    const std::string e = checkStable(sch_, views_, trace_);
+    return e.empty() || fail(e);
+  }
   // Output of rank r is blocks of blockLen elements; expect(j) gives the set
   // and first element index block j must hold.
   struct Expect {
@@ -274,6 +96,7 @@ class Verifier {
   std::unordered_map<uint64_t, std::deque<Msg>> queues_;
   std::deque<std::pair<int, int>> work_;
   std::vector<char> queued_;
+  Trace trace_;
 };
 
 bool Verifier::checkKeys() {
@@ -288,8 +111,8 @@ bool Verifier::checkKeys() {
   for (int r = 0; r < P; ++r) {
     const ScheduleKey& k = sch_[r].key;
     if (k.rank != r) return fail(cat("schedule ", r, " has key.rank ", k.rank));
-    if (k.coll != key_.coll || k.nranks != P || k.count != key_.count || k.inPlace != key_.inPlace ||
-        (rooted && k.root != key_.root)) {
+    // Placement may differ: each rank's call is in place or not on its own.
+    if (k.coll != key_.coll || k.nranks != P || k.count != key_.count || (rooted && k.root != key_.root)) {
       return fail(cat("rank ", r, " has a different key from rank 0"));
     }
     maxCh_ = std::max(maxCh_, static_cast<int>(sch_[r].channels.size()));
@@ -305,7 +128,6 @@ bool Verifier::checkSteps() {
       for (size_t i = 0; i < chs[c].steps.size(); ++i) {
         const Step& s = chs[c].steps[i];
         if (std::string(stepKindName(s)) == "invalid") return fail(where(r, c, i) + ": invalid step kind");
-        if (s.count == 0) return fail(where(r, c, i) + ": moves 0 elements (omit such steps)");
         for (int32_t peer : {s.recvPeer, s.sendPeer}) {
           if (peer >= P || peer == r) return fail(cat(where(r, c, i), ": peer ", peer, " is invalid"));
         }
@@ -365,6 +187,7 @@ void Verifier::setupBuffers() {
 }
 
 bool Verifier::readSlice(int r, int c, size_t i, Slice s, uint64_t n, Segs& out) {
+  if (n == 0) return true;  // a zero-count step reads nothing
   const View& v = views_[r][size_t(s.buf)];
   stores_[r][v.store].read(v.base + s.offset, n, out);
   uint64_t pos = s.offset;
@@ -378,11 +201,12 @@ bool Verifier::readSlice(int r, int c, size_t i, Slice s, uint64_t n, Segs& out)
 }
 
 bool Verifier::writeSlice(int r, int c, size_t i, Slice s, const Segs& vals) {
+  if (sch_[r].channels[c].steps[i].count == 0) return true;  // touches nothing
   const View& v = views_[r][size_t(s.buf)];
   if (s.buf == Buf::Input) {
     const View& o = views_[r][size_t(Buf::Output)];
     const uint64_t n = sch_[r].channels[c].steps[i].count;
-    const bool aliased = key_.inPlace && o.store == v.store && v.base + s.offset >= o.base &&
+    const bool aliased = sch_[r].key.inPlace && o.store == v.store && v.base + s.offset >= o.base &&
                          v.base + s.offset + n <= o.base + o.size;
     if (!aliased) return fail(where(r, c, i) + ": writes the input buffer where it is not the output");
   }
@@ -439,9 +263,15 @@ Progress Verifier::tryStep(int r, int c) {
   } else {
     vals = in ? std::move(in->front().vals) : std::move(local);
   }
-  if (in) in->pop_front();
+  const uint32_t id = trace_.first[r][c] + static_cast<uint32_t>(i);
+  if (in) {
+    trace_.sender[id] = in->front().id;
+    trace_.receiver[in->front().id] = id;
+    in->pop_front();
+  }
   if (s.dst.present() && !writeSlice(r, c, i, s.dst, vals)) return Progress::Failed;
-  if (out) out->push_back(Msg{s.count, i, std::move(vals)});
+  if (out) out->push_back(Msg{s.count, i, id, std::move(vals)});
+  trace_.order.push_back(id);
   ++pc_[r][c];
 
   auto wake = [&](int rank, int ch) {
@@ -475,6 +305,17 @@ bool Verifier::execute() {
   const int P = key_.nranks;
   pc_.assign(P, {});
   queued_.assign(size_t(P) * maxCh_, 1);
+  uint32_t nsteps = 0;
+  trace_.first.assign(P, {});
+  for (int r = 0; r < P; ++r) {
+    for (const Channel& ch : sch_[r].channels) {
+      trace_.first[r].push_back(nsteps);
+      nsteps += static_cast<uint32_t>(ch.steps.size());
+    }
+  }
+  trace_.order.reserve(nsteps);
+  trace_.sender.assign(nsteps, Trace::kNone);
+  trace_.receiver.assign(nsteps, Trace::kNone);
   for (int r = 0; r < P; ++r) {
     pc_[r].assign(sch_[r].channels.size(), 0);
     for (int c = 0; c < static_cast<int>(sch_[r].channels.size()); ++c) work_.emplace_back(r, c);
@@ -574,6 +415,22 @@ VerifyResult verifyBuilder(Schedule (*build)(const ScheduleKey&), ScheduleKey ke
   for (int r = 0; r < key.nranks; ++r) {
     key.rank = r;
     all.push_back(build(key));
+  }
+  return verifySchedules(all, slotsPerEdge);
+}
+
+VerifyResult verifyExecutable(const AlgoInfo& algo, ScheduleKey key, bool syncSteps, const std::vector<bool>& inPlace,
+                              int slotsPerEdge) {
+  if (key.nranks < 1) return VerifyResult{false, "nranks must be at least 1"};
+  if (!inPlace.empty() && inPlace.size() != static_cast<size_t>(key.nranks))
+    return VerifyResult{false, "inPlace must name every rank"};
+  const bool same = key.inPlace;
+  std::vector<Schedule> all;
+  all.reserve(key.nranks);
+  for (int r = 0; r < key.nranks; ++r) {
+    key.rank = r;
+    key.inPlace = inPlace.empty() ? same : bool(inPlace[r]);
+    all.push_back(buildExecutable(algo, key, syncSteps));
   }
   return verifySchedules(all, slotsPerEdge);
 }

@@ -14,12 +14,19 @@
 //     of place (in-place buffers alias as NCCL defines);
 //   - reductions only combine the same element index and never count a
 //     contribution twice; no step writes the input buffer unless it aliases
-//     the output.
+//     the output;
+//   - zero-count messages (sync steps) pair up like any other;
+//   - ranks may differ in placement (some in place, some not);
+//   - every step marked `stable` keeps the contract the executor relies on
+//     to send it by reference: its value lives in the sender's buffers, and
+//     no step of the sender overwrites it before the receiving step has
+//     completed, whatever the timing (verifier_stable.cc).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 
 namespace hoccl {
@@ -35,5 +42,12 @@ VerifyResult verifySchedules(const std::vector<Schedule>& schedules, int slotsPe
 // Builds the schedule of every rank with `build` and verifies them.
 VerifyResult verifyBuilder(Schedule (*build)(const ScheduleKey&), ScheduleKey key,
                            int slotsPerEdge = 2);
+
+// Builds what hocclComm::prepare hands the executor (buildExecutable:
+// schedule, sync steps when `syncSteps`, stable marks) for every rank and
+// verifies it. Rank r's call is in place when inPlace[r]; an empty vector
+// means key.inPlace for every rank.
+VerifyResult verifyExecutable(const AlgoInfo& algo, ScheduleKey key, bool syncSteps,
+                              const std::vector<bool>& inPlace = {}, int slotsPerEdge = 2);
 
 }  // namespace hoccl

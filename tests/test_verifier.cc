@@ -232,8 +232,9 @@ TEST(VerifierCatches, StaticMistakes) {
   all[3].channels[0].steps[4].dst = Slice{Buf::Scratch, 0};
   expectError(all, "Scratch[0+10] is outside the buffer of 0 elements");
   all = good;
-  all[2].channels[0].steps[0].count = 0;
-  expectError(all, "moves 0 elements");
+  all[2].channels[0].steps[0].count = 0;  // a zero-count message is legal, but not where 10 are expected
+  expectError(all, "rank 3 ch 0 step 1 (recvReduceSend n 10): count mismatch: receives 10 elements from rank 2 "
+                   "whose step 0 sent 0");
   all = good;
   all[2].channels[0].steps[0].reduce = true;
   expectError(all, "invalid step kind");

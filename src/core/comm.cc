@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "algorithms/executable.h"
 #include "src/core/clock.h"
 #include "src/core/log.h"
 
@@ -285,10 +286,6 @@ void commFree(hocclComm* comm) {
 
 using namespace hoccl;
 
-namespace hoccl {
-void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s);
-}
-
 Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr<const Schedule>* out) {
   auto k = std::make_tuple(static_cast<int>(key0.coll), key0.count, key0.root, key0.inPlace, key0.maxStepCount,
                            esize);
@@ -303,9 +300,8 @@ Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr
   key.nchannels = choice.nchannels;
   key.pipelineChunks = choice.pipelineChunks;
   const AlgoInfo& use = algorithmInfo(choice.algo);
-  Schedule built = use.build(key);
-  if (nranks > 1 && settings.checkCalls) addSyncSteps(use, key, &built);
-  markStableValues(&built);
+  // The same function the verifier tests check (algorithms/executable.h).
+  Schedule built = buildExecutable(use, key, settings.checkCalls);
   int bucket = 0;
   while (bucket < 63 && (uint64_t{2} << bucket) <= bytes) ++bucket;
   if (rank == 0 && loggedChoices.insert({static_cast<int>(key.coll), bucket}).second) {
@@ -400,39 +396,6 @@ Status hocclComm::lostPeer() {
 }
 
 namespace hoccl {
-
-bool scheduleReceives(const Schedule& s) {
-  for (const Channel& ch : s.channels)
-    for (const Step& st : ch.steps)
-      if (st.recvPeer >= 0) return true;
-  return false;
-}
-
-// A rank whose schedule receives nothing (a broadcast root, the head of a
-// reduce chain, any rank of a zero-count call) could not notice a call that
-// differs on other ranks. Each such rank gets one empty message from its
-// ring predecessor, which carries the predecessor's call signature. The
-// predecessor learns the need by building its successor's schedule (a pure
-// function), so no extra message is needed to agree on it.
-void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s) {
-  const int next = (key.rank + 1) % key.nranks, prev = (key.rank + key.nranks - 1) % key.nranks;
-  ScheduleKey nk = key;
-  nk.rank = next;
-  bool nextReceives = scheduleReceives(algo.build(nk));
-  bool receives = scheduleReceives(*s);
-  if (nextReceives && receives) return;
-  if (s->channels.empty()) s->channels.resize(1);
-  if (!nextReceives) {
-    Step send;
-    send.sendPeer = next;
-    s->channels[0].steps.push_back(send);
-  }
-  if (!receives) {
-    Step recv;
-    recv.recvPeer = prev;
-    s->channels[0].steps.push_back(recv);
-  }
-}
 
 namespace {
 

@@ -9,11 +9,6 @@
 namespace hoccl {
 namespace tune {
 
-namespace {
-// HO-Ring pipeline depths the model weighs.
-constexpr int kDepths[] = {1, 2, 4, 8, 16, 32};
-}  // namespace
-
 bool Tuner::stepsFit(const Prediction& p) const {
   const LinkModel& lm = m_.links;
   if (lm.net.bufferKB > 0 && p.stepNodeInBytes > lm.net.bufferKB * 1000) return false;
@@ -60,7 +55,7 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
   bool first = true;
   for (AlgoId a : algos) {
     const std::vector<int> depths =
-        a == AlgoId::HoRing ? std::vector<int>(std::begin(kDepths), std::end(kDepths)) : std::vector<int>{0};
+        a == AlgoId::HoRing ? std::vector<int>(std::begin(kPipelineDepths), std::end(kPipelineDepths)) : std::vector<int>{0};
     for (int c : channelOptions) {
       if (a == AlgoId::Doubling && c > 1) continue;  // one channel by construction
       // The model is not precise to 2%, so a candidate must be 2% better to

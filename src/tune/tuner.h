@@ -44,6 +44,10 @@ struct TuneFile {
 Status parseTuneFile(const std::string& text, const std::string& path, const LinkModel& base, TuneFile* out);
 Status loadTuneFile(const std::string& path, const LinkModel& base, TuneFile* out);
 
+// HO-Ring pipeline depths the model weighs (a tune-file rule may name any
+// other with chunks=K). The verifier sweep covers each of them.
+inline constexpr int kPipelineDepths[] = {1, 2, 4, 8, 16, 32};
+
 struct Choice {
   AlgoId algo = AlgoId::Ring;
   int nchannels = 1;

@@ -1,0 +1,182 @@
+// The verifier's checks of what buildExecutable adds to a builder's
+// schedule: zero-count sync messages pair up like any other message, and a
+// value marked `stable` (sent by reference) is never overwritten before the
+// receiving step has completed, whatever the timing.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/executable.h"
+#include "algorithms/registry.h"
+#include "algorithms/verifier.h"
+
+namespace hoccl {
+namespace {
+
+Step makeStep(int32_t from, int32_t to, Slice src, Slice dst, uint64_t count) {
+  Step s;
+  s.recvPeer = from;
+  s.sendPeer = to;
+  s.src = src;
+  s.dst = dst;
+  s.count = count;
+  return s;
+}
+
+Step sync(int32_t from, int32_t to) { return makeStep(from, to, {}, {}, 0); }
+
+void expectError(const std::vector<Schedule>& all, const std::string& what) {
+  const VerifyResult res = verifySchedules(all);
+  EXPECT_FALSE(res.ok) << "expected an error containing: " << what;
+  EXPECT_NE(res.error.find(what), std::string::npos) << res.error;
+}
+
+std::vector<Schedule> executables(const AlgoInfo& algo, ScheduleKey key, bool syncSteps) {
+  std::vector<Schedule> all;
+  for (int r = 0; r < key.nranks; ++r) {
+    key.rank = r;
+    all.push_back(buildExecutable(algo, key, syncSteps));
+  }
+  return all;
+}
+
+ScheduleKey key(CollKind coll, int nranks, uint64_t count, int root = 0) {
+  ScheduleKey k;
+  k.coll = coll;
+  k.nranks = nranks;
+  k.count = count;
+  k.root = root;
+  return k;
+}
+
+// --------------------------------------------------------- zero-count steps
+
+TEST(ZeroCount, SyncStepsPairUp) {
+  const AlgoInfo& ring = algorithmInfo(AlgoId::Ring);
+  for (CollKind coll : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce}) {
+    for (uint64_t count : {0, 5}) {
+      const std::vector<Schedule> all = executables(ring, key(coll, 3, count, 1), true);
+      const VerifyResult res = verifySchedules(all);
+      EXPECT_TRUE(res.ok) << collName(coll) << " count " << count << ": " << res.error;
+    }
+  }
+  // With count 0 every rank sends its successor an empty message: one
+  // missing receive leaves a message behind.
+  std::vector<Schedule> all = executables(ring, key(CollKind::AllReduce, 3, 0), true);
+  ASSERT_STREQ(stepKindName(all[0].channels[0].steps.back()), "sync");
+  all[0].channels[0].steps.pop_back();
+  expectError(all, "rank 2 ch 0 step 0 sends 0 elements to rank 0 that are never received");
+  // A missing send leaves its receiver waiting.
+  all = executables(ring, key(CollKind::Broadcast, 3, 4, 0), true);
+  ASSERT_STREQ(stepKindName(all[2].channels[0].steps.back()), "sync");
+  all[2].channels[0].steps.pop_back();
+  const size_t wait = all[0].channels[0].steps.size() - 1;
+  expectError(all, "deadlock: rank 0 ch 0 step " + std::to_string(wait) + " (sync n 0) waits for a message from rank 2");
+}
+
+TEST(ZeroCount, StepKinds) {
+  EXPECT_STREQ(stepKindName(sync(1, -1)), "sync");
+  EXPECT_STREQ(stepKindName(sync(-1, 1)), "sync");
+  EXPECT_STREQ(stepKindName(sync(-1, -1)), "invalid");  // does nothing at all
+  Step reduce = sync(1, -1);
+  reduce.reduce = true;
+  EXPECT_STREQ(stepKindName(reduce), "invalid");
+}
+
+// ------------------------------------------------------------ stable values
+
+// Broadcast of 4 elements from rank 0 to rank 1. Rank 0 copies its input to
+// its output and sends it from there (stable: by reference), then writes its
+// output again; `order` says what orders that write after rank 1's receive:
+// 0 nothing, 1 an empty message from rank 1, 2 a dependency on the sending
+// step only, 3 a dependency on the step that receives rank 1's message.
+std::vector<Schedule> lendThenWrite(int order, bool stable = true) {
+  std::vector<Schedule> all(2);
+  for (int r = 0; r < 2; ++r) {
+    all[r].key = key(CollKind::Broadcast, 2, 4);
+    all[r].key.rank = r;
+    all[r].channels.resize(2);
+  }
+  std::vector<Step>& root = all[0].channels[0].steps;
+  root.push_back(makeStep(-1, 1, {Buf::Input, 0}, {Buf::Output, 0}, 4));
+  root.back().stable = stable;
+  all[1].channels[0].steps.push_back(makeStep(0, -1, {}, {Buf::Output, 0}, 4));
+  Step rewrite = makeStep(-1, -1, {Buf::Input, 0}, {Buf::Output, 0}, 4);
+  if (order == 1 || order == 3) {
+    all[1].channels[0].steps.push_back(sync(-1, 0));
+    root.push_back(sync(1, -1));
+  }
+  if (order == 0 || order == 1) {
+    root.push_back(rewrite);
+  } else {
+    rewrite.depChannel = 0;
+    rewrite.depStep = order == 2 ? 0 : 1;
+    all[0].channels[1].steps.push_back(rewrite);
+  }
+  return all;
+}
+
+TEST(Stable, OverwriteBeforeTheReceiverConsumedIsCaught) {
+  expectError(lendThenWrite(0),
+              "rank 0 ch 0 step 1 (copy n 4) may overwrite Output[0+4], which rank 0 ch 0 step 0 (copySend n 4) lends "
+              "by reference (stable) to rank 1, before rank 1 ch 0 step 0 (recv n 4) has consumed it");
+  expectError(lendThenWrite(2), "rank 0 ch 1 step 0 (copy n 4) may overwrite Output[0+4]");
+  // Not sent by reference: the value is copied when sent.
+  EXPECT_TRUE(verifySchedules(lendThenWrite(0, false)).ok);
+}
+
+TEST(Stable, OverwriteAfterTheReceiverConsumedIsAccepted) {
+  for (int order : {1, 3}) {
+    const VerifyResult res = verifySchedules(lendThenWrite(order));
+    EXPECT_TRUE(res.ok) << order << ": " << res.error;
+  }
+}
+
+TEST(Stable, ValueMustLiveInTheSendersBuffers) {
+  const AlgoInfo& ring = algorithmInfo(AlgoId::Ring);
+  std::vector<Schedule> all = executables(ring, key(CollKind::AllReduce, 3, 9), false);
+  Step& middle = all[1].channels[0].steps[1];
+  ASSERT_STREQ(stepKindName(middle), "recvReduceSend");
+  EXPECT_FALSE(middle.stable);
+  middle.stable = true;
+  expectError(all, "rank 1 ch 0 step 1 (recvReduceSend n 3): marked stable, but its value is built in the send slot");
+  all = executables(ring, key(CollKind::AllReduce, 3, 9), false);
+  Step& last = all[2].channels[0].steps.back();
+  ASSERT_EQ(last.sendPeer, -1);
+  last.stable = true;
+  expectError(all, "marked stable but sends nothing");
+}
+
+// Where markStableValues marks a value, nothing writes it later: its marks
+// pass the exact check, and so does marking nothing. Two nodes of three
+// ranks, so that HO-Ring runs its three phases on three channels.
+TEST(Stable, MarkedValuesOfEveryAlgorithmPass) {
+  auto nodes = std::make_shared<Grouping>();
+  nodes->groupOf = {0, 0, 0, 1, 1, 1};
+  for (const AlgoInfo& algo : allAlgorithms()) {
+    ScheduleKey k = key(CollKind::AllReduce, 6, 61);
+    k.nchannels = 2;
+    k.groups = nodes;
+    for (bool inPlace : {false, true}) {
+      k.inPlace = inPlace;
+      std::vector<Schedule> all = executables(algo, k, true);
+      int marked = 0;
+      for (const Schedule& s : all)
+        for (const Channel& c : s.channels)
+          for (const Step& st : c.steps) marked += st.stable;
+      EXPECT_GT(marked, 0) << algo.name;
+      VerifyResult res = verifySchedules(all);
+      EXPECT_TRUE(res.ok) << algo.name << ": " << res.error;
+      for (Schedule& s : all)
+        for (Channel& c : s.channels)
+          for (Step& st : c.steps) st.stable = false;
+      res = verifySchedules(all);
+      EXPECT_TRUE(res.ok) << algo.name << ": " << res.error;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hoccl
