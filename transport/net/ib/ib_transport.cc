@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "build_info.h"
 #include "src/core/log.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/ib_select.h"
@@ -596,8 +597,9 @@ namespace hoccl {
 
 Status createIbTransport(const IbNetOptions& opt, std::unique_ptr<NetTransport>*) {
   HOCCL_TRY(checkHcaRule(opt));
-  return errorf(hocclSystemError, "this hoccl was built without the verbs headers (libibverbs-dev), so it has no IB "
-                "transport");
+  return errorf(hocclSystemError, "this hoccl was built without the IB transport (%s)",
+                strcmp(HOCCL_BUILD_IBVERBS_SWITCH, "OFF") == 0 ? "configured with HOCCL_IBVERBS=OFF"
+                                                               : "no verbs headers at build time: libibverbs-dev");
 }
 
 bool ibRegistrationStats(NetTransport&, int, IbRegistrationStats*) { return false; }
