@@ -92,8 +92,12 @@ int main(int argc, char** argv) {
     printf("  CUDA Toolkit     : %s\n", !strcmp(HOCCL_BUILD_HAVE_CUDA, "TRUE") || !strcmp(HOCCL_BUILD_HAVE_CUDA, "ON") ? "found at build time (no CUDA backend yet)" : "not built");
     printf("  libibverbs       : %s\n", !strcmp(HOCCL_BUILD_HAVE_IBVERBS, "ON")
                                          ? "headers found at build time: IB transport built (libibverbs loaded at run time)"
-                                         : "not built (no verbs headers): no IB transport");
-    printf("  hwloc            : %s\n", !strcmp(HOCCL_BUILD_HAVE_HWLOC, "ON") ? "found at build time" : "not built");
+                                         : !strcmp(HOCCL_BUILD_IBVERBS_SWITCH, "OFF")
+                                               ? "not built (HOCCL_IBVERBS=OFF): no IB transport"
+                                               : "not built (no verbs headers): no IB transport");
+    printf("  hwloc            : %s\n", !strcmp(HOCCL_BUILD_HAVE_HWLOC, "ON")       ? "found at build time"
+                                     : !strcmp(HOCCL_BUILD_HWLOC_SWITCH, "OFF") ? "not built (HOCCL_HWLOC=OFF)"
+                                                                                : "not built");
     printf("  transports       : shm (host memory, one node); net: socket (TCP), IB (verbs)\n");
     {
       IbNetOptions o;

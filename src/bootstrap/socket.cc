@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "src/core/name_rule.h"
+
 namespace hoccl {
 
 socklen_t SockAddr::len() const {
@@ -60,25 +62,16 @@ Status parseHostPort(const std::string& text, SockAddr* out) {
 }
 
 bool interfaceMatches(const std::string& rule, const std::string& name) {
-  if (rule.empty()) return true;
-  size_t pos = 0;
-  bool exclude = false, exact = false;
-  if (pos < rule.size() && rule[pos] == '^') { exclude = true; ++pos; }
-  if (pos < rule.size() && rule[pos] == '=') { exact = true; ++pos; }
-  bool listed = false;
-  while (pos <= rule.size()) {
-    size_t comma = rule.find(',', pos);
-    if (comma == std::string::npos) comma = rule.size();
-    std::string word = rule.substr(pos, comma - pos);
-    if (!word.empty()) {
-      if (exact ? name == word : name.compare(0, word.size(), word) == 0) listed = true;
-    }
-    pos = comma + 1;
-  }
-  return exclude ? !listed : listed;
+  NameRule r;
+  std::string why;
+  return parseNameRule(rule, /*withPorts=*/false, &r, &why) && nameRuleSelects(r, name);
 }
 
 Status chooseLocalAddress(const std::string& rule, SockAddr* out, std::string* ifname) {
+  NameRule parsed;
+  std::string why;
+  if (!parseNameRule(rule, /*withPorts=*/false, &parsed, &why))
+    return errorf(hocclInvalidArgument, "HOCCL_SOCKET_IFNAME: %s", why.c_str());
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return sysErrorf("getifaddrs");
   const ifaddrs* best = nullptr;
@@ -93,7 +86,7 @@ Status chooseLocalAddress(const std::string& rule, SockAddr* out, std::string* i
     }
     std::string name = ifa->ifa_name;
     if (!rule.empty()) {
-      if (!interfaceMatches(rule, name)) continue;
+      if (!nameRuleSelects(parsed, name)) continue;
     } else {
       if (ifa->ifa_flags & IFF_LOOPBACK) {
         if (!loopback || (fam == AF_INET && loopback->ifa_addr->sa_family != AF_INET)) loopback = ifa;

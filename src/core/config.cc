@@ -6,11 +6,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/core/log.h"
+#include "src/core/name_rule.h"
 
 namespace hoccl {
 namespace {
-
-std::string anyValue(const std::string&) { return ""; }
 
 bool parseDouble(const std::string& v, double* out) {
   char* end = nullptr;
@@ -134,15 +137,63 @@ std::string hostPort(const std::string& v) {
   return "";
 }
 
+// HOCCL_IB_HCA: the grammar the IB transport applies (src/core/name_rule.h),
+// checked here so that a bad rule fails init even in a build without IB.
+std::string hcaRule(const std::string& v) {
+  NameRule rule;
+  std::string why;
+  if (parseNameRule(v, /*withPorts=*/true, &rule, &why)) return "";
+  return "[^][=]name[:port],... as NCCL_IB_HCA (" + why + ")";
+}
+
+std::string ifnameRule(const std::string& v) {
+  NameRule rule;
+  std::string why;
+  if (parseNameRule(v, /*withPorts=*/false, &rule, &why)) return "";
+  return "[^][=]name,... as NCCL_SOCKET_IFNAME (" + why + ")";
+}
+
+std::string debugSubsys(const std::string& v) { return checkLogSubsystems(v); }
+
+std::string debugFile(const std::string& v) { return checkLogFilePattern(v); }
+
+// The bootstrap carries the host id in 128 bytes (BootInfo::hostId); a
+// longer one would be cut, and ranks would disagree about who shares a node.
+std::string hostIdText(const std::string& v) {
+  if (v.size() > 127) return "at most 127 characters";
+  for (char c : v)
+    if (iscntrl(static_cast<unsigned char>(c))) return "printable characters";
+  return "";
+}
+
+// A file every rank reads at init: checked now, so the error names the
+// setting before anything else runs.
+std::string readableFile(const std::string& v) {
+  if (v.empty()) return "";
+  struct stat st;
+  if (stat(v.c_str(), &st) != 0 || access(v.c_str(), R_OK) != 0)
+    return std::string("a readable file (") + strerror(errno) + ")";
+  if (S_ISDIR(st.st_mode)) return "a readable file, not a directory";
+  return "";
+}
+
+// A file rank 0 writes; whether it can be created is only known then.
+std::string writableFileName(const std::string& v) {
+  struct stat st;
+  if (!v.empty() && (v.back() == '/' || (stat(v.c_str(), &st) == 0 && S_ISDIR(st.st_mode))))
+    return "a file name, not a directory";
+  return "";
+}
+
 const std::vector<SettingDecl> kSettings = {
     {"HOCCL_DEBUG", "NONE", "Log level: NONE, VERSION, WARN, INFO or TRACE.", debugLevel, false},
     {"HOCCL_DEBUG_SUBSYS", "ALL",
      "Comma-separated subsystems to log (INIT, COLL, BOOTSTRAP, SHM, NET, TUNE, ENV, ALL); a "
      "leading ^ excludes the listed ones.",
-     anyValue, false},
+     debugSubsys, false},
     {"HOCCL_DEBUG_FILE", "",
-     "Write the log to this file instead of stderr; %h expands to the host name, %p to the pid.",
-     anyValue, false},
+     "Write the log to this file instead of stderr; %h expands to the host name, %p to the pid, %% to %.",
+     debugFile, false},
     {"HOCCL_TIMEOUT", "300",
      "Seconds any wait (bootstrap, connection, a collective making no progress) may last before "
      "it becomes an error.",
@@ -154,18 +205,18 @@ const std::vector<SettingDecl> kSettings = {
     {"HOCCL_HOSTID", "",
      "Node identity; ranks with equal ids share memory. Default: host name + boot id. Set it to "
      "make one machine act as several nodes.",
-     anyValue, false},
+     hostIdText, false},
     {"HOCCL_SOCKET_IFNAME", "",
      "Network interface for the bootstrap and TCP connections: a prefix list (eth,ib), ^ to "
      "exclude, = for exact names. Unset: each rank uses the interface the kernel routes to the "
      "rendezvous; hocclGetUniqueId serves the rendezvous on the first interface that is up and "
      "not loopback (nor docker*, virbr*), else on loopback.",
-     anyValue, false},
+     ifnameRule, false},
     {"HOCCL_TOPO_FILE", "",
      "Topology file: switch groups and overrides of what is discovered (docs/topology-file.md); a "
      "name ending in .conf is read as a Slurm topology.conf.",
-     anyValue, false},
-    {"HOCCL_TOPO_DUMP_FILE", "", "Rank 0 writes the whole system here, in the topology file format.", anyValue,
+     readableFile, false},
+    {"HOCCL_TOPO_DUMP_FILE", "", "Rank 0 writes the whole system here, in the topology file format.", writableFileName,
      false},
     {"HOCCL_SOCKET_NSTREAMS", "1",
      "TCP streams per network connection (1-16); large messages are split across them. One is the default: "
@@ -176,9 +227,9 @@ const std::vector<SettingDecl> kSettings = {
      "port exists, else TCP with an INFO line saying why. Set it alike on every rank.",
      netMode, false},
     {"HOCCL_IB_HCA", "",
-     "IB ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (name prefixes, optional :port); a leading = for "
+     "IB ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (name prefixes, optional :port from 1 to 255); a leading = for "
      "exact names, ^ to exclude. Default: every active port.",
-     anyValue, false},
+     hcaRule, false},
     {"HOCCL_IB_GID_INDEX", "-1",
      "GID index for RoCE; -1 picks one: RoCE v2 with an IPv4 address first, else the best that exists.",
      intRange<-1, 255>, false},
@@ -203,7 +254,7 @@ const std::vector<SettingDecl> kSettings = {
      "where the forced algorithm lacks a collective the ring runs.", algoName, true},
     {"HOCCL_TUNE_FILE", "", "Tune file: link latencies and speeds for the cost model, and rules "
      "'<collective> <lo>-<hi> <algorithm> [channels=N] [chunks=K]' that win over it (docs/algorithms.md). "
-     "Every rank must read the same file.", anyValue, false},
+     "Every rank must read the same file.", readableFile, false},
     {"HOCCL_SPIN", "-1",
      "Polls before a waiting rank sleeps; -1 picks a value from the number of local ranks and "
      "cores.",
@@ -226,7 +277,7 @@ const std::vector<SettingDecl> kSettings = {
     {"HOCCL_TUNER_RULES", "",
      "NCCL tuner plugin: a rule file in the CSV format of NCCL's example tuner; its rules win over "
      "the model. Unset: NCCL_TUNER_CONFIG_FILE if set, else none (docs/nccl-plugins.md).",
-     anyValue, false},
+     readableFile, false},
 };
 
 }  // namespace

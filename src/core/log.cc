@@ -23,13 +23,16 @@ struct LogState {
   char host[64] = {0};
 };
 
-uint32_t parseSubsys(const std::string& spec) {
-  static const struct {
-    const char* name;
-    uint32_t bit;
-  } kNames[] = {{"INIT", kSubInit}, {"COLL", kSubColl}, {"BOOTSTRAP", kSubBootstrap},
-                {"SHM", kSubShm},   {"NET", kSubNet},   {"TUNE", kSubTune},
-                {"ENV", kSubEnv},   {"ALL", kSubAll}};
+const struct {
+  const char* name;
+  uint32_t bit;
+} kSubsysNames[] = {{"INIT", kSubInit}, {"COLL", kSubColl}, {"BOOTSTRAP", kSubBootstrap},
+                    {"SHM", kSubShm},   {"NET", kSubNet},   {"TUNE", kSubTune},
+                    {"ENV", kSubEnv},   {"ALL", kSubAll}};
+
+// HOCCL_DEBUG_SUBSYS: names separated by commas, a leading ^ inverting the
+// set. Returns false with the first word that names no subsystem.
+bool parseSubsys(const std::string& spec, uint32_t* out, std::string* badWord) {
   bool invert = !spec.empty() && spec[0] == '^';
   uint32_t mask = 0;
   size_t pos = invert ? 1 : 0;
@@ -37,26 +40,39 @@ uint32_t parseSubsys(const std::string& spec) {
     size_t comma = spec.find(',', pos);
     if (comma == std::string::npos) comma = spec.size();
     std::string word = spec.substr(pos, comma - pos);
-    for (const auto& n : kNames)
-      if (strcasecmp(word.c_str(), n.name) == 0) mask |= n.bit;
+    bool known = false;
+    for (const auto& n : kSubsysNames) {
+      if (strcasecmp(word.c_str(), n.name) == 0) {
+        mask |= n.bit;
+        known = true;
+      }
+    }
+    if (!known) {
+      *badWord = word;
+      return false;
+    }
     pos = comma + 1;
   }
-  return invert ? ~mask : mask;
+  *out = invert ? ~mask : mask;
+  return true;
 }
 
-std::string expandPath(const std::string& pattern, const char* host) {
-  std::string out;
+// HOCCL_DEBUG_FILE: %h is the host name, %p the pid, %% a percent sign.
+// Returns false for any other '%' sequence.
+bool expandPath(const std::string& pattern, const char* host, std::string* out) {
+  out->clear();
   for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '%' && i + 1 < pattern.size()) {
-      char c = pattern[++i];
-      if (c == 'h') { out += host; continue; }
-      if (c == 'p') { out += std::to_string(getpid()); continue; }
-      if (c == '%') { out += '%'; continue; }
-      out += '%';
+    if (pattern[i] != '%') {
+      *out += pattern[i];
+      continue;
     }
-    out += pattern[i];
+    char c = i + 1 < pattern.size() ? pattern[++i] : '\0';
+    if (c == 'h') *out += host;
+    else if (c == 'p') *out += std::to_string(getpid());
+    else if (c == '%') *out += '%';
+    else return false;
   }
-  return out;
+  return true;
 }
 
 LogState& state() {
@@ -70,12 +86,16 @@ LogState& state() {
     else if (strcasecmp(level.c_str(), "WARN") == 0) st.level = LogLevel::Warn;
     else if (strcasecmp(level.c_str(), "INFO") == 0) st.level = LogLevel::Info;
     else if (strcasecmp(level.c_str(), "TRACE") == 0) st.level = LogLevel::Trace;
-    st.subsys = parseSubsys(settingValue("HOCCL_DEBUG_SUBSYS"));
+    std::string bad;
+    if (!parseSubsys(settingValue("HOCCL_DEBUG_SUBSYS"), &st.subsys, &bad)) st.subsys = kSubAll;
     std::string file = settingValue("HOCCL_DEBUG_FILE");
     if (!file.empty() && st.level != LogLevel::None) {
-      std::string path = expandPath(file, st.host);
-      FILE* f = fopen(path.c_str(), "w");
-      if (f) {
+      std::string path;
+      FILE* f = nullptr;
+      if (!expandPath(file, st.host, &path)) {
+        fprintf(stderr, "hoccl: HOCCL_DEBUG_FILE=\"%s\" is invalid: expected %s; logging to stderr\n",
+                file.c_str(), checkLogFilePattern(file).c_str());
+      } else if ((f = fopen(path.c_str(), "w"))) {
         setvbuf(f, nullptr, _IOLBF, 0);
         st.out = f;
       } else {
@@ -94,6 +114,21 @@ std::atomic<LogSink> sinkFn{nullptr};
 std::atomic<int> sinkLevel{0};
 
 }  // namespace
+
+std::string checkLogSubsystems(const std::string& value) {
+  uint32_t mask;
+  std::string bad;
+  if (parseSubsys(value, &mask, &bad)) return "";
+  std::string names;
+  for (const auto& n : kSubsysNames) names += std::string(names.empty() ? "" : ", ") + n.name;
+  return "a comma-separated list of " + names + ", optionally after ^ (\"" + bad + "\" is none of them)";
+}
+
+std::string checkLogFilePattern(const std::string& value) {
+  std::string path;
+  if (expandPath(value, "host", &path)) return "";
+  return "a file name where '%' is followed only by h (host name), p (pid) or % (a percent sign)";
+}
 
 void setLogRank(int rank) { tlsRank = rank; }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace hoccl {
 
@@ -22,6 +23,11 @@ enum Subsys : uint32_t {
 bool logEnabled(LogLevel level, uint32_t subsys);
 void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
+
+// HOCCL_DEBUG_SUBSYS and HOCCL_DEBUG_FILE as the logger reads them, for the
+// settings table: "" when `value` is valid, else what is expected.
+std::string checkLogSubsystems(const std::string& value);
+std::string checkLogFilePattern(const std::string& value);
 
 // The rank shown in log lines written by this thread (-1: none).
 void setLogRank(int rank);

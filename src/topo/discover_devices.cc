@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "build_info.h"
 #include "src/topo/topology.h"
 
 #ifdef HOCCL_HAVE_IBVERBS
@@ -287,7 +288,10 @@ void probeVerbs(NodeInfo* n) {
 
 #else
 
-void probeVerbs(NodeInfo* n) { n->verbsStatus = "no verbs: not built with verbs headers"; }
+void probeVerbs(NodeInfo* n) {
+  n->verbsStatus = strcmp(HOCCL_BUILD_IBVERBS_SWITCH, "OFF") == 0 ? "no verbs: built with HOCCL_IBVERBS=OFF"
+                                                                  : "no verbs: not built with verbs headers";
+}
 
 #endif
 

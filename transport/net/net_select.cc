@@ -14,10 +14,10 @@ Status createNetTransport(const NetChoice& choice, std::unique_ptr<NetTransport>
     *chosen = "IB (" + std::to_string((*out)->devices()) + (choice.mode == "ib" ? " ports, HOCCL_NET=ib)" : " ports)");
     return ib;
   }
-  if (choice.mode == "ib") return Status(ib.code(), "HOCCL_NET=ib, but IB is unavailable: " + ib.message());
   // A malformed HOCCL_IB_* setting is a mistake to report, not a reason to
-  // fall back quietly.
+  // fall back quietly, nor a sign that IB is missing.
   if (ib.code() == hocclInvalidArgument) return ib;
+  if (choice.mode == "ib") return Status(ib.code(), "HOCCL_NET=ib, but IB is unavailable: " + ib.message());
   *chosen = "Socket (IB unavailable: " + ib.message() + ")";
   return createSocketTransport(choice.socket, out);
 }

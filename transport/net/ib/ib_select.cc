@@ -9,56 +9,11 @@ namespace hoccl {
 namespace ibnet {
 
 bool parseHcaRule(const std::string& text, HcaRule* out, std::string* why) {
-  *out = HcaRule();
-  size_t i = 0;
-  while (i < text.size() && (text[i] == '^' || text[i] == '=')) {
-    (text[i] == '^' ? out->exclude : out->exact) = true;
-    ++i;
-  }
-  std::string rest = text.substr(i);
-  if (rest.empty()) {
-    if (i > 0) {
-      *why = "\"" + text + "\" lists no device";
-      return false;
-    }
-    return true;
-  }
-  size_t start = 0;
-  while (start <= rest.size()) {
-    size_t comma = rest.find(',', start);
-    std::string item = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    HcaRule::Entry e;
-    size_t colon = item.find(':');
-    e.name = item.substr(0, colon);
-    if (e.name.empty()) {
-      *why = "\"" + text + "\" has an empty device name";
-      return false;
-    }
-    if (colon != std::string::npos) {
-      std::string port = item.substr(colon + 1);
-      char* end = nullptr;
-      long p = strtol(port.c_str(), &end, 10);
-      if (port.empty() || *end != '\0' || p < 1 || p > 255) {
-        *why = "\"" + item + "\": the port after ':' must be a number from 1 to 255";
-        return false;
-      }
-      e.port = static_cast<int>(p);
-    }
-    out->entries.push_back(e);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return true;
+  return parseNameRule(text, /*withPorts=*/true, out, why);
 }
 
 bool hcaSelected(const HcaRule& rule, const std::string& device, int port) {
-  if (rule.entries.empty()) return true;
-  bool listed = false;
-  for (const HcaRule::Entry& e : rule.entries) {
-    bool nameOk = rule.exact ? device == e.name : device.compare(0, e.name.size(), e.name) == 0;
-    if (nameOk && (e.port < 0 || e.port == port)) listed = true;
-  }
-  return rule.exclude ? !listed : listed;
+  return nameRuleSelects(rule, device, port);
 }
 
 bool gidIsZero(const uint8_t raw[16]) {

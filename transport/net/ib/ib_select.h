@@ -6,22 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "src/core/name_rule.h"
+
 namespace hoccl {
 namespace ibnet {
 
 // HOCCL_IB_HCA, as NCCL_IB_HCA: a comma-separated list of "name[:port]";
 // names match as prefixes unless the list starts with '='; a leading '^'
 // excludes the listed ports instead ("^=mlx5_1" and "=^mlx5_1" alike).
-// An empty rule selects every port.
-struct HcaRule {
-  struct Entry {
-    std::string name;
-    int port = -1;  // -1: every port
-  };
-  bool exclude = false;
-  bool exact = false;
-  std::vector<Entry> entries;
-};
+// An empty rule selects every port. The grammar is src/core/name_rule.h,
+// which the settings check too, so a bad rule fails at init whether or not
+// this build has the IB transport.
+using HcaRule = NameRule;
 // Returns false with `why` for a malformed rule (empty name, bad port).
 bool parseHcaRule(const std::string& text, HcaRule* out, std::string* why);
 bool hcaSelected(const HcaRule& rule, const std::string& device, int port);

@@ -15,8 +15,26 @@
 #include <mutex>
 #include <thread>
 
+#include "build_info.h"
 #include "src/core/log.h"
 #include "transport/net/ib/ib_net.h"
+#include "transport/net/ib/ib_select.h"
+
+namespace hoccl {
+namespace {
+
+// Checked before anything is loaded, and also in a build without verbs, so
+// that a malformed HOCCL_IB_HCA is an error everywhere, never a quiet
+// fall back to TCP because IB happened to be missing.
+Status checkHcaRule(const IbNetOptions& opt) {
+  ibnet::HcaRule rule;
+  std::string why;
+  if (ibnet::parseHcaRule(opt.hcaRule, &rule, &why)) return Status();
+  return errorf(hocclInvalidArgument, "HOCCL_IB_HCA=\"%s\" is invalid: %s", opt.hcaRule.c_str(), why.c_str());
+}
+
+}  // namespace
+}  // namespace hoccl
 
 #ifdef HOCCL_HAVE_IBVERBS
 
@@ -552,6 +570,7 @@ class IbTransport : public NetTransport {
 }  // namespace ibnet
 
 Status createIbTransport(const IbNetOptions& opt, std::unique_ptr<NetTransport>* out) {
+  HOCCL_TRY(checkHcaRule(opt));
   if (opt.qpsPerConn < 1 || opt.qpsPerConn > ibnet::kMaxQps)
     return errorf(hocclInvalidArgument, "HOCCL_IB_QPS_PER_CONN=%d: expected 1 to %d", opt.qpsPerConn, ibnet::kMaxQps);
   std::string why;
@@ -576,9 +595,11 @@ bool ibRegistrationStats(NetTransport& net, int dev, IbRegistrationStats* out) {
 
 namespace hoccl {
 
-Status createIbTransport(const IbNetOptions&, std::unique_ptr<NetTransport>*) {
-  return errorf(hocclSystemError, "this hoccl was built without the verbs headers (libibverbs-dev), so it has no IB "
-                "transport");
+Status createIbTransport(const IbNetOptions& opt, std::unique_ptr<NetTransport>*) {
+  HOCCL_TRY(checkHcaRule(opt));
+  return errorf(hocclSystemError, "this hoccl was built without the IB transport (%s)",
+                strcmp(HOCCL_BUILD_IBVERBS_SWITCH, "OFF") == 0 ? "configured with HOCCL_IBVERBS=OFF"
+                                                               : "no verbs headers at build time: libibverbs-dev");
 }
 
 bool ibRegistrationStats(NetTransport&, int, IbRegistrationStats*) { return false; }
