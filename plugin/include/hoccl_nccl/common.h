@@ -1,5 +1,6 @@
-// NCCL's plugin ABI, declared by hoccl from the layouts in
-// shared/design/NCCL-PLUGIN-ABI.md, so the plugins build without NCCL.
+// NCCL's plugin ABI, declared by hoccl from the layouts of NCCL's published
+// plugin headers (the numbers are in abi_check.h and docs/nccl-plugins.md),
+// so the plugins build without NCCL.
 // These are frozen binary contracts: never reorder or resize a member.
 //
 // common.h: result codes, data types, the logger and profiler callbacks.
