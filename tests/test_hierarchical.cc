@@ -15,42 +15,17 @@
 #include "algorithms/registry.h"
 #include "algorithms/verifier.h"
 #include "src/exec/executor.h"
+#include "tests/test_shapes.h"
 
 namespace hoccl {
 namespace {
 
 using Builder = Schedule (*)(const ScheduleKey&);
 
-struct Shape {
-  std::string name;
-  int nranks;
-  std::shared_ptr<const Grouping> groups;
-};
-
-// N groups of G consecutive ranks; group g under switch g * switches / N.
-Shape rect(int N, int G, int switches = 1) {
-  auto g = std::make_shared<Grouping>();
-  for (int r = 0; r < N * G; ++r) g->groupOf.push_back(r / G);
-  if (switches > 1) {
-    for (int q = 0; q < N; ++q) g->superOf.push_back(q * switches / N);
-  }
-  return Shape{std::to_string(N) + "x" + std::to_string(G) + (switches > 1 ? "_sw" + std::to_string(switches) : ""),
-               N * G, g};
-}
-
-// Consecutive groups of the given sizes.
-Shape sized(const std::vector<int>& sizes, const std::string& name) {
-  auto g = std::make_shared<Grouping>();
-  for (size_t q = 0; q < sizes.size(); ++q) g->groupOf.insert(g->groupOf.end(), sizes[q], int(q));
-  return Shape{name, int(g->groupOf.size()), g};
-}
-
-Shape custom(std::vector<int> groupOf, std::vector<int> superOf, const std::string& name) {
-  auto g = std::make_shared<Grouping>();
-  g->groupOf = std::move(groupOf);
-  g->superOf = std::move(superOf);
-  return Shape{name, int(g->groupOf.size()), g};
-}
+using test_shapes::Shape;
+using test_shapes::rect;
+using test_shapes::sized;
+using test_shapes::custom;
 
 std::vector<Shape> smallShapes() {
   std::vector<Shape> v = {rect(1, 1), rect(1, 6), rect(6, 1), rect(2, 2), rect(2, 4), rect(3, 3),

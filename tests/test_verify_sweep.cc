@@ -20,6 +20,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/verifier.h"
 #include "src/tune/tuner.h"
+#include "tests/test_shapes.h"
 
 namespace hoccl {
 namespace {
@@ -29,27 +30,9 @@ bool fullSweep() {
   return v && std::strcmp(v, "full") == 0;
 }
 
-struct Shape {
-  std::string name;
-  int nranks;
-  std::shared_ptr<const Grouping> groups;
-};
-
-// N nodes of G consecutive ranks; node q under switch q * switches / N.
-Shape rect(int N, int G, int switches = 1) {
-  auto g = std::make_shared<Grouping>();
-  for (int r = 0; r < N * G; ++r) g->groupOf.push_back(r / G);
-  if (switches > 1)
-    for (int q = 0; q < N; ++q) g->superOf.push_back(q * switches / N);
-  return {std::to_string(N) + "x" + std::to_string(G) + (switches > 1 ? "/" + std::to_string(switches) : ""), N * G,
-          g};
-}
-
-Shape sized(const std::vector<int>& sizes, const std::string& name) {
-  auto g = std::make_shared<Grouping>();
-  for (size_t q = 0; q < sizes.size(); ++q) g->groupOf.insert(g->groupOf.end(), sizes[q], int(q));
-  return {name, int(g->groupOf.size()), g};
-}
+using test_shapes::Shape;
+using test_shapes::rect;
+using test_shapes::sized;
 
 std::vector<Shape> shapes(bool full) {
   std::vector<Shape> v = {rect(1, 1), rect(1, 3), rect(5, 1), rect(2, 2), rect(3, 2),
