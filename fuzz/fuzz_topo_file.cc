@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/core/json.h"
+#include "src/base/json.h"
 #include "src/topo/topology.h"
 
 using namespace hoccl;

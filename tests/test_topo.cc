@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/json.h"
+#include "src/base/json.h"
 #include "src/topo/topology.h"
 
 #ifndef HOCCL_TEST_DATA_DIR

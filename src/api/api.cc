@@ -6,7 +6,7 @@
 
 #include "hoccl.h"
 #include "src/api/api_internal.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 
 using namespace hoccl;
 

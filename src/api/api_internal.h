@@ -2,7 +2,7 @@
 // and the registry of live communicators.
 #pragma once
 
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 
 namespace hoccl {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/exec/dataops.h"
 #include "transport/connection.h"
 

@@ -9,7 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "src/core/json.h"
+#include "src/base/json.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {

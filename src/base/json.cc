@@ -1,4 +1,4 @@
-#include "src/core/json.h"
+#include "src/base/json.h"
 
 #include <cctype>
 #include <charconv>

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace hoccl {
 namespace json {

@@ -1,4 +1,4 @@
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "algorithms/executable.h"
-#include "src/core/clock.h"
-#include "src/core/log.h"
+#include "src/base/clock.h"
+#include "src/base/log.h"
 
 namespace hoccl {
 namespace {
