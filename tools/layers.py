@@ -35,7 +35,8 @@ LAYERS = [
 USERS = {
     "plugin": {"src/base", "src/topo", "src/tune", "transport", "transport/net", "algorithms"},
     "perf": {"src/base"},
-    "tools": {"src/base", "src/topo", "src/tune", "algorithms", "src/bootstrap"},
+    # hoccl-info reports the data-op ISA and the network transports too.
+    "tools": {"src/base", "src/topo", "src/tune", "algorithms", "src/bootstrap", "src/exec", "transport/net"},
     "examples": set(),
     "bindings": set(),
 }
@@ -57,6 +58,8 @@ def folder_of(path):
         for f in layer:
             if path.startswith(f + "/"):
                 return f
+    if path.startswith("perf/micro/"):
+        return "tests"  # micro-benchmarks of internals are tests that time
     top = path.split("/", 1)[0]
     if top in USERS or top in ("tests", "fuzz", "include"):
         return top
