@@ -124,47 +124,6 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   return Status();
 }
 
-Status runCalls(const std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>>& calls) {
-  // Schedules first. One that needs new connections sets them up with its
-  // peers over the bootstrap, which waits for them to do the same; when one
-  // thread drives several ranks (a group over several communicators), the
-  // ranks that must connect do so on threads of their own.
-  const size_t n = calls.size();
-  std::vector<std::shared_ptr<const Schedule>> scheds(n);
-  std::vector<Status> sts(n);
-  auto prep = [&](size_t i) {
-    const auto& [comm, call, key] = calls[i];
-    sts[i] = comm->prepare(key, dtypeSize(call.dtype), &scheds[i]);
-  };
-  std::vector<size_t> uncached;
-  for (size_t i = 0; i < n; ++i) {
-    const auto& [comm, call, key] = calls[i];
-    if (n > 1 && !comm->hasSchedule(key, dtypeSize(call.dtype))) uncached.push_back(i);
-    else prep(i);
-  }
-  if (uncached.size() == 1) prep(uncached[0]);
-  if (uncached.size() > 1) {
-    std::vector<std::thread> threads;
-    for (size_t i : uncached) threads.emplace_back(prep, i);
-    for (std::thread& t : threads) t.join();
-  }
-  std::vector<std::unique_ptr<CollTask>> owned;
-  std::vector<std::pair<hocclComm*, CollTask*>> tasks;
-  for (size_t i = 0; i < n; ++i) {
-    const auto& [comm, call0, key] = calls[i];
-    CollCall call = call0;
-    call.opSeq = ++comm->opSeq;
-    if (!sts[i].ok()) {
-      comm->fail(sts[i], true);
-      return sts[i];
-    }
-    owned.push_back(std::make_unique<CollTask>(call, scheds[i], comm, comm->settings.sliceBytes,
-                                               comm->settings.checkCalls, comm->settings.directBytes));
-    tasks.emplace_back(comm, owned.back().get());
-  }
-  return runTasks(tasks);
-}
-
 }  // namespace hoccl
 
 namespace {

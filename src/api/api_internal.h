@@ -34,9 +34,6 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
 // Group support (group.cc): true if the call was queued for hocclGroupEnd.
 bool groupActive();
 void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key);
-
-// Builds the task of a validated call and runs it, with the others of its
-// group if any.
-Status runCalls(const std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>>& calls);
+// (Calls run through runCalls, src/comm/comm.h.)
 
 }  // namespace hoccl

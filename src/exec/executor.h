@@ -2,7 +2,7 @@
 // CollTask; progress() advances every channel as far as it can without
 // blocking (a channel waiting on one peer never holds up another channel),
 // slice by slice. A host call with a NULL stream runs its task to
-// completion in the caller's thread through runTasks(); a GPU backend will
+// completion in the caller's thread (engine.h: hostExecutor()); a GPU backend will
 // enqueue the same task on a stream instead.
 #pragma once
 
