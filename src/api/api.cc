@@ -77,8 +77,10 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
     return errorf(hocclInvalidArgument, "%s: datatype %d is not a valid hocclDataType_t (0..%d)", fn, dtype,
                   hocclNumTypes - 1);
   bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
-  if (reduces && (op < 0 || op >= hocclNumOps))
-    return errorf(hocclInvalidArgument, "%s: op %d is not a valid hocclRedOp_t (0..%d)", fn, op, hocclNumOps - 1);
+  if (reduces && op < 0)
+    return errorf(hocclInvalidArgument, "%s: op %d is not a valid hocclRedOp_t (0..%d or an op made by "
+                  "hocclRedOpCreatePreMulSum)", fn, op, hocclNumOps - 1);
+  if (reduces && op >= hocclNumOps) HOCCL_TRY(userOpFor(comm, fn, op, static_cast<DType>(dtype), call));
   bool rooted = coll == CollKind::Broadcast || coll == CollKind::Reduce;
   if (rooted && (root < 0 || root >= comm->nranks))
     return errorf(hocclInvalidArgument, "%s: root %d is out of range [0, %d)", fn, root, comm->nranks);
@@ -108,7 +110,11 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   if (coll == CollKind::ReduceScatter) expectedSend = r - comm->rank * count * esize;
   if (coll == CollKind::AllGather) expectedSend = r + comm->rank * count * esize;
   key->inPlace = needSend && needRecv && count > 0 && s == expectedSend;
-  if (count > 0 && needSend && needRecv && !key->inPlace && s < r + outBytes && r < s + inBytes)
+  const bool inPlaceCall = key->inPlace;
+  // PreMulSum reads a scaled copy of the input, so its schedule is the
+  // out-of-place one whatever the caller passed.
+  if (reduces && op >= hocclNumOps) key->inPlace = false;
+  if (count > 0 && needSend && needRecv && !inPlaceCall && s < r + outBytes && r < s + inBytes)
     return errorf(hocclInvalidArgument,
                   "%s: sendbuff and recvbuff overlap but the call is not in place (in place means %s)", fn,
                   coll == CollKind::ReduceScatter ? "recvbuff == sendbuff + rank*recvcount"
@@ -119,7 +125,7 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   call->recvbuff = recvbuff;
   call->count = count;
   call->dtype = static_cast<DType>(dtype);
-  call->op = reduces ? static_cast<RedOp>(op) : RedOp::Sum;
+  call->op = !reduces ? RedOp::Sum : op >= hocclNumOps ? RedOp::PreMulSum : static_cast<RedOp>(op);
   call->root = key->root;
   return Status();
 }

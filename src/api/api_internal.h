@@ -31,6 +31,10 @@ void unregisterComm(hocclComm* comm);
 Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
                        size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key);
 
+// The op made by hocclRedOpCreatePreMulSum with value `op` on comm, for a
+// call of `dtype`: fills the call's scalar (redop.cc).
+Status userOpFor(hocclComm* comm, const char* fn, int op, DType dtype, CollCall* call);
+
 // Group support (group.cc): true if the call was queued for hocclGroupEnd.
 bool groupActive();
 void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key);

@@ -81,6 +81,18 @@ struct hocclComm : public hoccl::TaskOwner {
 
   std::map<std::tuple<int, uint64_t, int, bool, uint64_t, size_t>, std::shared_ptr<const hoccl::Schedule>> schedules;
 
+  // Ops made by hocclRedOpCreatePreMulSum: op value hocclNumOps + i is
+  // userOps[i]. Destroyed entries stay (not live) so a stale value is named
+  // as such, and their slots are reused.
+  struct UserOp {
+    bool live = false;
+    hoccl::DType dtype = hoccl::DType::Float32;
+    const void* scalarAt = nullptr;  // hocclScalarDevice: read when a call runs
+    alignas(8) unsigned char scalar[8] = {};  // hocclScalarHostImmediate
+  };
+  std::mutex opsMutex;
+  std::vector<UserOp> userOps;
+
   hoccl::SendConn* sendConn(int peer, int channel) override {
     return isLocal[peer] ? shm->sendConn(peer, channel) : net->sendConn(peer, channel);
   }

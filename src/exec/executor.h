@@ -74,6 +74,10 @@ struct CollCall {
   RedOp op = RedOp::Sum;
   int root = 0;
   uint64_t opSeq = 0;
+  // PreMulSum: this rank's scalar, one element of dtype, read from
+  // scalarAt when the call runs if that is set, else kept in scalar.
+  const void* scalarAt = nullptr;
+  alignas(8) unsigned char scalar[8] = {};
 };
 
 // "AllReduce(count=1000, float, sum)" as it appears in messages.

@@ -52,13 +52,39 @@ class HostExecutor : public Executor {
  public:
   Status run(const std::vector<Work>& work) override {
     std::vector<std::unique_ptr<CollTask>> tasks;
-    for (const Work& w : work)
-      tasks.push_back(std::make_unique<CollTask>(w.call, w.schedule, w.owner, w.sliceBytes, w.checkCalls,
+    std::vector<ScratchPool::Lease> scaled;  // PreMulSum inputs, alive until the tasks end
+    for (const Work& w : work) {
+      CollCall call = w.call;
+      if (call.op == RedOp::PreMulSum) {
+        Status st = preMultiply(w, &call, &scaled);
+        if (!st.ok()) {
+          w.owner->recordFailure(st, true);
+          return st;
+        }
+      }
+      tasks.push_back(std::make_unique<CollTask>(call, w.schedule, w.owner, w.sliceBytes, w.checkCalls,
                                                  w.directBytes));
+    }
     return progress(work, tasks);
   }
 
  private:
+  // PreMulSum's local step: the task reads a copy of the input multiplied
+  // by this rank's scalar (the schedule was built out of place for it).
+  static Status preMultiply(const Work& w, CollCall* call, std::vector<ScratchPool::Lease>* keep) {
+    const size_t bytes = inputCount(w.schedule->key) * dtypeSize(call->dtype);
+    if (bytes == 0) return Status();
+    ScratchPool::Lease lease = ScratchPool::take(w.owner->scratchPool(), bytes);
+    if (!lease.data())
+      return errorf(hocclSystemError, "rank %d: out of memory for the %zu-byte scaled input of %s (call #%llu)",
+                    w.owner->ownRank(), bytes, callText(*call).c_str(), static_cast<unsigned long long>(call->opSeq));
+    const void* scalar = call->scalarAt ? call->scalarAt : call->scalar;
+    scaleElements(call->dtype, lease.data(), call->sendbuff, bytes / dtypeSize(call->dtype), scalar);
+    call->sendbuff = lease.data();
+    keep->push_back(std::move(lease));
+    return Status();
+  }
+
   static Status fail(TaskOwner* o, const Status& st, bool tellPeers) {
     o->recordFailure(st, tellPeers);
     return st;
