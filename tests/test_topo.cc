@@ -74,6 +74,25 @@ TEST(Json, ParsesEveryKindOfValue) {
   EXPECT_EQ(v.find("e")->items().size(), 0u);
 }
 
+// Every value and key knows where it starts, whatever comes before it.
+TEST(Json, PositionsOfEveryValueAndKey) {
+  json::Value v;
+  ASSERT_TRUE(json::parse("{\"a\\\"\": [-1.5e3, \"x\\\\\", 0, true,\n\tfalse,null,{},\n  []],\r\n\"b\" :\"\xC3\xA9\"}", &v).ok());
+  using Pos = std::pair<int, int>;
+  auto at = [](const json::Value& x) { return Pos(x.line, x.column); };
+  EXPECT_EQ(at(v), Pos(1, 1));
+  ASSERT_EQ(v.members().size(), 2u);
+  EXPECT_EQ(Pos(v.members()[0].line, v.members()[0].column), Pos(1, 2));
+  const auto& a = v.members()[0].value;
+  EXPECT_EQ(at(a), Pos(1, 9));
+  ASSERT_EQ(a.items().size(), 8u);
+  const Pos want[] = {{1, 10}, {1, 18}, {1, 25}, {1, 28}, {2, 2}, {2, 8}, {2, 13}, {3, 3}};
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(at(a.items()[i]), want[i]) << i;
+  EXPECT_EQ(Pos(v.members()[1].line, v.members()[1].column), Pos(4, 1));
+  EXPECT_EQ(at(v.members()[1].value), Pos(4, 6));
+  EXPECT_EQ(v.members()[1].value.asString(), "\xC3\xA9");
+}
+
 TEST(Json, Escapes) {
   json::Value v;
   ASSERT_TRUE(json::parse(R"("q\" b\\ s\/ \b\f\n\r\t \u00e9 \u20AC \ud83d\ude00")", &v).ok());
