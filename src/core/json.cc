@@ -219,7 +219,7 @@ class TreeBuilder : public nlohmann::json_sax<Nlohmann> {
     return true;
   }
 
-  bool parse_error(std::size_t byte, const std::string& token, const nlohmann::detail::exception& e) override {
+  bool parse_error(std::size_t byte, const std::string& token, const Nlohmann::exception& e) override {
     // `byte` counts what nlohmann read, the offending byte last (one past
     // the end at end of input).
     size_t offset = byte > 0 ? std::min(byte - 1, text_.size()) : 0;
@@ -373,7 +373,7 @@ Status parse(const std::string& text, Value* out, const Limits& limits) {
   }
   Value v;
   TreeBuilder builder(text, limits, &v);
-  bool ok = Nlohmann::sax_parse(text, &builder, nlohmann::detail::input_format_t::json, /*strict=*/true,
+  bool ok = Nlohmann::sax_parse(text, &builder, Nlohmann::input_format_t::json, /*strict=*/true,
                                 /*ignore_comments=*/false);
   if (!ok) return Status(hocclInvalidArgument, builder.error().empty() ? "invalid JSON" : builder.error());
   *out = std::move(v);
