@@ -1,15 +1,16 @@
-// Reading and writing JSON with nlohmann-json. Reading goes through its SAX
-// interface into our Value tree: nlohmann checks the grammar, escapes,
-// surrogates, UTF-8 and numbers; we add the positions, the limits, the
-// duplicate-key check, and error messages that start "line L, column C:".
 #include "src/core/json.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <unordered_set>
+
+// Reading and writing JSON with nlohmann-json. Reading goes through its SAX
+// interface into our Value tree: nlohmann checks the grammar, escapes,
+// surrogates, UTF-8 and numbers; we add the positions, the limits, the
+// duplicate-key check, and error messages that start "line L, column C:".
+#include <nlohmann/json.hpp>
 
 namespace hoccl {
 namespace json {
