@@ -8,7 +8,7 @@
 find_package(Threads REQUIRED)
 
 # Required (not optional like the rest): nlohmann-json, header only, reads and
-# writes JSON inside the library (src/core/json.cc). No public header includes
+# writes JSON inside the library (json.cc). No public header includes
 # it, so the installed package does not depend on it.
 find_package(nlohmann_json 3.10 QUIET)
 if(NOT nlohmann_json_FOUND)
