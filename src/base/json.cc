@@ -1,15 +1,21 @@
 #include "src/base/json.h"
 
-#include <cctype>
 #include <charconv>
-#include <cstdarg>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <unordered_set>
 
+// Reading and writing JSON with nlohmann-json. Reading goes through its SAX
+// interface into our Value tree: nlohmann checks the grammar, escapes,
+// surrogates, UTF-8 and numbers; we add the positions, the limits, the
+// duplicate-key check, and error messages that start "line L, column C:".
+#include <nlohmann/json.hpp>
+
 namespace hoccl {
 namespace json {
+
+using Nlohmann = nlohmann::ordered_json;  // keeps keys in the order written
 
 const char* typeName(Type t) {
   switch (t) {
@@ -23,8 +29,35 @@ const char* typeName(Type t) {
   return "?";
 }
 
+Type Value::type() const {
+  switch (v_.index()) {
+    case 1: return Type::Bool;
+    case 2: case 6: return Type::Number;
+    case 3: return Type::String;
+    case 4: return Type::Array;
+    case 5: return Type::Object;
+    default: return Type::Null;
+  }
+}
+
 bool Value::asBool() const { return isBool() && std::get<bool>(v_); }
-double Value::asNumber() const { return isNumber() ? std::get<double>(v_) : 0.0; }
+
+double Value::asNumber() const {
+  if (auto* i = std::get_if<int64_t>(&v_)) return static_cast<double>(*i);
+  if (auto* d = std::get_if<double>(&v_)) return *d;
+  return 0.0;
+}
+
+bool Value::asInteger(int64_t* out) const {
+  if (auto* i = std::get_if<int64_t>(&v_)) {
+    *out = *i;
+    return true;
+  }
+  auto* d = std::get_if<double>(&v_);
+  if (!d || *d != std::floor(*d) || std::fabs(*d) > 9007199254740992.0) return false;
+  *out = static_cast<int64_t>(*d);
+  return true;
+}
 
 const std::string& Value::asString() const {
   static const std::string empty;
@@ -69,447 +102,322 @@ const Value* Value::find(const std::string& key) const {
 
 namespace {
 
-// Length of the valid UTF-8 sequence starting at p (1..4), or 0 if invalid.
-size_t utf8Length(const unsigned char* p, size_t avail) {
-  unsigned char c = p[0];
-  if (c < 0x80) return 1;
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c == 0xE0) n = 3, lo = 0xA0;
-  else if (c == 0xED) n = 3, hi = 0x9F;  // no UTF-16 surrogates
-  else if (c >= 0xE1 && c <= 0xEF) n = 3;
-  else if (c == 0xF0) n = 4, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) n = 4;
-  else if (c == 0xF4) n = 4, hi = 0x8F;
-  else return 0;
-  if (avail < n) return 0;
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < n; ++i)
-    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
-  return n;
-}
-
-void appendUtf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-class Parser {
- public:
-  Parser(const std::string& s, const Limits& lim) : s_(s), lim_(lim) {}
-
-  Status document(Value* out) {
-    if (s_.size() > lim_.maxBytes)
-      return errorf(hocclInvalidArgument, "line 1, column 1: document of %zu bytes is larger than the limit of %zu",
-                    s_.size(), lim_.maxBytes);
-    skipSpace();
-    HOCCL_TRY(value(out, 0));
-    skipSpace();
-    if (p_ < s_.size()) return fail("expected end of input after the document, found %s", found().c_str());
-    return Status();
-  }
-
- private:
-  const std::string& s_;
-  const Limits& lim_;
-  size_t p_ = 0;
-  int line_ = 1;
-  size_t lineStart_ = 0;
-  size_t values_ = 0;
-
-  int column() const { return static_cast<int>(p_ - lineStart_) + 1; }
-
-  Status fail(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return errorf(hocclInvalidArgument, "line %d, column %d: %s", line_, column(), buf);
-  }
-
-  std::string found() const {
-    if (p_ >= s_.size()) return "end of input";
-    unsigned char c = static_cast<unsigned char>(s_[p_]);
-    char buf[32];
-    if (c >= 0x20 && c < 0x7F) snprintf(buf, sizeof buf, "'%c'", c);
-    else snprintf(buf, sizeof buf, "byte 0x%02X", c);
-    return buf;
-  }
-
-  void skipSpace() {
-    while (p_ < s_.size()) {
-      char c = s_[p_];
-      if (c == '\n') {
-        ++p_;
-        ++line_;
-        lineStart_ = p_;
-      } else if (c == ' ' || c == '\t' || c == '\r') {
-        ++p_;
-      } else {
-        break;
-      }
-    }
-  }
-
-  bool peek(char c) const { return p_ < s_.size() && s_[p_] == c; }
-
-  Status value(Value* out, int depth) {
-    if (++values_ > lim_.maxValues) return fail("more than %zu values in the document", lim_.maxValues);
-    out->line = line_;
-    out->column = column();
-    if (p_ >= s_.size()) return fail("expected a value, found end of input");
-    char c = s_[p_];
-    if (c == '{' || c == '[') {
-      if (depth >= lim_.maxDepth) return fail("nesting deeper than %d levels", lim_.maxDepth);
-      return c == '{' ? object(out, depth + 1) : array(out, depth + 1);
-    }
-    if (c == '"') {
-      std::string str;
-      HOCCL_TRY(string(&str));
-      int l = out->line, col = out->column;
-      *out = Value(std::move(str));
-      out->line = l, out->column = col;
-      return Status();
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return number(out);
-    if (literal("true")) return set(out, Value(true));
-    if (literal("false")) return set(out, Value(false));
-    if (literal("null")) return set(out, Value());
-    return fail("expected a value (object, array, string, number, true, false or null), found %s", found().c_str());
-  }
-
-  static Status set(Value* out, Value v) {
-    v.line = out->line, v.column = out->column;
-    *out = std::move(v);
-    return Status();
-  }
-
-  bool literal(const char* word) {
-    size_t n = strlen(word);
-    if (s_.compare(p_, n, word) != 0) return false;
-    // "trueish" is not "true" followed by garbage we would report later.
-    if (p_ + n < s_.size() && isalnum(static_cast<unsigned char>(s_[p_ + n]))) return false;
-    p_ += n;
-    return true;
-  }
-
-  Status object(Value* out, int depth) {
-    int l = out->line, col = out->column;
-    ++p_;  // '{'
-    skipSpace();
-    if (peek('}')) {
-      ++p_;
-      return set(out, Value::object());
-    }
-    std::unordered_set<std::string> keys;
-    Value::Object members;
-    for (;;) {
-      if (!peek('"')) {
-        if (peek('}') && !members.empty()) return fail("expected a key after ',' (trailing commas are not allowed)");
-        return fail("expected a string key, found %s", found().c_str());
-      }
-      Member m;
-      m.line = line_;
-      m.column = column();
-      HOCCL_TRY(string(&m.key));
-      if (!keys.insert(m.key).second)
-        return errorf(hocclInvalidArgument, "line %d, column %d: duplicate key %s", m.line, m.column,
-                      quote(m.key).c_str());
-      skipSpace();
-      if (!peek(':')) return fail("expected ':' after the key %s, found %s", quote(m.key).c_str(), found().c_str());
-      ++p_;
-      skipSpace();
-      HOCCL_TRY(value(&m.value, depth));
-      members.push_back(std::move(m));
-      skipSpace();
-      if (peek(',')) {
-        ++p_;
-        skipSpace();
-        continue;
-      }
-      if (peek('}')) {
-        ++p_;
-        break;
-      }
-      return fail("expected ',' or '}' after an object member, found %s", found().c_str());
-    }
-    *out = Value::object(std::move(members));
-    out->line = l, out->column = col;
-    return Status();
-  }
-
-  Status array(Value* out, int depth) {
-    int l = out->line, col = out->column;
-    *out = Value::array();
-    out->line = l, out->column = col;
-    ++p_;  // '['
-    skipSpace();
-    if (peek(']')) {
-      ++p_;
-      return Status();
-    }
-    for (;;) {
-      if (peek(']')) return fail("expected a value after ',' (trailing commas are not allowed)");
-      Value& v = out->push(Value());
-      HOCCL_TRY(value(&v, depth));
-      skipSpace();
-      if (peek(',')) {
-        ++p_;
-        skipSpace();
-        continue;
-      }
-      if (peek(']')) {
-        ++p_;
-        return Status();
-      }
-      return fail("expected ',' or ']' after an array element, found %s", found().c_str());
-    }
-  }
-
-  Status hex4(uint32_t* cp) {
-    if (p_ + 4 > s_.size()) return fail("expected 4 hex digits after \\u");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = s_[p_ + i];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= c - '0';
-      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-      else return fail("expected 4 hex digits after \\u");
-    }
-    p_ += 4;
-    *cp = v;
-    return Status();
-  }
-
-  Status string(std::string* out) {
-    ++p_;  // '"'
-    out->clear();
-    for (;;) {
-      if (p_ >= s_.size()) return fail("unterminated string");
-      if (out->size() > lim_.maxStringBytes) return fail("string longer than %zu bytes", lim_.maxStringBytes);
-      unsigned char c = static_cast<unsigned char>(s_[p_]);
-      if (c == '"') {
-        ++p_;
-        return Status();
-      }
-      if (c < 0x20) return fail("control character U+%04X in a string (write it as an escape)", c);
-      if (c == '\\') {
-        ++p_;
-        if (p_ >= s_.size()) return fail("unterminated string");
-        char e = s_[p_++];
-        switch (e) {
-          case '"': out->push_back('"'); break;
-          case '\\': out->push_back('\\'); break;
-          case '/': out->push_back('/'); break;
-          case 'b': out->push_back('\b'); break;
-          case 'f': out->push_back('\f'); break;
-          case 'n': out->push_back('\n'); break;
-          case 'r': out->push_back('\r'); break;
-          case 't': out->push_back('\t'); break;
-          case 'u': {
-            uint32_t cp = 0;
-            HOCCL_TRY(hex4(&cp));
-            if (cp >= 0xDC00 && cp <= 0xDFFF) return fail("unpaired low surrogate \\u%04X", cp);
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-              uint32_t lo = 0;
-              if (s_.compare(p_, 2, "\\u") != 0) return fail("high surrogate \\u%04X without a low surrogate", cp);
-              p_ += 2;
-              HOCCL_TRY(hex4(&lo));
-              if (lo < 0xDC00 || lo > 0xDFFF) return fail("high surrogate \\u%04X without a low surrogate", cp);
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            appendUtf8(out, cp);
-            break;
-          }
-          default:
-            --p_;
-            return fail("invalid escape '\\%c'", e);
-        }
-        continue;
-      }
-      size_t n = utf8Length(reinterpret_cast<const unsigned char*>(s_.data()) + p_, s_.size() - p_);
-      if (n == 0) return fail("invalid UTF-8 (byte 0x%02X)", c);
-      out->append(s_, p_, n);
-      p_ += n;
-    }
-  }
-
-  Status number(Value* out) {
-    size_t start = p_;
-    if (peek('-')) ++p_;
-    auto digit = [&] { return p_ < s_.size() && s_[p_] >= '0' && s_[p_] <= '9'; };
-    if (!digit()) return fail("expected a digit in a number, found %s", found().c_str());
-    if (peek('0')) {
-      ++p_;
-      if (digit()) return fail("numbers may not have leading zeros");
-    } else {
-      while (digit()) ++p_;
-    }
-    if (peek('.')) {
-      ++p_;
-      if (!digit()) return fail("expected a digit after '.', found %s", found().c_str());
-      while (digit()) ++p_;
-    }
-    if (peek('e') || peek('E')) {
-      ++p_;
-      if (peek('+') || peek('-')) ++p_;
-      if (!digit()) return fail("expected a digit in the exponent, found %s", found().c_str());
-      while (digit()) ++p_;
-    }
-    double d = 0;
-    auto r = std::from_chars(s_.data() + start, s_.data() + p_, d);
-    if (r.ec != std::errc() || !std::isfinite(d)) {
-      p_ = start;
-      return fail("number out of range");
-    }
-    return set(out, Value(d));
-  }
+struct Position {
+  int line = 1, column = 1;
 };
 
-void writeNumber(std::string* out, double d) {
-  if (!std::isfinite(d)) {
-    *out += "null";
-    return;
-  }
-  char buf[64];
-  if (d == std::floor(d) && std::fabs(d) < 1e15) {
-    snprintf(buf, sizeof buf, "%lld", static_cast<long long>(d));
-    *out += buf;
-    return;
-  }
-  auto r = std::to_chars(buf, buf + sizeof buf, d);
-  out->append(buf, r.ptr);
-}
-
-bool isScalar(const Value& v) { return !v.isArray() && !v.isObject(); }
-
-void writeValue(std::string* out, const Value& v, int indent, int level, bool spaced);
-
-// Writes v on one line; "spaced" puts a space after ':' and ','.
-std::string oneLine(const Value& v) {
-  std::string s;
-  writeValue(&s, v, 0, 0, true);
-  return s;
-}
-
-bool fitsOnOneLine(const Value& v, int level, int indent) {
-  if (v.isArray()) {
-    for (const Value& e : v.items())
-      if (!isScalar(e)) return false;
-  } else if (v.isObject()) {
-    for (const Member& m : v.members())
-      if (!isScalar(m.value)) return false;
-  } else {
-    return true;
-  }
-  return oneLine(v).size() + static_cast<size_t>(level * indent) <= 100;
-}
-
-void newline(std::string* out, int indent, int level) {
-  out->push_back('\n');
-  out->append(static_cast<size_t>(indent * level), ' ');
-}
-
-void writeValue(std::string* out, const Value& v, int indent, int level, bool spaced) {
-  switch (v.type()) {
-    case Type::Null: *out += "null"; return;
-    case Type::Bool: *out += v.asBool() ? "true" : "false"; return;
-    case Type::Number: writeNumber(out, v.asNumber()); return;
-    case Type::String: *out += quote(v.asString()); return;
-    case Type::Array:
-    case Type::Object: break;
-  }
-  bool obj = v.isObject();
-  size_t n = obj ? v.members().size() : v.items().size();
-  out->push_back(obj ? '{' : '[');
-  if (n == 0) {
-    out->push_back(obj ? '}' : ']');
-    return;
-  }
-  bool pretty = indent > 0 && !fitsOnOneLine(v, level, indent);
-  for (size_t i = 0; i < n; ++i) {
-    if (i) *out += (spaced && !pretty) ? ", " : ",";
-    if (pretty) newline(out, indent, level + 1);
-    if (obj) {
-      const Member& m = v.members()[i];
-      *out += quote(m.key);
-      *out += (spaced || pretty) ? ": " : ":";
-      writeValue(out, m.value, pretty ? indent : 0, level + 1, spaced || pretty);
-    } else {
-      writeValue(out, v.items()[i], pretty ? indent : 0, level + 1, spaced || pretty);
+// Line and column (1-based, columns in bytes) of text[offset].
+Position positionOf(const std::string& text, size_t offset) {
+  Position p;
+  size_t lineStart = 0;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      lineStart = i + 1;
     }
   }
-  if (pretty) newline(out, indent, level);
-  out->push_back(obj ? '}' : ']');
+  p.column = static_cast<int>(offset - lineStart) + 1;
+  return p;
 }
 
+// nlohmann's message without its "[json.exception...] parse error at line
+// L, column C: " prefix (we give our own position), bytes outside printable
+// ASCII written as \xNN.
+std::string reason(const std::string& what) {
+  std::string s = what;
+  if (s.compare(0, 1, "[") == 0 && s.find("] ") != std::string::npos) s.erase(0, s.find("] ") + 2);
+  if (s.compare(0, 15, "parse error at ") == 0 && s.find(": ") != std::string::npos) s.erase(0, s.find(": ") + 2);
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7F) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// What a newcomer most likely wrote, when nlohmann stopped at text[offset]
+// saying `why`.
+std::string hint(const std::string& text, size_t offset, const std::string& why) {
+  if (offset >= text.size()) return "";
+  char c = text[offset];
+  if ((c == '}' || c == ']') && why.find("unexpected") != std::string::npos) {
+    size_t i = offset;
+    while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\r' || text[i - 1] == '\n')) --i;
+    if (i > 0 && text[i - 1] == ',') return " (trailing commas are not allowed)";
+  }
+  if (c == '/' && why.find("invalid literal") != std::string::npos) return " (comments are not allowed)";
+  if (c >= '0' && c <= '9' && why.find("unexpected number") != std::string::npos) {
+    size_t start = offset;
+    while (start > 0 && text[start - 1] >= '0' && text[start - 1] <= '9') --start;
+    if (start < offset && text[start] == '0') return " (numbers may not have leading zeros)";
+  }
+  return "";
+}
+
+bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
 }  // namespace
+
+// Builds the Value tree from nlohmann's SAX events. The events come in the
+// order of the tokens in the text, and the text up to each token has been
+// checked by then, so a cursor that steps over one token per event knows
+// where every value and key starts.
+class TreeBuilder : public nlohmann::json_sax<Nlohmann> {
+ public:
+  TreeBuilder(const std::string& text, const Limits& limits, Value* root)
+      : text_(text), limits_(limits), root_(root) {}
+
+  bool null() override { return scalar(Value()); }
+  bool boolean(bool b) override { return scalar(Value(b)); }
+  bool number_integer(number_integer_t i) override { return scalar(Value(static_cast<long long>(i))); }
+  bool number_unsigned(number_unsigned_t u) override { return scalar(Value(static_cast<unsigned long long>(u))); }
+
+  bool number_float(number_float_t, const string_t& literal) override {
+    // Our own conversion, which, unlike nlohmann's, rejects underflow too.
+    double d = 0;
+    auto r = std::from_chars(literal.data(), literal.data() + literal.size(), d);
+    if (r.ec != std::errc() || r.ptr != literal.data() + literal.size() || !std::isfinite(d)) {
+      Position p = next();
+      return fail(p, "number out of range: " + literal);
+    }
+    return scalar(Value(d));
+  }
+
+  bool string(string_t& s) override {
+    if (s.size() > limits_.maxStringBytes) return fail(next(), stringTooLong());
+    return scalar(Value(std::move(s)));
+  }
+
+  bool binary(binary_t&) override { return fail(next(), "binary values are not JSON"); }
+
+  bool start_object(std::size_t) override { return open(Value::object()); }
+  bool start_array(std::size_t) override { return open(Value::array()); }
+
+  bool key(string_t& k) override {
+    Position p = next();
+    if (k.size() > limits_.maxStringBytes) return fail(p, stringTooLong());
+    if (!keys_.back().insert(k).second) return fail(p, "duplicate key " + quote(k));
+    auto& members = std::get<Value::Object>(stack_.back()->v_);
+    members.push_back(Member{std::move(k), Value(), p.line, p.column});
+    return true;
+  }
+
+  bool end_object() override {
+    next();
+    keys_.pop_back();
+    stack_.pop_back();
+    return true;
+  }
+
+  bool end_array() override {
+    next();
+    stack_.pop_back();
+    return true;
+  }
+
+  bool parse_error(std::size_t byte, const std::string& token, const Nlohmann::exception& e) override {
+    // `byte` counts what nlohmann read, the offending byte last (one past
+    // the end at end of input).
+    size_t offset = byte > 0 ? std::min(byte - 1, text_.size()) : 0;
+    std::string why = e.id == 406 ? "number out of range: " + reason(token) : reason(e.what());
+    // A bad byte in a string or number is named exactly; an unexpected or
+    // unknown token by where it starts.
+    bool inToken = why.find("invalid string") != std::string::npos || why.find("invalid number") != std::string::npos ||
+                   why.find("unexpected end of input") != std::string::npos;
+    bool structural = offset < text_.size() && std::strchr("{}[],:", text_[offset]) && text_[offset] != '\0' &&
+                      why.find("unexpected") != std::string::npos;
+    Position where = inToken || structural ? positionOf(text_, offset) : peek();
+    if (offset < text_.size() && static_cast<unsigned char>(text_[offset]) >= 0x80 &&
+        why.find("UTF-8") != std::string::npos) {
+      char buf[24];
+      snprintf(buf, sizeof buf, " (byte 0x%02X)", static_cast<unsigned char>(text_[offset]));
+      why += buf;
+    }
+    fail(where, why + hint(text_, offset, why));
+    return false;
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  const std::string& text_;
+  const Limits& limits_;
+  Value* root_;
+  std::vector<Value*> stack_;  // open arrays and objects, innermost last
+  std::vector<std::unordered_set<std::string>> keys_;  // of each open object
+  size_t values_ = 0;
+  std::string error_;
+  // Where the tokens that events stood for end: the cursor steps over one
+  // token per event.
+  struct Cursor {
+    size_t at = 0;
+    int line = 1;
+    size_t lineStart = 0;
+
+    Position position() const { return Position{line, static_cast<int>(at - lineStart) + 1}; }
+
+    void skipSeparators(const std::string& t) {
+      for (; at < t.size() && (isSpace(t[at]) || t[at] == ',' || t[at] == ':'); ++at) {
+        if (t[at] == '\n') {
+          ++line;
+          lineStart = at + 1;
+        }
+      }
+    }
+
+    // Steps over one token that nlohmann has accepted.
+    void skipToken(const std::string& t) {
+      auto digits = [&] {
+        while (at < t.size() && t[at] >= '0' && t[at] <= '9') ++at;
+      };
+      if (at >= t.size()) return;
+      char c = t[at++];
+      if (c == '"') {
+        while (at < t.size() && t[at] != '"') at += t[at] == '\\' ? 2 : 1;
+        ++at;
+      } else if (c == '-' || (c >= '0' && c <= '9')) {
+        if (c == '-') c = at < t.size() ? t[at++] : '0';
+        if (c != '0') digits();  // "012" is the number 0, then an error
+        if (at < t.size() && t[at] == '.') ++at, digits();
+        if (at < t.size() && (t[at] == 'e' || t[at] == 'E')) {
+          ++at;
+          if (at < t.size() && (t[at] == '+' || t[at] == '-')) ++at;
+          digits();
+        }
+      } else if (c == 't' || c == 'n') {
+        at += 3;  // true, null
+      } else if (c == 'f') {
+        at += 4;  // false
+      }
+    }
+  };
+  Cursor cursor_;
+
+  // Where the next token starts; steps over it.
+  Position next() {
+    cursor_.skipSeparators(text_);
+    Position p = cursor_.position();
+    cursor_.skipToken(text_);
+    return p;
+  }
+
+  // Where the next token starts.
+  Position peek() const {
+    Cursor c = cursor_;
+    c.skipSeparators(text_);
+    return c.position();
+  }
+
+  bool fail(Position p, const std::string& why) {
+    if (error_.empty()) error_ = "line " + std::to_string(p.line) + ", column " + std::to_string(p.column) + ": " + why;
+    return false;
+  }
+
+  std::string stringTooLong() const { return "string longer than " + std::to_string(limits_.maxStringBytes) + " bytes"; }
+
+  // Where the next value goes: the root, the end of the open array, or the
+  // last key of the open object.
+  Value* slot() {
+    if (stack_.empty()) return root_;
+    Value& top = *stack_.back();
+    if (top.isArray()) return &top.push(Value());
+    return &std::get<Value::Object>(top.v_).back().value;
+  }
+
+  bool place(Value v, Position p, Value** where) {
+    if (++values_ > limits_.maxValues)
+      return fail(p, "more than " + std::to_string(limits_.maxValues) + " values in the document");
+    *where = slot();
+    **where = std::move(v);
+    (*where)->line = p.line;
+    (*where)->column = p.column;
+    return true;
+  }
+
+  bool scalar(Value v) {
+    Value* where = nullptr;
+    return place(std::move(v), next(), &where);
+  }
+
+  bool open(Value container) {
+    Position p = next();
+    if (stack_.size() >= static_cast<size_t>(limits_.maxDepth))
+      return fail(p, "nesting deeper than " + std::to_string(limits_.maxDepth) + " levels");
+    Value* where = nullptr;
+    if (!place(std::move(container), p, &where)) return false;
+    stack_.push_back(where);
+    if (where->isObject()) keys_.emplace_back();
+    return true;
+  }
+};
 
 Status parse(const std::string& text, Value* out) { return parse(text, out, Limits()); }
 
 Status parse(const std::string& text, Value* out, const Limits& limits) {
+  if (text.size() > limits.maxBytes)
+    return errorf(hocclInvalidArgument, "line 1, column 1: document of %zu bytes is larger than the limit of %zu",
+                  text.size(), limits.maxBytes);
+  // nlohmann skips a byte order mark; RFC 8259 lets a parser refuse one, as
+  // we always have.
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0)
+    return Status(hocclInvalidArgument, "line 1, column 1: byte order mark (U+FEFF) before the document");
+  // nlohmann takes a NUL byte for the end of the input; no JSON text has one.
+  size_t nul = text.find('\0');
+  if (nul != std::string::npos) {
+    Position p = positionOf(text, nul);
+    return errorf(hocclInvalidArgument, "line %d, column %d: NUL byte (0x00) in the text", p.line, p.column);
+  }
   Value v;
-  Parser p(text, limits);
-  HOCCL_TRY(p.document(&v));
+  TreeBuilder builder(text, limits, &v);
+  bool ok = Nlohmann::sax_parse(text, &builder, Nlohmann::input_format_t::json, /*strict=*/true,
+                                /*ignore_comments=*/false);
+  if (!ok) return Status(hocclInvalidArgument, builder.error().empty() ? "invalid JSON" : builder.error());
   *out = std::move(v);
   return Status();
 }
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  const unsigned char* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = p[i];
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\b') out += "\\b";
-    else if (c == '\f') out += "\\f";
-    else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      snprintf(buf, sizeof buf, "\\u%04X", c);
-      out += buf;
-    } else if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      size_t n = utf8Length(p + i, s.size() - i);
-      if (n == 0) {
-        out += "\xEF\xBF\xBD";  // U+FFFD
-        ++i;
-        continue;
-      }
-      out.append(s, i, n);
-      i += n;
-      continue;
+namespace {
+
+Nlohmann toNlohmann(const Value& v) {
+  switch (v.type()) {
+    case Type::Null: return nullptr;
+    case Type::Bool: return v.asBool();
+    case Type::String: return v.asString();
+    case Type::Number: {
+      int64_t i = 0;
+      if (v.asInteger(&i)) return i;  // int64 values, and integral doubles up to 2^53
+      return v.asNumber();  // NaN and infinities are written as null
     }
-    ++i;
+    case Type::Array: {
+      Nlohmann a = Nlohmann::array();
+      for (const Value& e : v.items()) a.push_back(toNlohmann(e));
+      return a;
+    }
+    case Type::Object: {
+      Nlohmann o = Nlohmann::object();
+      auto& members = o.get_ref<Nlohmann::object_t&>();
+      // Keys are unique already: append without nlohmann's linear search.
+      for (const Member& m : v.members()) members.Container::emplace_back(m.key, toNlohmann(m.value));
+      return o;
+    }
   }
-  out.push_back('"');
-  return out;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string quote(const std::string& s) {
+  return Nlohmann(s).dump(-1, ' ', /*ensure_ascii=*/false, Nlohmann::error_handler_t::replace);
 }
 
 std::string write(const Value& v, int indent) {
-  std::string out;
-  writeValue(&out, v, indent < 0 ? 0 : indent, 0, false);
+  std::string out =
+      toNlohmann(v).dump(indent > 0 ? indent : -1, ' ', /*ensure_ascii=*/false, Nlohmann::error_handler_t::replace);
   if (indent > 0) out.push_back('\n');
   return out;
 }
