@@ -34,7 +34,7 @@ def launch(scenario, n, outdir, backend="hoccl", timeout_s=60, limit_s=300):
     # still look alive to its peers (kill(pid, 0) succeeds on a zombie).
     deadline = time.monotonic() + limit_s
     killed = False
-    while any(p.poll() is None for p in procs):
+    while None in [p.poll() for p in procs]:  # a list, not any(): poll (reap) every rank
         if time.monotonic() > deadline:
             for p in procs:
                 if p.poll() is None:
