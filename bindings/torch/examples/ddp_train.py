@@ -2,7 +2,7 @@
 compare) and prints the loss and the step time.
 
     /usr/bin/python3 ddp_train.py --nproc 4                 # starts 4 processes itself
-    torchrun --nproc_per_node 4 --redirects 2 --tee 1 --log_dir /tmp/ddp ddp_train.py
+    torchrun --nproc_per_node 4 --redirects 2 --tee 1 --log_dir logs/ddp ddp_train.py
                                                             # (torch 1.13 + Python 3.11 need the
                                                             #  --redirects/--tee/--log_dir workaround)
 
