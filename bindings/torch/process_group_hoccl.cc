@@ -60,28 +60,79 @@ const char* opName(c10d::ReduceOp::RedOpType op) {
   }
 }
 
+// A reduction for hoccl: a built-in op, or PREMUL_SUM's factor (a 0-d
+// tensor of the hoccl element type) from which the worker makes a
+// hocclRedOpCreatePreMulSum op for the call.
+struct RedOp {
+  hocclRedOp_t op = hocclSum;
+  at::Tensor factor;
+};
+
 // hoccl's op for a torch op on tensor t. On bool (0 or 1 in a byte) SUM is
 // a logical or (MAX) and PRODUCT a logical and (MIN), as in ProcessGroupNCCL;
 // AVG of bools has no bool result. Complex numbers reduce as pairs of reals,
-// which is right only for SUM and AVG.
-hocclRedOp_t redOpOf(const c10d::ReduceOp& reduceOp, const at::Tensor& t, const std::string& method) {
+// which is right for SUM, AVG and PREMUL_SUM with a real factor.
+RedOp redOpOf(const c10d::ReduceOp& reduceOp, const at::Tensor& t, const std::string& method) {
   auto op = reduceOp.op_;
   bool isBool = t.scalar_type() == at::kBool;
-  if (t.is_complex() && op != c10d::ReduceOp::SUM && op != c10d::ReduceOp::AVG)
+  if (t.is_complex() && op != c10d::ReduceOp::SUM && op != c10d::ReduceOp::AVG &&
+      op != c10d::ReduceOp::PREMUL_SUM)
     fail(method + ": reduce op " + opName(op) + " is not defined on complex tensors (SUM and AVG are)");
   switch (op) {
-    case c10d::ReduceOp::SUM: return isBool ? hocclMax : hocclSum;
-    case c10d::ReduceOp::PRODUCT: return isBool ? hocclMin : hocclProd;
-    case c10d::ReduceOp::MIN: return hocclMin;
-    case c10d::ReduceOp::MAX: return hocclMax;
+    case c10d::ReduceOp::SUM: return {isBool ? hocclMax : hocclSum, {}};
+    case c10d::ReduceOp::PRODUCT: return {isBool ? hocclMin : hocclProd, {}};
+    case c10d::ReduceOp::MIN: return {hocclMin, {}};
+    case c10d::ReduceOp::MAX: return {hocclMax, {}};
     case c10d::ReduceOp::AVG:
       if (isBool) fail(method + ": reduce op AVG is not supported on bool tensors");
-      return hocclAvg;
+      return {hocclAvg, {}};
+    case c10d::ReduceOp::PREMUL_SUM: {
+      if (isBool) fail(method + ": reduce op PREMUL_SUM is not supported on bool tensors");
+      auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(reduceOp.supplement_.get());
+      if (!sup)
+        fail(method + ": reduce op PREMUL_SUM arrived without its factor "
+                      "(make it with torch.distributed._make_nccl_premul_sum)");
+      auto real = c10::toRealValueType(t.scalar_type());
+      at::Tensor f;
+      if (sup->tensor_factors.empty()) {
+        f = at::scalar_tensor(sup->double_factor, at::TensorOptions().dtype(real));
+      } else {
+        const at::Tensor& given = sup->tensor_factors[0];
+        if (given.numel() != 1 || !given.device().is_cpu() || given.is_complex())
+          fail(method + ": PREMUL_SUM's factor must be one real number on the CPU");
+        f = given.detach().to(real).reshape({});
+      }
+      return {hocclSum, f.contiguous()};
+    }
     default:
       fail(method + ": reduce op " + opName(op) +
-           " is not supported (hoccl reduces with SUM, AVG, PRODUCT, MIN and MAX)");
+           " is not supported (hoccl reduces with SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM)");
   }
 }
+
+// The hoccl op of one call: PREMUL_SUM's is made on the communicator for
+// the call and freed after it.
+class CallOp {
+ public:
+  CallOp(const RedOp& r, hocclDataType_t type, hocclComm_t comm,
+         const std::function<void(hocclResult_t, const char*)>& check)
+      : op(r.op), comm_(comm) {
+    if (!r.factor.defined()) return;
+    check(hocclRedOpCreatePreMulSum(&op, r.factor.data_ptr(), type, hocclScalarHostImmediate, comm),
+          "hocclRedOpCreatePreMulSum");
+    made_ = true;
+  }
+  ~CallOp() {
+    if (made_) hocclRedOpDestroy(op, comm_);
+  }
+  CallOp(const CallOp&) = delete;
+  CallOp& operator=(const CallOp&) = delete;
+  hocclRedOp_t op;
+
+ private:
+  hocclComm_t comm_;
+  bool made_ = false;
+};
 
 void checkTensor(const at::Tensor& t, const std::string& method) {
   if (!t.defined()) fail(method + ": a tensor is undefined");
@@ -218,6 +269,10 @@ void ProcessGroupHoccl::check(hocclResult_t r, const char* call) const {
   throw std::runtime_error(msg);
 }
 
+std::function<void(hocclResult_t, const char*)> ProcessGroupHoccl::checker() const {
+  return [this](hocclResult_t r, const char* call) { check(r, call); };
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vector<at::Tensor> outputs,
                                                           std::function<void()> fn) {
   auto work = c10::make_intrusive<HocclWork>(rank_, type, std::move(outputs));
@@ -260,10 +315,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allreduce(std::vector<at::Tens
   checkOne(tensors, "allreduce");
   at::Tensor t = tensors[0];
   Elem e = elemOf(t, "allreduce");
-  hocclRedOp_t op = redOpOf(opts.reduceOp, t, "allreduce");
+  RedOp op = redOpOf(opts.reduceOp, t, "allreduce");
   return enqueue(OpType::ALLREDUCE, {t}, [this, t, e, op]() mutable {
     at::Tensor d = dense(t);
-    check(hocclAllReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, op, comm_, nullptr), "hocclAllReduce");
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclAllReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, comm_, nullptr), "hocclAllReduce");
     copyBack(t, d);
   });
 }
@@ -278,11 +334,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allreduce_coalesced(std::vecto
     checkSameType(t, tensors[0], m);
   }
   Elem e = elemOf(tensors[0], m);
-  hocclRedOp_t op = redOpOf(opts.reduceOp, tensors[0], m);
+  RedOp op = redOpOf(opts.reduceOp, tensors[0], m);
   std::vector<at::Tensor> ts = tensors;
   return enqueue(OpType::ALLREDUCE_COALESCED, ts, [this, ts, e, op]() mutable {
     at::Tensor flat = concat(ts);
-    check(hocclAllReduce(flat.data_ptr(), flat.data_ptr(), countOf(flat), e.type, op, comm_, nullptr),
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclAllReduce(flat.data_ptr(), flat.data_ptr(), countOf(flat), e.type, h.op, comm_, nullptr),
           "hocclAllReduce");
     int64_t off = 0;
     for (auto& t : ts) {
@@ -313,11 +370,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce(std::vector<at::Tensor>
   checkRoot(opts.rootRank, size_, "reduce");
   at::Tensor t = tensors[0];
   Elem e = elemOf(t, "reduce");
-  hocclRedOp_t op = redOpOf(opts.reduceOp, t, "reduce");
+  RedOp op = redOpOf(opts.reduceOp, t, "reduce");
   int root = static_cast<int>(opts.rootRank);
   return enqueue(OpType::REDUCE, {t}, [this, t, e, op, root]() mutable {
     at::Tensor d = dense(t);
-    check(hocclReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, op, root, comm_, nullptr), "hocclReduce");
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, root, comm_, nullptr), "hocclReduce");
     if (rank_ == root) copyBack(t, d);
   });
 }
@@ -391,12 +449,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce_scatter(std::vector<at:
            std::to_string(out.numel()));
   }
   Elem e = elemOf(out, m);
-  hocclRedOp_t op = redOpOf(opts.reduceOp, out, m);
+  RedOp op = redOpOf(opts.reduceOp, out, m);
   std::vector<at::Tensor> ins = inputs[0];
   return enqueue(OpType::REDUCE_SCATTER, {out}, [this, ins, out, e, op]() mutable {
     at::Tensor flat = concat(ins);
     at::Tensor d = dense(out);
-    check(hocclReduceScatter(flat.data_ptr(), d.data_ptr(), countOf(d), e.type, op, comm_, nullptr),
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclReduceScatter(flat.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, comm_, nullptr),
           "hocclReduceScatter");
     copyBack(out, d);
   });
@@ -412,11 +471,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tenso
     fail(m + ": the input has " + std::to_string(input.numel()) + " elements; expected " +
          std::to_string(size_) + " x " + std::to_string(output.numel()));
   Elem e = elemOf(input, m);
-  hocclRedOp_t op = redOpOf(opts.reduceOp, input, m);
+  RedOp op = redOpOf(opts.reduceOp, input, m);
   at::Tensor in = input, out = output;
   return enqueue(OpType::_REDUCE_SCATTER_BASE, {out}, [this, in, out, e, op]() mutable {
     at::Tensor din = dense(in), dout = dense(out);
-    check(hocclReduceScatter(din.data_ptr(), dout.data_ptr(), countOf(dout), e.type, op, comm_, nullptr),
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclReduceScatter(din.data_ptr(), dout.data_ptr(), countOf(dout), e.type, h.op, comm_, nullptr),
           "hocclReduceScatter");
     copyBack(out, dout);
   });
@@ -584,7 +644,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall_base(at::Tensor& outp
     at::Tensor flatIn = dense(in).reshape({-1});
     at::Tensor flatOut = at::empty({out.numel()}, out.options().memory_format(c10::nullopt));
     alltoallFlat(flatIn, ins, flatOut, outs, rank_, size_, comm_,
-                 [this](hocclResult_t r, const char* call) { check(r, call); });
+                 checker());
     out.copy_(flatOut.view(out.sizes()));
   });
 }
@@ -614,7 +674,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tenso
     for (int64_t v : outs) total += v;
     at::Tensor flatOut = at::empty({total}, flatIn.options());
     alltoallFlat(flatIn, ins, flatOut, outs, rank_, size_, comm_,
-                 [this](hocclResult_t r, const char* call) { check(r, call); });
+                 checker());
     int64_t off = 0;
     for (size_t j = 0; j < out.size(); ++j) {
       out[j].copy_(flatOut.narrow(0, off, outs[j]).view(out[j].sizes()));

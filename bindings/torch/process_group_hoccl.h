@@ -110,6 +110,7 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   void workerLoop();
   // Throws std::runtime_error with hoccl's message when `r` is not success.
   void check(hocclResult_t r, const char* call) const;
+  std::function<void(hocclResult_t, const char*)> checker() const;
 
   hocclComm_t comm_ = nullptr;
   int timeoutSec_ = 0;

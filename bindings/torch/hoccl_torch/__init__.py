@@ -12,7 +12,8 @@ others raise within it. ``Options(algorithm="horing")`` passed as
 ``pg_options`` picks hoccl's algorithm for one group (default: HOCCL_ALGO,
 else hoccl's choice).
 
-Tensors are CPU tensors. Supported: all_reduce, all_reduce_coalesced,
+Tensors are CPU tensors; ops SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM
+(torch.distributed._make_nccl_premul_sum). Supported: all_reduce, all_reduce_coalesced,
 broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter,
 reduce_scatter_tensor, barrier; gather, scatter, all_to_all and
 all_to_all_single through all-gather / broadcast (correct, but they move

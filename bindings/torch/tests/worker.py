@@ -101,13 +101,31 @@ def unsupported_ops_and_dtypes():
     for name in ("BAND", "BOR", "BXOR"):
         op = getattr(dist.ReduceOp, name)
         expect_raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32), op=op), name)
-    if hasattr(dist, "_make_nccl_premul_sum"):
-        op = dist._make_nccl_premul_sum(2.0)
-        expect_raises(lambda: dist.all_reduce(torch.ones(2), op=op), "PREMUL_SUM")
     expect_raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)), "Short", "not supported")
     expect_raises(lambda: dist.reduce_scatter_tensor(torch.ones(1, dtype=torch.int32),
                                                      torch.ones(N, dtype=torch.int32), op=dist.ReduceOp.BAND),
                   "BAND")
+
+
+@check
+def premul_sum():
+    # Each rank scales its own contribution by its factor, then all are summed.
+    for dt in (torch.float32, torch.float64, torch.bfloat16, torch.int32):
+        t = torch.full((5,), RANK + 1, dtype=dt)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(2.0))
+        expect(t, 2 * S, f"all_reduce PREMUL_SUM(2.0) {dt}")
+    t = torch.full((3,), float(RANK + 1))
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum([torch.tensor([float(RANK + 1)])]))
+    expect(t, sum((r + 1) ** 2 for r in range(N)), "all_reduce PREMUL_SUM(tensor factor = rank + 1)")
+    out = torch.empty(2)
+    dist.reduce_scatter_tensor(out, torch.ones(2 * N), op=dist._make_nccl_premul_sum(0.5))
+    expect(out, 0.5 * N, "reduce_scatter_tensor PREMUL_SUM(0.5)")
+    t = torch.full((2,), float(RANK + 1))
+    dist.reduce(t, dst=0, op=dist._make_nccl_premul_sum(3.0))
+    if RANK == 0:
+        expect(t, 3 * S, "reduce PREMUL_SUM(3.0)")
+    expect_raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool), op=dist._make_nccl_premul_sum(2.0)),
+                  "PREMUL_SUM", "bool")
 
 
 @check
