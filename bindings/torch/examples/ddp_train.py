@@ -1,0 +1,106 @@
+"""Trains a small MLP with DistributedDataParallel over hoccl (or gloo, to
+compare) and prints the loss and the step time.
+
+    /usr/bin/python3 ddp_train.py --nproc 4                 # starts 4 processes itself
+    torchrun --nproc_per_node 4 --redirects 2 --tee 1 --log_dir logs/ddp ddp_train.py
+                                                            # (torch 1.13 + Python 3.11 need the
+                                                            #  --redirects/--tee/--log_dir workaround)
+
+Each rank learns a fixed random "teacher" network from its own batches;
+DDP averages the gradients, so every rank holds the same weights. With
+--json the last line is {"backend", "nproc", "params", "step_ms", ...}.
+"""
+import argparse
+import datetime
+import json
+import os
+import socket
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import hoccl_torch  # noqa: F401  (registers the "hoccl" backend)
+
+
+def mlp(width, depth, seed):
+    torch.manual_seed(seed)
+    layers = [nn.Linear(64, width), nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(width, 8))
+
+
+def train(rank, world, args):
+    torch.set_num_threads(args.threads)
+    dist.init_process_group(args.backend, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+    teacher = mlp(32, 2, seed=1)
+    model = DDP(mlp(args.width, args.depth, seed=0))
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    gen = torch.Generator().manual_seed(1234 + rank)
+    times = []
+    for step in range(args.warmup + args.steps):
+        x = torch.randn(args.batch, 64, generator=gen)
+        with torch.no_grad():
+            y = teacher(x)
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()  # DDP all-reduces the gradient buckets during backward
+        opt.step()
+        dt = time.perf_counter() - t0
+        if step >= args.warmup:
+            times.append(dt)
+        if rank == 0 and (step % args.print_every == 0 or step == args.warmup + args.steps - 1):
+            print(f"[{args.backend} x{world}] step {step:4d}  loss {loss.item():.5f}  step {dt * 1e3:7.2f} ms",
+                  flush=True)
+    # The slowest rank's mean is the job's step time.
+    mean = torch.tensor([statistics.mean(times)], dtype=torch.float64)
+    dist.all_reduce(mean, op=dist.ReduceOp.MAX)
+    params = sum(p.numel() for p in model.parameters())
+    if rank == 0:
+        print(f"[{args.backend} x{world}] {params} parameters, {args.steps} steps: mean step "
+              f"{mean.item() * 1e3:.2f} ms (slowest rank), median on rank 0 {statistics.median(times) * 1e3:.2f} ms",
+              flush=True)
+        if args.json:
+            print(json.dumps({"backend": args.backend, "nproc": world, "params": params, "batch": args.batch,
+                              "steps": args.steps, "step_ms": mean.item() * 1e3,
+                              "median_ms_rank0": statistics.median(times) * 1e3}), flush=True)
+    dist.destroy_process_group()
+
+
+def spawned(rank, world, args, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    train(rank, world, args)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nproc", type=int, default=4, help="processes to start (ignored under torchrun)")
+    ap.add_argument("--backend", default="hoccl", help="hoccl or gloo")
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--print-every", type=int, default=10)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if "RANK" in os.environ:  # started by torchrun (env:// rendezvous)
+        train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(spawned, args=(args.nproc, args, port), nprocs=args.nproc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,725 @@
+// ProcessGroupHoccl and its Python module hoccl_torch._C, in one translation
+// unit: compiling against the torch headers dominates the build time.
+#include "process_group_hoccl.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>  // c10::intrusive_ptr as a pybind11 holder
+
+namespace hoccl_torch {
+namespace {
+
+using c10d::OpType;
+
+[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("hoccl: " + msg); }
+
+// The hoccl element type of a tensor, and how many hoccl elements one torch
+// element is (complex numbers travel as pairs of reals).
+struct Elem {
+  hocclDataType_t type;
+  int64_t perElement;
+};
+
+Elem elemOf(const at::Tensor& t, const std::string& method) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return {hocclFloat32, 1};
+    case at::kDouble: return {hocclFloat64, 1};
+    case at::kHalf: return {hocclFloat16, 1};
+    case at::kBFloat16: return {hocclBfloat16, 1};
+    case at::kChar: return {hocclInt8, 1};
+    case at::kByte: return {hocclUint8, 1};
+    case at::kBool: return {hocclUint8, 1};  // torch stores bool as one byte, 0 or 1
+    case at::kInt: return {hocclInt32, 1};
+    case at::kLong: return {hocclInt64, 1};
+    case at::kComplexFloat: return {hocclFloat32, 2};
+    case at::kComplexDouble: return {hocclFloat64, 2};
+    default:
+      fail(method + ": dtype " + c10::toString(t.scalar_type()) +
+           " is not supported (hoccl has float32, float64, float16, bfloat16, int8, uint8, int32, int64; "
+           "bool and complex are carried as uint8 and pairs of reals)");
+  }
+}
+
+const char* opName(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+// A reduction for hoccl: a built-in op, or PREMUL_SUM's factor (a 0-d
+// tensor of the hoccl element type) from which the worker makes a
+// hocclRedOpCreatePreMulSum op for the call.
+struct RedOp {
+  hocclRedOp_t op = hocclSum;
+  at::Tensor factor;
+};
+
+// hoccl's op for a torch op on tensor t. On bool (0 or 1 in a byte) SUM is
+// a logical or (MAX) and PRODUCT a logical and (MIN), as in ProcessGroupNCCL;
+// AVG of bools has no bool result. Complex numbers reduce as pairs of reals,
+// which is right for SUM, AVG and PREMUL_SUM with a real factor.
+RedOp redOpOf(const c10d::ReduceOp& reduceOp, const at::Tensor& t, const std::string& method) {
+  auto op = reduceOp.op_;
+  bool isBool = t.scalar_type() == at::kBool;
+  if (t.is_complex() && op != c10d::ReduceOp::SUM && op != c10d::ReduceOp::AVG &&
+      op != c10d::ReduceOp::PREMUL_SUM)
+    fail(method + ": reduce op " + opName(op) + " is not defined on complex tensors (SUM and AVG are)");
+  switch (op) {
+    case c10d::ReduceOp::SUM: return {isBool ? hocclMax : hocclSum, {}};
+    case c10d::ReduceOp::PRODUCT: return {isBool ? hocclMin : hocclProd, {}};
+    case c10d::ReduceOp::MIN: return {hocclMin, {}};
+    case c10d::ReduceOp::MAX: return {hocclMax, {}};
+    case c10d::ReduceOp::AVG:
+      if (isBool) fail(method + ": reduce op AVG is not supported on bool tensors");
+      return {hocclAvg, {}};
+    case c10d::ReduceOp::PREMUL_SUM: {
+      if (isBool) fail(method + ": reduce op PREMUL_SUM is not supported on bool tensors");
+      auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(reduceOp.supplement_.get());
+      if (!sup)
+        fail(method + ": reduce op PREMUL_SUM arrived without its factor "
+                      "(make it with torch.distributed._make_nccl_premul_sum)");
+      auto real = c10::toRealValueType(t.scalar_type());
+      at::Tensor f;
+      if (sup->tensor_factors.empty()) {
+        f = at::scalar_tensor(sup->double_factor, at::TensorOptions().dtype(real));
+      } else {
+        const at::Tensor& given = sup->tensor_factors[0];
+        if (given.numel() != 1 || !given.device().is_cpu() || given.is_complex())
+          fail(method + ": PREMUL_SUM's factor must be one real number on the CPU");
+        f = given.detach().to(real).reshape({});
+      }
+      return {hocclSum, f.contiguous()};
+    }
+    default:
+      fail(method + ": reduce op " + opName(op) +
+           " is not supported (hoccl reduces with SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM)");
+  }
+}
+
+// The hoccl op of one call: PREMUL_SUM's is made on the communicator for
+// the call and freed after it.
+class CallOp {
+ public:
+  CallOp(const RedOp& r, hocclDataType_t type, hocclComm_t comm,
+         const std::function<void(hocclResult_t, const char*)>& check)
+      : op(r.op), comm_(comm) {
+    if (!r.factor.defined()) return;
+    check(hocclRedOpCreatePreMulSum(&op, r.factor.data_ptr(), type, hocclScalarHostImmediate, comm),
+          "hocclRedOpCreatePreMulSum");
+    made_ = true;
+  }
+  ~CallOp() {
+    if (made_) hocclRedOpDestroy(op, comm_);
+  }
+  CallOp(const CallOp&) = delete;
+  CallOp& operator=(const CallOp&) = delete;
+  hocclRedOp_t op;
+
+ private:
+  hocclComm_t comm_;
+  bool made_ = false;
+};
+
+void checkTensor(const at::Tensor& t, const std::string& method) {
+  if (!t.defined()) fail(method + ": a tensor is undefined");
+  if (t.is_sparse()) fail(method + ": sparse tensors are not supported");
+  if (!t.device().is_cpu())
+    fail(method + ": only CPU tensors are supported so far; got a tensor on " + t.device().str());
+  (void)elemOf(t, method);
+}
+
+void checkOne(const std::vector<at::Tensor>& tensors, const std::string& method) {
+  if (tensors.size() != 1)
+    fail(method + ": takes one tensor per process (got " + std::to_string(tensors.size()) + ")");
+  checkTensor(tensors[0], method);
+}
+
+void checkSameType(const at::Tensor& a, const at::Tensor& b, const std::string& method) {
+  if (a.scalar_type() != b.scalar_type())
+    fail(method + ": tensors of different dtypes (" + c10::toString(a.scalar_type()) + " and " +
+         c10::toString(b.scalar_type()) + ")");
+}
+
+void checkRoot(int64_t root, int size, const std::string& method) {
+  if (root < 0 || root >= size)
+    fail(method + ": root rank " + std::to_string(root) + " is out of range [0, " + std::to_string(size) + ")");
+}
+
+// hoccl reads and writes dense memory: a non-contiguous tensor goes through
+// a contiguous copy, and results are copied back into it.
+at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+void copyBack(at::Tensor& user, const at::Tensor& staged) {
+  if (!user.is_same(staged)) user.copy_(staged);
+}
+
+size_t countOf(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel() * elemOf(t, "").perElement);
+}
+
+// All tensors of `list` flattened into one new tensor, in order.
+at::Tensor concat(const std::vector<at::Tensor>& list) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(list.size());
+  for (const auto& t : list) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+}  // namespace
+
+HocclWork::HocclWork(int rank, OpType type, std::vector<at::Tensor> outputs)
+    : Work(rank, type),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+void HocclWork::complete(std::exception_ptr error) {
+  if (error)
+    future_->setError(error);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+  finish(error);
+}
+
+ProcessGroupHoccl::ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                     double timeoutSec, std::string groupName, std::string algorithm)
+    : ProcessGroup(rank, size), groupName_(std::move(groupName)), algorithm_(std::move(algorithm)) {
+  // hoccl's timeout is whole seconds; never below 1 s.
+  timeoutSec_ = timeoutSec > 1 ? static_cast<int>(std::ceil(timeoutSec)) : 1;
+  hocclUniqueId id;
+  const std::string key = "hoccl/unique_id";
+  if (rank == 0) {
+    check(hocclGetUniqueId(&id), "hocclGetUniqueId");
+    std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id) + sizeof(id));
+    store->set(key, bytes);
+  } else {
+    std::vector<uint8_t> bytes = store->get(key);
+    if (bytes.size() != sizeof(id))
+      fail("the unique id in the store has " + std::to_string(bytes.size()) + " bytes, not " +
+           std::to_string(sizeof(id)) + " (another library's key?)");
+    std::memcpy(&id, bytes.data(), sizeof(id));
+  }
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  config.timeoutSec = timeoutSec_;
+  config.commName = groupName_.c_str();
+  if (!algorithm_.empty()) config.algorithm = algorithm_.c_str();
+  check(hocclCommInitRankConfig(&comm_, size, id, rank, &config), "hocclCommInitRankConfig");
+  worker_ = std::thread([this] { workerLoop(); });
+}
+
+ProcessGroupHoccl::~ProcessGroupHoccl() {
+  // A future's Python callbacks take the GIL on the worker: never wait for
+  // the worker while holding it.
+  auto shutdown = [this] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();  // queued work finishes (or times out) first
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (comm_ && !aborted_) {
+      if (failed_)
+        hocclCommAbort(comm_);
+      else
+        hocclCommDestroy(comm_);
+    }
+    comm_ = nullptr;
+  };
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release nogil;
+    shutdown();
+  } else {
+    shutdown();
+  }
+}
+
+void ProcessGroupHoccl::abort() {
+  hocclComm_t comm;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_) return;
+    aborted_ = true;
+    comm = comm_;
+  }
+  // A call running on the worker returns with an error; queued work fails
+  // without reaching hoccl (the worker sees aborted_).
+  hocclCommAbort(comm);
+  cv_.notify_all();
+}
+
+void ProcessGroupHoccl::check(hocclResult_t r, const char* call) const {
+  if (r == hocclSuccess) return;
+  failed_ = true;
+  std::string msg = std::string("hoccl: ") + call + " failed: " + hocclGetErrorString(r);
+  const char* last = hocclGetLastError(comm_);
+  if (last && *last) msg += ": " + std::string(last);
+  throw std::runtime_error(msg);
+}
+
+std::function<void(hocclResult_t, const char*)> ProcessGroupHoccl::checker() const {
+  return [this](hocclResult_t r, const char* call) { check(r, call); };
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vector<at::Tensor> outputs,
+                                                          std::function<void()> fn) {
+  auto work = c10::make_intrusive<HocclWork>(rank_, type, std::move(outputs));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.emplace_back(work, std::move(fn));
+  }
+  cv_.notify_one();
+  return work;
+}
+
+void ProcessGroupHoccl::workerLoop() {
+  for (;;) {
+    std::pair<c10::intrusive_ptr<HocclWork>, std::function<void()>> task;
+    bool aborted;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      aborted = aborted_;
+    }
+    std::exception_ptr error;
+    try {
+      if (aborted) fail("the process group was aborted (hocclCommAbort); it runs no more collectives");
+      task.second();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    task.second = nullptr;  // drop the tensors the task held before completing
+    task.first->complete(error);
+  }
+}
+
+// ---- collectives ------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+  checkOne(tensors, "allreduce");
+  at::Tensor t = tensors[0];
+  Elem e = elemOf(t, "allreduce");
+  RedOp op = redOpOf(opts.reduceOp, t, "allreduce");
+  return enqueue(OpType::ALLREDUCE, {t}, [this, t, e, op]() mutable {
+    at::Tensor d = dense(t);
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclAllReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, comm_, nullptr), "hocclAllReduce");
+    copyBack(t, d);
+  });
+}
+
+// One all-reduce over the tensors laid end to end (all of one dtype).
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                      const c10d::AllreduceCoalescedOptions& opts) {
+  const std::string m = "allreduce_coalesced";
+  if (tensors.empty()) fail(m + ": no tensors");
+  for (const auto& t : tensors) {
+    checkTensor(t, m);
+    checkSameType(t, tensors[0], m);
+  }
+  Elem e = elemOf(tensors[0], m);
+  RedOp op = redOpOf(opts.reduceOp, tensors[0], m);
+  std::vector<at::Tensor> ts = tensors;
+  return enqueue(OpType::ALLREDUCE_COALESCED, ts, [this, ts, e, op]() mutable {
+    at::Tensor flat = concat(ts);
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclAllReduce(flat.data_ptr(), flat.data_ptr(), countOf(flat), e.type, h.op, comm_, nullptr),
+          "hocclAllReduce");
+    int64_t off = 0;
+    for (auto& t : ts) {
+      t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
+      off += t.numel();
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+  checkOne(tensors, "broadcast");
+  checkRoot(opts.rootRank, size_, "broadcast");
+  if (opts.rootTensor != 0) fail("broadcast: rootTensor must be 0 (one tensor per process)");
+  at::Tensor t = tensors[0];
+  Elem e = elemOf(t, "broadcast");
+  int root = static_cast<int>(opts.rootRank);
+  return enqueue(OpType::BROADCAST, {t}, [this, t, e, root]() mutable {
+    at::Tensor d = dense(t);
+    check(hocclBroadcast(d.data_ptr(), d.data_ptr(), countOf(d), e.type, root, comm_, nullptr), "hocclBroadcast");
+    copyBack(t, d);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::ReduceOptions& opts) {
+  checkOne(tensors, "reduce");
+  checkRoot(opts.rootRank, size_, "reduce");
+  at::Tensor t = tensors[0];
+  Elem e = elemOf(t, "reduce");
+  RedOp op = redOpOf(opts.reduceOp, t, "reduce");
+  int root = static_cast<int>(opts.rootRank);
+  return enqueue(OpType::REDUCE, {t}, [this, t, e, op, root]() mutable {
+    at::Tensor d = dense(t);
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, root, comm_, nullptr), "hocclReduce");
+    if (rank_ == root) copyBack(t, d);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllgatherOptions& opts) {
+  const std::string m = "allgather";
+  checkOne(inputs, m);
+  if (outputs.size() != 1) fail(m + ": takes one output list per process");
+  if (outputs[0].size() != static_cast<size_t>(size_))
+    fail(m + ": the output list has " + std::to_string(outputs[0].size()) + " tensors for " +
+         std::to_string(size_) + " ranks");
+  at::Tensor in = inputs[0];
+  for (const auto& o : outputs[0]) {
+    checkTensor(o, m);
+    checkSameType(o, in, m);
+    if (o.numel() != in.numel())
+      fail(m + ": an output tensor has " + std::to_string(o.numel()) + " elements, the input " +
+           std::to_string(in.numel()));
+  }
+  Elem e = elemOf(in, m);
+  std::vector<at::Tensor> outs = outputs[0];
+  return enqueue(OpType::ALLGATHER, outs, [this, in, outs, e]() mutable {
+    at::Tensor d = dense(in);
+    at::Tensor all = at::empty({size_ * d.numel()}, d.options());
+    check(hocclAllGather(d.data_ptr(), all.data_ptr(), countOf(d), e.type, comm_, nullptr), "hocclAllGather");
+    for (int r = 0; r < size_; ++r) outs[r].copy_(all.narrow(0, r * d.numel(), d.numel()).view(outs[r].sizes()));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                  const c10d::AllgatherOptions& opts) {
+  const std::string m = "_allgather_base";
+  checkTensor(input, m);
+  checkTensor(output, m);
+  checkSameType(input, output, m);
+  if (output.numel() != size_ * input.numel())
+    fail(m + ": the output has " + std::to_string(output.numel()) + " elements; expected " +
+         std::to_string(size_) + " x " + std::to_string(input.numel()));
+  Elem e = elemOf(input, m);
+  at::Tensor in = input, out = output;
+  return enqueue(OpType::_ALLGATHER_BASE, {out}, [this, in, out, e]() mutable {
+    at::Tensor din = dense(in), dout = dense(out);
+    check(hocclAllGather(din.data_ptr(), dout.data_ptr(), countOf(din), e.type, comm_, nullptr), "hocclAllGather");
+    copyBack(out, dout);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  fail("allgather_coalesced is not supported (deprecated in torch; use all_gather_into_tensor)");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<std::vector<at::Tensor>>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) {
+  const std::string m = "reduce_scatter";
+  checkOne(outputs, m);
+  if (inputs.size() != 1) fail(m + ": takes one input list per process");
+  if (inputs[0].size() != static_cast<size_t>(size_))
+    fail(m + ": the input list has " + std::to_string(inputs[0].size()) + " tensors for " +
+         std::to_string(size_) + " ranks");
+  at::Tensor out = outputs[0];
+  for (const auto& i : inputs[0]) {
+    checkTensor(i, m);
+    checkSameType(i, out, m);
+    if (i.numel() != out.numel())
+      fail(m + ": an input tensor has " + std::to_string(i.numel()) + " elements, the output " +
+           std::to_string(out.numel()));
+  }
+  Elem e = elemOf(out, m);
+  RedOp op = redOpOf(opts.reduceOp, out, m);
+  std::vector<at::Tensor> ins = inputs[0];
+  return enqueue(OpType::REDUCE_SCATTER, {out}, [this, ins, out, e, op]() mutable {
+    at::Tensor flat = concat(ins);
+    at::Tensor d = dense(out);
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclReduceScatter(flat.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, comm_, nullptr),
+          "hocclReduceScatter");
+    copyBack(out, d);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                       const c10d::ReduceScatterOptions& opts) {
+  const std::string m = "_reduce_scatter_base";
+  checkTensor(input, m);
+  checkTensor(output, m);
+  checkSameType(input, output, m);
+  if (input.numel() != size_ * output.numel())
+    fail(m + ": the input has " + std::to_string(input.numel()) + " elements; expected " +
+         std::to_string(size_) + " x " + std::to_string(output.numel()));
+  Elem e = elemOf(input, m);
+  RedOp op = redOpOf(opts.reduceOp, input, m);
+  at::Tensor in = input, out = output;
+  return enqueue(OpType::_REDUCE_SCATTER_BASE, {out}, [this, in, out, e, op]() mutable {
+    at::Tensor din = dense(in), dout = dense(out);
+    CallOp h(op, e.type, comm_, checker());
+    check(hocclReduceScatter(din.data_ptr(), dout.data_ptr(), countOf(dout), e.type, h.op, comm_, nullptr),
+          "hocclReduceScatter");
+    copyBack(out, dout);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::barrier(const c10d::BarrierOptions& opts) {
+  // A one-byte all-reduce: it returns on a rank once every rank has entered.
+  return enqueue(OpType::BARRIER, {}, [this] {
+    uint8_t byte = 0;
+    check(hocclAllReduce(&byte, &byte, 1, hocclUint8, hocclMax, comm_, nullptr), "hocclAllReduce (barrier)");
+  });
+}
+
+// ---- built on all-gather and broadcast until hoccl has send/recv ----------
+//
+// These are correct but move more bytes than their point-to-point versions
+// would: gather and all-to-all gather every rank's input to every rank (n x
+// the bytes), scatter broadcasts all n pieces. Fine for the small control
+// messages they carry in data-parallel training; not for bulk all-to-all.
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::GatherOptions& opts) {
+  const std::string m = "gather";
+  checkOne(inputs, m);
+  checkRoot(opts.rootRank, size_, m);
+  int root = static_cast<int>(opts.rootRank);
+  at::Tensor in = inputs[0];
+  std::vector<at::Tensor> outs;
+  if (rank_ == root) {
+    if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
+      fail(m + ": the root needs one output list of " + std::to_string(size_) + " tensors");
+    for (const auto& o : outputs[0]) {
+      checkTensor(o, m);
+      checkSameType(o, in, m);
+      if (o.numel() != in.numel()) fail(m + ": output and input tensors differ in size");
+    }
+    outs = outputs[0];
+  } else if (!outputs.empty() && !outputs[0].empty()) {
+    fail(m + ": only the root (rank " + std::to_string(root) + ") passes output tensors");
+  }
+  Elem e = elemOf(in, m);
+  return enqueue(OpType::GATHER, outs, [this, in, outs, e]() mutable {
+    at::Tensor d = dense(in);
+    at::Tensor all = at::empty({size_ * d.numel()}, d.options());
+    check(hocclAllGather(d.data_ptr(), all.data_ptr(), countOf(d), e.type, comm_, nullptr),
+          "hocclAllGather (gather)");
+    for (size_t r = 0; r < outs.size(); ++r)
+      outs[r].copy_(all.narrow(0, r * d.numel(), d.numel()).view(outs[r].sizes()));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::scatter(std::vector<at::Tensor>& outputs,
+                                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                                          const c10d::ScatterOptions& opts) {
+  const std::string m = "scatter";
+  checkOne(outputs, m);
+  checkRoot(opts.rootRank, size_, m);
+  int root = static_cast<int>(opts.rootRank);
+  at::Tensor out = outputs[0];
+  std::vector<at::Tensor> ins;
+  if (rank_ == root) {
+    if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
+      fail(m + ": the root needs one input list of " + std::to_string(size_) + " tensors");
+    for (const auto& i : inputs[0]) {
+      checkTensor(i, m);
+      checkSameType(i, out, m);
+      if (i.numel() != out.numel()) fail(m + ": output and input tensors differ in size");
+    }
+    ins = inputs[0];
+  } else if (!inputs.empty() && !inputs[0].empty()) {
+    fail(m + ": only the root (rank " + std::to_string(root) + ") passes input tensors");
+  }
+  Elem e = elemOf(out, m);
+  return enqueue(OpType::SCATTER, {out}, [this, ins, out, e, root]() mutable {
+    int64_t n = out.numel();
+    at::Tensor all = ins.empty() ? at::empty({size_ * n}, out.options().memory_format(c10::nullopt)) : concat(ins);
+    check(hocclBroadcast(all.data_ptr(), all.data_ptr(), countOf(all), e.type, root, comm_, nullptr),
+          "hocclBroadcast (scatter)");
+    out.copy_(all.narrow(0, rank_ * n, n).view(out.sizes()));
+  });
+}
+
+namespace {
+
+// All-to-all of 1-D tensors through two all-gathers: the split sizes
+// (elements), then every rank's input padded to the largest. Rank r receives
+// from rank j the inSplits[j][r] elements at offset sum(inSplits[j][<r]).
+void alltoallFlat(const at::Tensor& in, const std::vector<int64_t>& inSplits, at::Tensor& out,
+                  const std::vector<int64_t>& outSplits, int rank, int size, hocclComm_t comm,
+                  const std::function<void(hocclResult_t, const char*)>& check) {
+  at::Tensor mine = at::tensor(inSplits, at::kLong);
+  at::Tensor splits = at::empty({size * size}, at::kLong);
+  check(hocclAllGather(mine.data_ptr(), splits.data_ptr(), size, hocclInt64, comm, nullptr),
+        "hocclAllGather (all-to-all split sizes)");
+  const int64_t* s = splits.data_ptr<int64_t>();
+  int64_t widest = 0;
+  for (int j = 0; j < size; ++j) {
+    int64_t total = 0;
+    for (int k = 0; k < size; ++k) total += s[j * size + k];
+    widest = std::max(widest, total);
+  }
+  at::Tensor padded = at::zeros({widest}, in.options());
+  padded.narrow(0, 0, in.numel()).copy_(in);
+  at::Tensor all = at::empty({size * widest}, in.options());
+  Elem e = elemOf(in, "alltoall");
+  check(hocclAllGather(padded.data_ptr(), all.data_ptr(), widest * e.perElement, e.type, comm, nullptr),
+        "hocclAllGather (all-to-all)");
+  int64_t outOff = 0;
+  for (int j = 0; j < size; ++j) {
+    int64_t from = 0;
+    for (int k = 0; k < rank; ++k) from += s[j * size + k];
+    int64_t len = s[j * size + rank];
+    if (len != outSplits[j])
+      fail("alltoall: rank " + std::to_string(j) + " sends " + std::to_string(len) + " elements to rank " +
+           std::to_string(rank) + ", which expects " + std::to_string(outSplits[j]));
+    out.narrow(0, outOff, len).copy_(all.narrow(0, j * widest + from, len));
+    outOff += len;
+  }
+}
+
+std::vector<int64_t> rowSplits(const std::vector<int64_t>& given, int64_t rows, int size, const std::string& what) {
+  if (given.empty()) {
+    if (rows % size != 0)
+      fail("alltoall_base: " + what + " has " + std::to_string(rows) + " rows, not a multiple of " +
+           std::to_string(size) + " ranks (pass split sizes)");
+    return std::vector<int64_t>(size, rows / size);
+  }
+  if (given.size() != static_cast<size_t>(size))
+    fail("alltoall_base: " + std::to_string(given.size()) + " " + what + " split sizes for " +
+         std::to_string(size) + " ranks");
+  int64_t total = 0;
+  for (int64_t v : given) {
+    if (v < 0) fail("alltoall_base: a negative " + what + " split size");
+    total += v;
+  }
+  if (total != rows)
+    fail("alltoall_base: the " + what + " split sizes add up to " + std::to_string(total) + ", the tensor has " +
+         std::to_string(rows) + " rows");
+  return given;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                                std::vector<int64_t>& outputSplits,
+                                                                std::vector<int64_t>& inputSplits,
+                                                                const c10d::AllToAllOptions& opts) {
+  const std::string m = "alltoall_base";
+  checkTensor(input, m);
+  checkTensor(output, m);
+  checkSameType(input, output, m);
+  if (input.dim() == 0 || output.dim() == 0) fail(m + ": tensors need at least one dimension");
+  int64_t inRow = input.numel() / std::max<int64_t>(input.size(0), 1);
+  int64_t outRow = output.numel() / std::max<int64_t>(output.size(0), 1);
+  if (input.sizes().slice(1) != output.sizes().slice(1))
+    fail(m + ": input and output differ in their dimensions after the first");
+  int64_t row = input.size(0) ? inRow : outRow;
+  std::vector<int64_t> ins = rowSplits(inputSplits, input.size(0), size_, "input");
+  std::vector<int64_t> outs = rowSplits(outputSplits, output.size(0), size_, "output");
+  for (auto& v : ins) v *= row;
+  for (auto& v : outs) v *= row;
+  at::Tensor in = input, out = output;
+  return enqueue(OpType::ALLTOALL_BASE, {out}, [this, in, out, ins, outs]() mutable {
+    at::Tensor flatIn = dense(in).reshape({-1});
+    at::Tensor flatOut = at::empty({out.numel()}, out.options().memory_format(c10::nullopt));
+    alltoallFlat(flatIn, ins, flatOut, outs, rank_, size_, comm_,
+                 checker());
+    out.copy_(flatOut.view(out.sizes()));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllToAllOptions& opts) {
+  const std::string m = "alltoall";
+  if (outputs.size() != static_cast<size_t>(size_) || inputs.size() != static_cast<size_t>(size_))
+    fail(m + ": needs " + std::to_string(size_) + " input and output tensors (got " +
+         std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()) + ")");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(inputs[i], m);
+    checkTensor(outputs[i], m);
+    checkSameType(inputs[i], inputs[0], m);
+    checkSameType(outputs[i], inputs[0], m);
+  }
+  std::vector<int64_t> ins, outs;
+  for (int j = 0; j < size_; ++j) {
+    ins.push_back(inputs[j].numel());
+    outs.push_back(outputs[j].numel());
+  }
+  std::vector<at::Tensor> in = inputs, out = outputs;
+  return enqueue(OpType::ALLTOALL, out, [this, in, out, ins, outs]() mutable {
+    at::Tensor flatIn = concat(in);
+    int64_t total = 0;
+    for (int64_t v : outs) total += v;
+    at::Tensor flatOut = at::empty({total}, flatIn.options());
+    alltoallFlat(flatIn, ins, flatOut, outs, rank_, size_, comm_,
+                 checker());
+    int64_t off = 0;
+    for (size_t j = 0; j < out.size(); ++j) {
+      out[j].copy_(flatOut.narrow(0, off, outs[j]).view(out[j].sizes()));
+      off += outs[j];
+    }
+  });
+}
+
+// ---- point to point: not in hoccl's C API yet -----------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  fail("send is not supported yet: hoccl's C API has no point-to-point calls (hocclSend/hocclRecv) so far");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+  fail("recv is not supported yet: hoccl's C API has no point-to-point calls (hocclSend/hocclRecv) so far");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  fail("recvAnysource is not supported: hoccl has no receive from any source");
+}
+
+}  // namespace hoccl_torch
+
+// ---- Python module hoccl_torch._C --------------------------------------------
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  using hoccl_torch::ProcessGroupHoccl;
+  m.doc() = "hoccl's c10d process group (import hoccl_torch, not this module)";
+  // The base class is torch's binding of c10d::ProcessGroup.
+  py::module::import("torch.distributed");
+  py::class_<ProcessGroupHoccl, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupHoccl>>(m, "ProcessGroupHoccl")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeoutSec,
+                       std::string groupName, std::string algorithm) {
+             return c10::make_intrusive<ProcessGroupHoccl>(store, rank, size, timeoutSec, std::move(groupName),
+                                                          std::move(algorithm));
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_sec"), py::arg("group_name") = "",
+           py::arg("algorithm") = "", py::call_guard<py::gil_scoped_release>())
+      .def("abort", &ProcessGroupHoccl::abort, py::call_guard<py::gil_scoped_release>(),
+           "hocclCommAbort: running and queued work fails, the peers are told, later calls raise")
+      .def_property_readonly("timeout_sec", &ProcessGroupHoccl::timeoutSec);
+  int version = 0;
+  hocclGetVersion(&version);
+  m.attr("hoccl_version") = version;
+}

@@ -1,0 +1,129 @@
+// ProcessGroupHoccl: a c10d::ProcessGroup (PyTorch 1.13) that runs
+// torch.distributed's collectives through hoccl's public C API (hoccl.h).
+//
+// Execution: every call validates its arguments on the caller's thread
+// (unsupported dtypes, ops and methods raise at once), then queues a task and
+// returns a Work. One worker thread per process group runs the tasks in
+// order, so the order of hoccl calls is program order on every rank, and DDP
+// can overlap its bucket all-reduces with backward although a host hoccl
+// call blocks until it is complete. The Work's future carries the outputs.
+//
+// Devices: only CPU tensors today. The worker is the "CPU executor": a CUDA
+// executor would enqueue the same hoccl calls on a stream (hocclStream_t)
+// after an event recorded on the caller's current stream, and complete the
+// Work from a stream callback; the argument checks and the mapping of
+// methods to hoccl calls stay as they are.
+#pragma once
+
+#include <hoccl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace hoccl_torch {
+
+// A Work completed by the process group's worker; its future's value is the
+// list of output tensors (what DDP's communication hook reads).
+class HocclWork : public c10d::Work {
+ public:
+  HocclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // Completes the work: with the outputs when `error` is null, else with it.
+  void complete(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupHoccl : public c10d::ProcessGroup {
+ public:
+  // Rendezvous through `store`: group rank 0 creates the unique id and
+  // publishes it; every rank then joins the communicator. `timeoutSec`
+  // becomes hoccl's bound on every wait (hocclConfig_t.timeoutSec);
+  // `algorithm` ("" = hoccl's choice, HOCCL_ALGO) is hocclConfig_t.algorithm.
+  ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeoutSec,
+                    std::string groupName, std::string algorithm);
+  // Waits for queued work, then destroys the communicator; one that failed
+  // is aborted instead, so its peers learn at once.
+  ~ProcessGroupHoccl() override;
+
+  const std::string getBackendName() const override { return "hoccl"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // hocclCommAbort: queued and running work fails at once, the peers are
+  // told, and every later call raises.
+  void abort();
+  // The hoccl communicator's rank and size, and its timeout in seconds.
+  int timeoutSec() const { return timeoutSec_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         std::function<void()> fn);
+  void workerLoop();
+  // Throws std::runtime_error with hoccl's message when `r` is not success.
+  void check(hocclResult_t r, const char* call) const;
+  std::function<void(hocclResult_t, const char*)> checker() const;
+
+  hocclComm_t comm_ = nullptr;
+  int timeoutSec_ = 0;
+  std::string groupName_;
+  std::string algorithm_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<c10::intrusive_ptr<HocclWork>, std::function<void()>>> queue_;
+  bool stop_ = false;
+  bool aborted_ = false;
+  mutable std::atomic<bool> failed_{false};  // a hoccl call failed: the communicator is unusable
+  std::thread worker_;
+};
+
+}  // namespace hoccl_torch

@@ -1,0 +1,60 @@
+"""Starts the ranks of a test as separate processes (env:// rendezvous on
+127.0.0.1) and collects what each wrote."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(scenario, n, outdir, backend="hoccl", timeout_s=60, limit_s=300):
+    """Runs worker.py SCENARIO on n ranks; returns (return codes, outputs,
+    per-rank JSON results or None)."""
+    os.makedirs(outdir, exist_ok=True)
+    port = free_port()
+    procs, logs = [], []
+    for r in range(n):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), TEST_BACKEND=backend, TEST_TIMEOUT=str(timeout_s),
+                   OMP_NUM_THREADS="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
+        logs.append(open(os.path.join(outdir, f"rank{r}.log"), "w+"))
+        procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "worker.py"), scenario, outdir],
+                                      env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
+    # Reap every rank as soon as it exits: a killed rank left a zombie would
+    # still look alive to its peers (kill(pid, 0) succeeds on a zombie).
+    deadline = time.monotonic() + limit_s
+    killed = False
+    while None in [p.poll() for p in procs]:  # a list, not any(): poll (reap) every rank
+        if time.monotonic() > deadline:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            killed = True
+            for p in procs:
+                p.wait()
+            break
+        time.sleep(0.05)
+    codes, outputs = [p.returncode for p in procs], []
+    for f in logs:
+        f.seek(0)
+        outputs.append((f"(killed after {limit_s} s)\n" if killed else "") + f.read())
+        f.close()
+    results = []
+    for r in range(n):
+        path = os.path.join(outdir, f"rank{r}.json")
+        results.append(json.load(open(path)) if os.path.exists(path) else None)
+    return codes, outputs, results
+
+
+def describe(codes, outputs):
+    return "\n".join(f"--- rank {r}: exit {c}\n{o[-3000:]}" for r, (c, o) in enumerate(zip(codes, outputs)))

@@ -1,0 +1,114 @@
+"""The hoccl backend for torch.distributed, at 1 to 4 ranks (separate
+processes). Run by ctest (torch_backend) or directly:
+
+    PYTHONPATH=build/bindings/torch/python /usr/bin/python3 -m pytest bindings/torch/tests
+"""
+import os
+import re
+
+import pytest
+import torch
+
+import launch
+import model_common
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZES = [1, 2, 3, 4]
+with open(os.path.join(HERE, "worker.py")) as _f:
+    CHECK_NAMES = re.findall(r"^@check\ndef (\w+)", _f.read(), flags=re.M)
+
+_methods_cache = {}
+
+
+def methods_results(n, tmp_root):
+    """Runs every check at n ranks once; later tests read the results."""
+    if n not in _methods_cache:
+        codes, outputs, results = launch.launch("methods", n, os.path.join(tmp_root, f"methods{n}"))
+        _methods_cache[n] = (codes, outputs, results)
+    return _methods_cache[n]
+
+
+@pytest.fixture(scope="session")
+def tmp_root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("hoccl_torch"))
+
+
+def test_import_registers_backend():
+    import torch.distributed as dist
+
+    import hoccl_torch
+    assert "HOCCL" in dist.Backend._plugins
+    import importlib
+    importlib.reload(hoccl_torch)  # a second import must not register twice
+    assert hoccl_torch.hoccl_version > 0
+
+
+@pytest.mark.parametrize("name", CHECK_NAMES)
+@pytest.mark.parametrize("n", SIZES)
+def test_method(n, name, tmp_root):
+    codes, outputs, results = methods_results(n, tmp_root)
+    if any(r is None for r in results):
+        pytest.fail(f"a rank did not finish the checks:\n{launch.describe(codes, outputs)}")
+    errors = {r["rank"]: r["checks"][name] for r in results if r["checks"].get(name)}
+    assert not errors, "\n".join(f"rank {k}: {v}" for k, v in errors.items())
+    assert codes == [0] * n, launch.describe(codes, outputs)
+
+
+def _weights(outdir, n):
+    return [torch.load(os.path.join(outdir, f"weights{r}.pt")) for r in range(n)]
+
+
+def _assert_close(got, want, what):
+    for k in want:
+        assert torch.allclose(got[k], want[k], rtol=1e-5, atol=1e-6), \
+            f"{what}: {k} differs by {(got[k] - want[k]).abs().max().item()}"
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_ddp_matches_reference_and_gloo(n, tmp_root):
+    runs = {}
+    for backend in ("hoccl", "gloo"):
+        outdir = os.path.join(tmp_root, f"ddp_{backend}{n}")
+        codes, outputs, results = launch.launch("ddp", n, outdir, backend=backend)
+        assert codes == [0] * n, launch.describe(codes, outputs)
+        runs[backend] = _weights(outdir, n)
+    ref, _ = model_common.reference(n, torch.optim.SGD, lr=0.1, momentum=0.9)
+    hoccl = runs["hoccl"]
+    for r in range(1, n):  # every rank holds exactly the same weights
+        for k in hoccl[0]:
+            assert torch.equal(hoccl[r][k], hoccl[0][k]), f"rank {r} differs from rank 0 in {k}"
+    _assert_close(hoccl[0], ref, "hoccl DDP vs the single-process reference")
+    _assert_close(hoccl[0], runs["gloo"][0], "hoccl DDP vs gloo DDP")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_zero_redundancy_optimizer(n, tmp_root):
+    outdir = os.path.join(tmp_root, f"zero{n}")
+    codes, outputs, results = launch.launch("zero", n, outdir)
+    assert codes == [0] * n, launch.describe(codes, outputs)
+    ref_weights, ref_optim = model_common.reference(n, torch.optim.Adam, lr=0.01)
+    weights = _weights(outdir, n)
+    for r in range(n):
+        _assert_close(weights[r], ref_weights, f"ZeRO rank {r} vs the reference")
+    optim = torch.load(os.path.join(outdir, "optim.pt"))  # consolidated on rank 0
+    assert len(optim["state"]) == len(ref_optim["state"])
+    for i, want in ref_optim["state"].items():
+        got = optim["state"][i]
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.allclose(got[key], want[key], rtol=1e-5, atol=1e-7), f"state {i} {key}"
+        assert float(got["step"]) == float(want["step"]) == model_common.STEPS
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_killed_rank_raises_naming_it(n, tmp_root):
+    timeout_s = 20
+    codes, outputs, results = launch.launch("kill", n, os.path.join(tmp_root, f"kill{n}"), timeout_s=timeout_s,
+                                            limit_s=120)
+    assert codes[-1] != 0, "the last rank was to be killed"
+    for r in range(n - 1):
+        assert results[r] is not None, launch.describe(codes, outputs)
+        err = results[r]["error"]
+        assert err, f"rank {r} did not raise"
+        assert f"rank {n - 1}" in err, f"rank {r}'s error does not name rank {n - 1}: {err}"
+        print(f"rank {r} raised {results[r]['seconds_after_last_success']:.2f} s after its last "
+              f"all_reduce (timeout {timeout_s} s): {err}")

@@ -1,0 +1,429 @@
+"""One rank of a backend test, started by launch.py:
+
+    python3 worker.py SCENARIO OUTDIR      (env: RANK, WORLD_SIZE, MASTER_ADDR,
+                                            MASTER_PORT, TEST_BACKEND, TEST_TIMEOUT)
+
+Each scenario writes OUTDIR/rank<R>.json (and .pt files for tensors).
+Scenarios: methods (every collective against closed-form values), ddp, zero
+(training runs whose weights the test compares with a single-process
+reference), kill (the last rank dies mid-loop; the others must raise).
+"""
+import datetime
+import json
+import math
+import os
+import signal
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import hoccl_torch
+import model_common
+
+RANK = int(os.environ["RANK"])
+N = int(os.environ["WORLD_SIZE"])
+BACKEND = os.environ.get("TEST_BACKEND", "hoccl")
+
+# ---- the method checks -------------------------------------------------------
+# Each check runs on every rank in the same order; it raises on a wrong value.
+# Checks that validate arguments raise on every rank before any rank calls
+# hoccl, so a failing check cannot leave the ranks out of step.
+
+CHECKS = []
+
+
+def check(fn):
+    CHECKS.append((fn.__name__, fn))
+    return fn
+
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+          torch.int8, torch.uint8, torch.int32, torch.int64]
+OPS = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN,
+       "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG}
+S = N * (N + 1) // 2  # sum of rank+1 over the ranks
+
+
+def expect(got, want, what):
+    want = want.to(got.dtype) if isinstance(want, torch.Tensor) else torch.full_like(got, want)
+    if got.shape != want.shape or not torch.equal(got, want):
+        raise AssertionError(f"{what}: got {got.tolist()}, expected {want.tolist()}")
+
+
+def expect_raises(fn, *words):
+    try:
+        fn()
+    except RuntimeError as e:
+        msg = str(e)
+        for w in words:
+            if w not in msg:
+                raise AssertionError(f"the error does not name {w!r}: {msg}")
+        return
+    raise AssertionError(f"no RuntimeError naming {words}")
+
+
+@check
+def all_reduce_ops_dtypes():
+    closed = {"SUM": S, "PRODUCT": math.factorial(N), "MIN": 1, "MAX": N, "AVG": (N + 1) / 2}
+    for dt in DTYPES:
+        for name, op in OPS.items():
+            if name == "AVG" and not dt.is_floating_point:
+                continue  # integer AVG truncates differently per library; not promised
+            t = torch.full((5,), RANK + 1, dtype=dt)
+            dist.all_reduce(t, op=op)
+            expect(t, torch.full((5,), closed[name], dtype=torch.float64), f"all_reduce {name} {dt}")
+
+
+@check
+def all_reduce_bool():
+    # SUM is a logical or, PRODUCT / MIN a logical and, MAX an or.
+    for name, want in (("SUM", True), ("MAX", True), ("PRODUCT", N == 1), ("MIN", N == 1)):
+        t = torch.full((3,), RANK == N - 1, dtype=torch.bool)
+        dist.all_reduce(t, op=OPS[name])
+        expect(t, torch.full((3,), want), f"all_reduce {name} bool")
+    expect_raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool), op=dist.ReduceOp.AVG), "AVG", "bool")
+
+
+@check
+def all_reduce_complex():
+    t = torch.full((4,), complex(RANK + 1, RANK), dtype=torch.complex64)
+    dist.all_reduce(t)
+    expect(t, torch.full((4,), complex(S, N * (N - 1) / 2), dtype=torch.complex64), "all_reduce SUM complex64")
+    expect_raises(lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX), "complex")  # torch itself refuses it
+
+
+@check
+def unsupported_ops_and_dtypes():
+    for name in ("BAND", "BOR", "BXOR"):
+        op = getattr(dist.ReduceOp, name)
+        expect_raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32), op=op), name)
+    expect_raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)), "Short", "not supported")
+    expect_raises(lambda: dist.reduce_scatter_tensor(torch.ones(1, dtype=torch.int32),
+                                                     torch.ones(N, dtype=torch.int32), op=dist.ReduceOp.BAND),
+                  "BAND")
+
+
+@check
+def premul_sum():
+    # Each rank scales its own contribution by its factor, then all are summed.
+    for dt in (torch.float32, torch.float64, torch.bfloat16, torch.int32):
+        t = torch.full((5,), RANK + 1, dtype=dt)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(2.0))
+        expect(t, 2 * S, f"all_reduce PREMUL_SUM(2.0) {dt}")
+    t = torch.full((3,), float(RANK + 1))
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum([torch.tensor([float(RANK + 1)])]))
+    expect(t, sum((r + 1) ** 2 for r in range(N)), "all_reduce PREMUL_SUM(tensor factor = rank + 1)")
+    out = torch.empty(2)
+    dist.reduce_scatter_tensor(out, torch.ones(2 * N), op=dist._make_nccl_premul_sum(0.5))
+    expect(out, 0.5 * N, "reduce_scatter_tensor PREMUL_SUM(0.5)")
+    t = torch.full((2,), float(RANK + 1))
+    dist.reduce(t, dst=0, op=dist._make_nccl_premul_sum(3.0))
+    if RANK == 0:
+        expect(t, 3 * S, "reduce PREMUL_SUM(3.0)")
+    expect_raises(lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool), op=dist._make_nccl_premul_sum(2.0)),
+                  "PREMUL_SUM", "bool")
+
+
+@check
+def all_reduce_non_contiguous():
+    base = torch.arange(12.0).reshape(3, 4) * (RANK + 1)
+    view = base.t()  # a transposed view: not contiguous
+    dist.all_reduce(view)
+    expect(view, torch.arange(12.0).reshape(3, 4).t() * S, "all_reduce on a transposed view")
+    expect(base, torch.arange(12.0).reshape(3, 4) * S, "the view's base after all_reduce")
+    strided = torch.zeros(10)
+    strided[::2] = RANK + 1
+    dist.all_reduce(strided[::2])
+    expect(strided, torch.tensor([S, 0] * 5, dtype=torch.float32), "all_reduce on every other element")
+
+
+@check
+def all_reduce_async_future():
+    t = torch.full((6,), float(RANK + 1))
+    work = dist.all_reduce(t, async_op=True)
+    values = work.get_future().wait()
+    work.wait()
+    if not work.is_completed() or not work.is_success():
+        raise AssertionError("the work is not completed and successful after wait()")
+    expect(values[0], S, "the future's value")
+    # Several in flight at once complete in order, each with its own result.
+    ts = [torch.full((3,), float(RANK + k)) for k in range(4)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    for k, (x, w) in enumerate(zip(ts, works)):
+        w.wait()
+        expect(x, N * k + N * (N - 1) / 2, f"async all_reduce {k}")
+
+
+@check
+def all_reduce_coalesced():
+    a = torch.full((2, 3), float(RANK + 1))
+    b = torch.full((5,), float(2 * (RANK + 1)))
+    dist.all_reduce_coalesced([a, b])
+    expect(a, S, "all_reduce_coalesced first")
+    expect(b, 2 * S, "all_reduce_coalesced second")
+    expect_raises(lambda: dist.all_reduce_coalesced([a, torch.ones(2, dtype=torch.float64)]), "dtype")
+
+
+@check
+def broadcast_every_root_and_dtype():
+    for root in range(N):
+        for dt in DTYPES + [torch.bool]:
+            t = torch.full((7,), (RANK + 3) % 2 if dt == torch.bool else RANK * 10 + 1, dtype=dt)
+            dist.broadcast(t, src=root)
+            expect(t, (root + 3) % 2 if dt == torch.bool else root * 10 + 1, f"broadcast {dt} from {root}")
+    t = torch.arange(12.0).reshape(3, 4).t().clone().t() * (RANK + 1)  # non-contiguous
+    dist.broadcast(t, src=N - 1)
+    expect(t, torch.arange(12.0).reshape(3, 4) * N, "broadcast into a non-contiguous tensor")
+
+
+@check
+def reduce_to_each_root():
+    for root in range(N):
+        for name in ("SUM", "MAX"):
+            t = torch.full((4,), float(RANK + 1))
+            dist.reduce(t, dst=root, op=OPS[name])
+            if RANK == root:
+                expect(t, S if name == "SUM" else N, f"reduce {name} to {root}")
+
+
+@check
+def all_gather_list():
+    for dt in (torch.float32, torch.int64, torch.bool, torch.bfloat16):
+        out = [torch.empty((2, 2), dtype=dt) for _ in range(N)]
+        dist.all_gather(out, torch.full((2, 2), RANK % 2 if dt == torch.bool else RANK, dtype=dt))
+        for i, o in enumerate(out):
+            expect(o, i % 2 if dt == torch.bool else i, f"all_gather {dt} slot {i}")
+
+
+@check
+def all_gather_into_tensor():
+    for dt in (torch.float32, torch.float16, torch.int64):
+        inp = torch.arange(3, dtype=dt) + 10 * RANK
+        flat = torch.empty(N * 3, dtype=dt)
+        dist.all_gather_into_tensor(flat, inp)
+        want = torch.cat([torch.arange(3) + 10 * i for i in range(N)])
+        expect(flat, want, f"all_gather_into_tensor {dt}")
+        stacked = torch.empty((N, 3), dtype=dt)
+        dist.all_gather_into_tensor(stacked, inp)
+        expect(stacked, want.reshape(N, 3), f"all_gather_into_tensor stacked {dt}")
+    expect_raises(lambda: dist.all_gather_into_tensor(torch.empty(N * 3 + 1), torch.ones(3)), "elements")
+
+
+@check
+def reduce_scatter_list():
+    inputs = [torch.full((3,), float(RANK + j)) for j in range(N)]
+    out = torch.empty(3)
+    dist.reduce_scatter(out, inputs)
+    expect(out, N * (N - 1) / 2 + N * RANK, "reduce_scatter SUM")
+    inputs = [torch.full((3,), float(RANK + j + 1)) for j in range(N)]
+    dist.reduce_scatter(out, inputs, op=dist.ReduceOp.MAX)
+    expect(out, N + RANK, "reduce_scatter MAX")
+
+
+@check
+def reduce_scatter_tensor():
+    for dt in (torch.float32, torch.float64, torch.int32, torch.bfloat16):
+        inp = torch.arange(N * 3, dtype=dt) + RANK
+        out = torch.empty(3, dtype=dt)
+        dist.reduce_scatter_tensor(out, inp)
+        want = torch.arange(RANK * 3, RANK * 3 + 3) * N + N * (N - 1) // 2
+        expect(out, want, f"reduce_scatter_tensor SUM {dt}")
+    inp = (torch.arange(N * 2.0) + RANK).reshape(N, 2)
+    out = torch.empty(2)
+    dist.reduce_scatter_tensor(out, inp, op=dist.ReduceOp.AVG)
+    expect(out, torch.arange(RANK * 2.0, RANK * 2 + 2) + (N - 1) / 2, "reduce_scatter_tensor AVG")
+
+
+@check
+def barrier():
+    for _ in range(3):
+        dist.barrier()
+
+
+@check
+def gather_and_scatter():
+    for root in (0, N - 1):
+        inp = torch.full((2,), float(RANK))
+        gl = [torch.empty(2) for _ in range(N)] if RANK == root else None
+        dist.gather(inp, gather_list=gl, dst=root)
+        if RANK == root:
+            for i, g in enumerate(gl):
+                expect(g, i, f"gather to {root} slot {i}")
+        out = torch.empty(2)
+        sl = [torch.full((2,), 100.0 + i) for i in range(N)] if RANK == root else None
+        dist.scatter(out, scatter_list=sl, src=root)
+        expect(out, 100 + RANK, f"scatter from {root}")
+
+
+@check
+def all_to_all_single():
+    # Equal splits: rank r's rows 2j, 2j+1 go to rank j.
+    inp = torch.arange(N * 2.0) + 100 * RANK
+    out = torch.empty(N * 2)
+    dist.all_to_all_single(out, inp)
+    want = torch.cat([torch.tensor([100.0 * j + 2 * RANK, 100.0 * j + 2 * RANK + 1]) for j in range(N)])
+    expect(out, want, "all_to_all_single, equal splits")
+    # Uneven: rank r sends j+1 rows of 2 to rank j, valued 1000 r + 10 j + k.
+    in_splits = [j + 1 for j in range(N)]
+    rows = torch.cat([torch.tensor([1000.0 * RANK + 10 * j + k for k in range(j + 1)]) for j in range(N)])
+    inp = torch.stack([rows, -rows], dim=1)
+    out = torch.empty((N * (RANK + 1), 2))
+    dist.all_to_all_single(out, inp, output_split_sizes=[RANK + 1] * N, input_split_sizes=in_splits)
+    rows = torch.cat([torch.tensor([1000.0 * j + 10 * RANK + k for k in range(RANK + 1)]) for j in range(N)])
+    expect(out, torch.stack([rows, -rows], dim=1), "all_to_all_single, uneven splits")
+
+
+@check
+def all_to_all_list():
+    inputs = [torch.full((j + 1,), 10 * RANK + j, dtype=torch.int64) for j in range(N)]
+    outputs = [torch.empty((RANK + 1,), dtype=torch.int64) for _ in range(N)]
+    dist.all_to_all(outputs, inputs)
+    for j, o in enumerate(outputs):
+        expect(o, 10 * j + RANK, f"all_to_all from {j}")
+
+
+@check
+def objects():
+    objs = [None] * N
+    dist.all_gather_object(objs, {"rank": RANK, "name": "x" * RANK})
+    if objs != [{"rank": i, "name": "x" * i} for i in range(N)]:
+        raise AssertionError(f"all_gather_object: {objs}")
+    lst = [RANK, "from"] if RANK == N - 1 else [None, None]
+    dist.broadcast_object_list(lst, src=N - 1)
+    if lst != [N - 1, "from"]:
+        raise AssertionError(f"broadcast_object_list: {lst}")
+
+
+@check
+def send_recv_raise():
+    t = torch.ones(2)
+    expect_raises(lambda: dist.send(t, dst=(RANK + 1) % N), "send is not supported")
+    expect_raises(lambda: dist.recv(t, src=(RANK + 1) % N), "recv is not supported")
+    expect_raises(lambda: dist.recv(t), "recvAnysource")
+
+
+@check
+def new_groups():
+    # Every rank calls new_group; only members get a process group.
+    pair = sorted({0, N - 1})
+    g = dist.new_group(pair)
+    if RANK in pair:
+        t = torch.full((3,), float(RANK + 1))
+        dist.all_reduce(t, group=g)
+        expect(t, sum(r + 1 for r in pair), "all_reduce in new_group([0, n-1])")
+        if dist.get_world_size(g) != len(pair) or dist.get_rank(g) != pair.index(RANK):
+            raise AssertionError("new_group rank or size")
+    # A group with its own algorithm, and one with ranks in reverse order.
+    ring = dist.new_group(list(range(N)), pg_options=hoccl_torch.Options(algorithm="ring"))
+    t = torch.full((1000,), float(RANK + 1))
+    dist.all_reduce(t, group=ring)
+    expect(t, S, "all_reduce in a ring group")
+    odd = [r for r in range(N) if r % 2 == 1]
+    g_odd = dist.new_group(odd) if odd else None
+    if RANK in odd:
+        out = torch.empty(len(odd))
+        dist.all_gather_into_tensor(out, torch.tensor([float(RANK)]), group=g_odd)
+        expect(out, torch.tensor(odd, dtype=torch.float32), "all_gather_into_tensor in the odd ranks' group")
+    dist.barrier()
+
+
+@check
+def large_and_empty():
+    t = torch.full((1 << 20,), float(RANK + 1))
+    dist.all_reduce(t)
+    expect(t, S, "all_reduce of 1 Mi floats")
+    e = torch.empty(0)
+    dist.all_reduce(e)
+    dist.broadcast(e, src=0)
+
+
+def run_methods(out):
+    results = {}
+    for name, fn in CHECKS:
+        try:
+            fn()
+            results[name] = None
+        except Exception as e:  # recorded per check; the test names it
+            results[name] = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+    out["checks"] = results
+
+
+# ---- training ----------------------------------------------------------------
+
+
+def run_ddp(out, outdir):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(model_common.make_model(), bucket_cap_mb=0.001)  # several buckets
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for step in range(model_common.STEPS):
+        x, y = model_common.batch(step, RANK)
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    torch.save(model.module.state_dict(), os.path.join(outdir, f"weights{RANK}.pt"))
+    out["losses"] = losses
+
+
+def run_zero(out, outdir):
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(model_common.make_model())
+    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=0.01)
+    for step in range(model_common.STEPS):
+        x, y = model_common.batch(step, RANK)
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    opt.consolidate_state_dict(to=0)
+    torch.save(model.module.state_dict(), os.path.join(outdir, f"weights{RANK}.pt"))
+    if RANK == 0:
+        torch.save(opt.state_dict(), os.path.join(outdir, "optim.pt"))
+
+
+def run_kill(out):
+    t = torch.ones(1 << 12)
+    last = time.monotonic()
+    try:
+        for i in range(100000):
+            if RANK == N - 1 and i == 20:
+                os.kill(os.getpid(), signal.SIGKILL)
+            dist.all_reduce(t)
+            t.fill_(1.0)
+            last = time.monotonic()
+        out["error"] = None
+    except RuntimeError as e:
+        out["error"] = str(e)
+        out["seconds_after_last_success"] = time.monotonic() - last
+
+
+def main():
+    scenario, outdir = sys.argv[1], sys.argv[2]
+    timeout = datetime.timedelta(seconds=float(os.environ.get("TEST_TIMEOUT", "60")))
+    dist.init_process_group(BACKEND, rank=RANK, world_size=N, timeout=timeout)
+    out = {"rank": RANK, "size": N, "backend": BACKEND}
+    if scenario == "methods":
+        run_methods(out)
+    elif scenario == "ddp":
+        run_ddp(out, outdir)
+    elif scenario == "zero":
+        run_zero(out, outdir)
+    elif scenario == "kill":
+        run_kill(out)
+    else:
+        sys.exit(f"unknown scenario {scenario}")
+    with open(os.path.join(outdir, f"rank{RANK}.json"), "w") as f:
+        json.dump(out, f)
+    if scenario == "kill":
+        os._exit(0)  # the group is broken: skip the orderly teardown
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
