@@ -20,11 +20,7 @@
 
 namespace hoccl {
 Schedule buildDoubling(const ScheduleKey& key) {
-  if (key.coll != CollKind::AllReduce) {
-    Schedule s = buildRing(key);
-    s.algorithm = "ring (fallback: doubling is all-reduce only)";
-    return s;
-  }
+  if (key.coll != CollKind::AllReduce) return ringFallback(key, "ring (fallback: doubling is all-reduce only)");
   Schedule s;
   s.key = key;
   s.key.nchannels = 1;

@@ -131,12 +131,8 @@ void allGather(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part)
 }  // namespace
 
 Schedule buildHierarchical(const ScheduleKey& key) {
-  if (key.coll != CollKind::AllReduce && key.coll != CollKind::ReduceScatter &&
-      key.coll != CollKind::AllGather) {
-    return ringFallback(key, "ring (fallback: hierarchical has no broadcast/reduce)");
-  }
   Hierarchy h;
-  if (makeHierarchy(key, &h) != nullptr) return ringFallback(key, "ring (fallback: invalid grouping)");
+  if (auto ring = groupedFallback(key, "ring (fallback: hierarchical has no broadcast/reduce)", &h)) return *ring;
   Schedule s;
   s.key = key;
   s.algorithm = "hierarchical";

@@ -385,12 +385,8 @@ int defaultChunks(const ScheduleKey& key, uint64_t len) {
 }  // namespace
 
 Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks) {
-  if (key.coll != CollKind::AllReduce && key.coll != CollKind::ReduceScatter &&
-      key.coll != CollKind::AllGather) {
-    return ringFallback(key, "ring (fallback: horing has no broadcast/reduce)");
-  }
   Hierarchy h;
-  if (makeHierarchy(key, &h) != nullptr) return ringFallback(key, "ring (fallback: invalid grouping)");
+  if (auto ring = groupedFallback(key, "ring (fallback: horing has no broadcast/reduce)", &h)) return *ring;
   Schedule s;
   s.key = key;
   s.algorithm = "horing";

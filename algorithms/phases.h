@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -150,6 +151,12 @@ bool switchLevel(const Hierarchy& h, int* W, int* n, const char** why);
 // buildRing(key) labelled "ring (fallback: <why>)"; `label` is that whole
 // static string.
 Schedule ringFallback(const ScheduleKey& key, const char* label);
+
+// The common start of the grouped builders (hierarchical, HO-Ring): the ring
+// that runs instead, labelled `rootedLabel` for broadcast and reduce and
+// "ring (fallback: invalid grouping)" when key.groups does not describe
+// key.nranks ranks; or nothing, with *h filled from key.groups.
+std::optional<Schedule> groupedFallback(const ScheduleKey& key, const char* rootedLabel, Hierarchy* h);
 
 // HO-Ring with an explicit number of pipeline chunks per channel (0: the
 // default policy buildHoRing uses); for tests and the tuner.
