@@ -43,11 +43,6 @@
 namespace hoccl {
 namespace {
 
-// Pipeline depth until the tuner picks it: chunks of at least this many
-// elements moved per rank, at most kMaxPipelineChunks.
-constexpr uint64_t kElemsPerPipelineChunk = uint64_t{1} << 15;
-constexpr int kMaxPipelineChunks = 4;
-
 struct Range {
   uint64_t base = 0, len = 0;
 };

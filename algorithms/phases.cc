@@ -315,4 +315,13 @@ std::optional<Schedule> groupedFallback(const ScheduleKey& key, const char* root
   return std::nullopt;
 }
 
+Hierarchy queryHierarchy(const CostQuery& q) {
+  ScheduleKey key;
+  key.nranks = q.nranks;
+  key.groups = q.groups;
+  Hierarchy h;
+  makeHierarchy(key, &h);
+  return h;
+}
+
 }  // namespace hoccl

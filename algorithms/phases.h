@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "algorithms/cost.h"
 #include "algorithms/schedule.h"
 
 namespace hoccl {
@@ -161,5 +162,14 @@ std::optional<Schedule> groupedFallback(const ScheduleKey& key, const char* root
 // HO-Ring with an explicit number of pipeline chunks per channel (0: the
 // default policy buildHoRing uses); for tests and the tuner.
 Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks);
+
+// HO-Ring's pipeline depth until the tuner picks it: chunks of at least
+// this many elements moved per rank, at most kMaxPipelineChunks
+// (horing.cc; its cost plan, horing_cost.cc, follows the same policy).
+inline constexpr uint64_t kElemsPerPipelineChunk = uint64_t{1} << 15;
+inline constexpr int kMaxPipelineChunks = 4;
+
+// The hierarchy of a cost query's grouping, as the builders see it.
+Hierarchy queryHierarchy(const CostQuery& q);
 
 }  // namespace hoccl

@@ -11,6 +11,7 @@
 // every block. Each round is one pass of the phase with no further limit.
 #include <algorithm>
 
+#include "algorithms/cost.h"
 #include "algorithms/phases.h"
 #include "algorithms/registry.h"
 
@@ -116,6 +117,27 @@ Schedule buildRing(const ScheduleKey& key) {
     }
   }
   return s;
+}
+
+std::vector<int> ranksInOrder(int P) {
+  std::vector<int> v(static_cast<size_t>(P));
+  for (int i = 0; i < P; ++i) v[size_t(i)] = i;
+  return v;
+}
+
+// A reduce-scatter half then an all-gather half of P-1 steps of a P-th each;
+// broadcast and reduce are priced as the all-gather and reduce-scatter
+// whose bytes their pipelined chains move.
+CostPlan ringCost(const CostQuery& q) {
+  CollKind coll = q.coll;
+  if (coll == CollKind::Broadcast) coll = CollKind::AllGather;
+  if (coll == CollKind::Reduce) coll = CollKind::ReduceScatter;
+  const int P = q.nranks;
+  CostPlan plan;
+  plan.shape = "ring";
+  if (coll != CollKind::AllGather) plan.phases.push_back(ringsPhase({ranksInOrder(P)}, q.bytes / P, P - 1, true));
+  if (coll != CollKind::ReduceScatter) plan.phases.push_back(ringsPhase({ranksInOrder(P)}, q.bytes / P, P - 1, false));
+  return plan;
 }
 
 }  // namespace hoccl
