@@ -157,11 +157,8 @@ CostPhase starCost(const Hierarchy& h, double block, bool scatter) {
 Schedule buildHierarchical(const ScheduleKey& key) {
   Hierarchy h;
   if (auto ring = groupedFallback(key, "ring (fallback: hierarchical has no broadcast/reduce)", &h)) return *ring;
-  Schedule s;
-  s.key = key;
-  s.algorithm = "hierarchical";
-  const int nch = std::max(1, key.nchannels);
-  s.key.nchannels = nch;
+  Schedule s = newSchedule(key, "hierarchical");
+  const int nch = s.key.nchannels;
   s.channels.resize(nch);
   if (key.coll == CollKind::ReduceScatter && h.myLocal == 0 && h.mySize() > 1) {
     s.scratchCount = uint64_t(key.nranks) * key.count;

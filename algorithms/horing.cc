@@ -382,11 +382,8 @@ int defaultChunks(const ScheduleKey& key, uint64_t len) {
 Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks) {
   Hierarchy h;
   if (auto ring = groupedFallback(key, "ring (fallback: horing has no broadcast/reduce)", &h)) return *ring;
-  Schedule s;
-  s.key = key;
-  s.algorithm = "horing";
-  const int nch = std::max(1, key.nchannels);
-  s.key.nchannels = nch;
+  Schedule s = newSchedule(key, "horing");
+  const int nch = s.key.nchannels;
   Builder b(key, h, s);
   const int phases = b.phases();
   s.channels.resize(size_t(nch) * phases);

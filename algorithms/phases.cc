@@ -302,6 +302,14 @@ bool switchLevel(const Hierarchy& h, int* W, int* n, const char** why) {
   return true;
 }
 
+Schedule newSchedule(const ScheduleKey& key, const char* algorithm) {
+  Schedule s;
+  s.key = key;
+  s.key.nchannels = std::max(1, key.nchannels);
+  s.algorithm = algorithm;
+  return s;
+}
+
 Schedule ringFallback(const ScheduleKey& key, const char* label) {
   Schedule s = buildRing(key);
   s.algorithm = label;

@@ -149,6 +149,10 @@ const char* makeHierarchy(const ScheduleKey& key, Hierarchy* h);
 // but cannot be used, *why (a static string).
 bool switchLevel(const Hierarchy& h, int* W, int* n, const char** why);
 
+// The schedule of `key` by `algorithm` (a static string), before any
+// channel: key.nchannels raised to at least 1.
+Schedule newSchedule(const ScheduleKey& key, const char* algorithm);
+
 // buildRing(key) labelled "ring (fallback: <why>)"; `label` is that whole
 // static string.
 Schedule ringFallback(const ScheduleKey& key, const char* label);

@@ -85,11 +85,8 @@ void rooted(Lane& lane, const ScheduleKey& k, Part p) {
 }  // namespace
 
 Schedule buildRing(const ScheduleKey& key) {
-  Schedule s;
-  s.key = key;
-  s.algorithm = "ring";
-  const int nch = key.nchannels < 1 ? 1 : key.nchannels;
-  s.key.nchannels = nch;
+  Schedule s = newSchedule(key, "ring");
+  const int nch = s.key.nchannels;
   s.channels.resize(nch);
   if (key.nranks < 1 || key.rank < 0 || key.rank >= key.nranks) return s;
   const bool isRooted = key.coll == CollKind::Broadcast || key.coll == CollKind::Reduce;
