@@ -15,16 +15,13 @@
 // key.maxStepCount elements: each exchange is cut into rounds of "send a
 // piece, then receive the partner's", which needs room for one message per
 // edge.
+#include "algorithms/cost.h"
 #include "algorithms/phases.h"
 #include "algorithms/registry.h"
 
 namespace hoccl {
 Schedule buildDoubling(const ScheduleKey& key) {
-  if (key.coll != CollKind::AllReduce) {
-    Schedule s = buildRing(key);
-    s.algorithm = "ring (fallback: doubling is all-reduce only)";
-    return s;
-  }
+  if (key.coll != CollKind::AllReduce) return ringFallback(key, "ring (fallback: doubling is all-reduce only)");
   Schedule s;
   s.key = key;
   s.key.nchannels = 1;
@@ -68,6 +65,31 @@ Schedule buildDoubling(const ScheduleKey& key) {
   }
   if (r < 2 * extra) ch.add(-1, r - 1, false, out, Slice{}, n);
   return s;
+}
+
+// The fold, log2(p2) exchanges of the whole buffer, the unfold; one channel.
+CostPlan doublingCost(const CostQuery& q) {
+  const int P = q.nranks;
+  const double M = q.bytes;
+  int p2 = 1;
+  while (p2 * 2 <= P) p2 *= 2;
+  const int extra = P - p2;
+  auto real = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+  CostPlan plan;
+  plan.shape = "doubling";
+  std::vector<CostMessage> fold;
+  for (int i = 0; i < extra; ++i) fold.push_back({2 * i, 2 * i + 1});
+  if (!fold.empty()) plan.phases.push_back(exchangePhase(fold, M, true, 1));
+  for (int d = 1; d < p2; d *= 2) {
+    std::vector<CostMessage> x;
+    for (int v = 0; v < p2; ++v) x.push_back({real(v), real(v ^ d)});
+    plan.phases.push_back(exchangePhase(x, M, true, 1));
+  }
+  if (!fold.empty()) {
+    for (CostMessage& f : fold) std::swap(f.from, f.to);
+    plan.phases.push_back(exchangePhase(fold, M, false, 1));
+  }
+  return plan;
 }
 
 }  // namespace hoccl

@@ -20,6 +20,7 @@
 // pipelines in slices; the leaders' ring honours key.maxStepCount.
 #include <algorithm>
 
+#include "algorithms/cost.h"
 #include "algorithms/phases.h"
 #include "algorithms/registry.h"
 
@@ -128,20 +129,36 @@ void allGather(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part)
   }
 }
 
+// A chain through every group at once (members[0] is the root), moving
+// `bytes` pipelined in slices: one pass over the slowest link, plus a
+// latency per hop.
+CostPhase chainCost(const Hierarchy& h, double bytes, bool reduce, bool towardsRoot) {
+  std::vector<CostMessage> edges;
+  int hops = 0;
+  for (const std::vector<int>& g : h.groups) {
+    for (size_t i = 1; i < g.size(); ++i)
+      edges.push_back(towardsRoot ? CostMessage{g[i], g[i - 1]} : CostMessage{g[i - 1], g[i]});
+    hops = std::max(hops, int(g.size()) - 1);
+  }
+  return exchangePhase(edges, bytes, reduce, 0, hops - 1);
+}
+
+// A star in every group: the root sends (or receives) one block to (from)
+// each member; the root's path serialises them.
+CostPhase starCost(const Hierarchy& h, double block, bool scatter) {
+  std::vector<CostMessage> edges;
+  for (const std::vector<int>& g : h.groups)
+    for (size_t i = 1; i < g.size(); ++i) edges.push_back(scatter ? CostMessage{g[0], g[i]} : CostMessage{g[i], g[0]});
+  return exchangePhase(edges, block, false);
+}
+
 }  // namespace
 
 Schedule buildHierarchical(const ScheduleKey& key) {
-  if (key.coll != CollKind::AllReduce && key.coll != CollKind::ReduceScatter &&
-      key.coll != CollKind::AllGather) {
-    return ringFallback(key, "ring (fallback: hierarchical has no broadcast/reduce)");
-  }
   Hierarchy h;
-  if (makeHierarchy(key, &h) != nullptr) return ringFallback(key, "ring (fallback: invalid grouping)");
-  Schedule s;
-  s.key = key;
-  s.algorithm = "hierarchical";
-  const int nch = std::max(1, key.nchannels);
-  s.key.nchannels = nch;
+  if (auto ring = groupedFallback(key, "ring (fallback: hierarchical has no broadcast/reduce)", &h)) return *ring;
+  Schedule s = newSchedule(key, "hierarchical");
+  const int nch = s.key.nchannels;
   s.channels.resize(nch);
   if (key.coll == CollKind::ReduceScatter && h.myLocal == 0 && h.mySize() > 1) {
     s.scratchCount = uint64_t(key.nranks) * key.count;
@@ -157,6 +174,33 @@ Schedule buildHierarchical(const ScheduleKey& key) {
     }
   }
   return s;
+}
+
+CostPlan hierarchicalCost(const CostQuery& q) {
+  const Hierarchy h = queryHierarchy(q);
+  const int N = h.ngroups(), P = q.nranks;
+  const double M = q.bytes;
+  const std::vector<int> leaders = h.leaders().members;
+  CostPlan plan;
+  plan.shape = "hierarchical";
+  std::vector<CostPhase>& ph = plan.phases;
+  if (q.coll == CollKind::AllReduce) {
+    ph.push_back(chainCost(h, M, true, true));
+    if (N > 1) {
+      ph.push_back(ringsPhase({leaders}, M / N, N - 1, true));
+      ph.push_back(ringsPhase({leaders}, M / N, N - 1, false));
+    }
+    ph.push_back(chainCost(h, M, false, false));
+  } else if (q.coll == CollKind::ReduceScatter) {
+    ph.push_back(chainCost(h, M, true, true));
+    if (N > 1) ph.push_back(ringsPhase({leaders}, M / P, h.rails * (N - 1), true));
+    ph.push_back(starCost(h, M / P, true));
+  } else {
+    ph.push_back(starCost(h, M / P, false));
+    if (N > 1) ph.push_back(ringsPhase({leaders}, M / P, h.rails * (N - 1), false));
+    ph.push_back(chainCost(h, M, false, false));
+  }
+  return plan;
 }
 
 }  // namespace hoccl

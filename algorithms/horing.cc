@@ -43,11 +43,6 @@
 namespace hoccl {
 namespace {
 
-// Pipeline depth until the tuner picks it: chunks of at least this many
-// elements moved per rank, at most kMaxPipelineChunks.
-constexpr uint64_t kElemsPerPipelineChunk = uint64_t{1} << 15;
-constexpr int kMaxPipelineChunks = 4;
-
 struct Range {
   uint64_t base = 0, len = 0;
 };
@@ -385,17 +380,10 @@ int defaultChunks(const ScheduleKey& key, uint64_t len) {
 }  // namespace
 
 Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks) {
-  if (key.coll != CollKind::AllReduce && key.coll != CollKind::ReduceScatter &&
-      key.coll != CollKind::AllGather) {
-    return ringFallback(key, "ring (fallback: horing has no broadcast/reduce)");
-  }
   Hierarchy h;
-  if (makeHierarchy(key, &h) != nullptr) return ringFallback(key, "ring (fallback: invalid grouping)");
-  Schedule s;
-  s.key = key;
-  s.algorithm = "horing";
-  const int nch = std::max(1, key.nchannels);
-  s.key.nchannels = nch;
+  if (auto ring = groupedFallback(key, "ring (fallback: horing has no broadcast/reduce)", &h)) return *ring;
+  Schedule s = newSchedule(key, "horing");
+  const int nch = s.key.nchannels;
   Builder b(key, h, s);
   const int phases = b.phases();
   s.channels.resize(size_t(nch) * phases);

@@ -101,67 +101,69 @@ Slice inputSlice(const ScheduleKey& k, uint64_t offset, uint64_t len) {
 // reduces block p last; in an all-gather pass member p sends its own block
 // first and receives block p-t at step t.
 
-void ringReduceScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
+namespace {
+
+// The reduce-scatter half of one round: n-1 steps, the last of which
+// completes block p in its dst and, when `forward`, passes it on as the
+// first message of the all-gather half.
+template <class BlockOf>
+void reduceHalf(Lane& lane, const SubGroup& g, BlockOf block, bool forward) {
   const int n = g.size(), p = g.pos;
   const int next = g.at(p + 1), prev = g.at(p - 1);
+  Block b = block(p - 1);
+  lane.add(-1, next, false, b.src, kNone, b.len);
+  for (int s = 1; s <= n - 2; ++s) {
+    b = block(p - 1 - s);
+    lane.add(prev, next, true, b.src, kNone, b.len);
+  }
+  b = block(p);
+  lane.add(prev, forward ? next : -1, true, b.src, b.dst, b.len);
+}
+
+// The all-gather half after this member's own block went out: n-1 receives.
+template <class BlockOf>
+void gatherHalf(Lane& lane, const SubGroup& g, BlockOf block) {
+  const int n = g.size(), p = g.pos;
+  const int next = g.at(p + 1), prev = g.at(p - 1);
+  Block b;
+  for (int t = 1; t <= n - 2; ++t) {
+    b = block(p - t);
+    lane.add(prev, next, false, kNone, b.dst, b.len);
+  }
+  b = block(p + 1);
+  lane.add(prev, -1, false, kNone, b.dst, b.len);
+}
+
+}  // namespace
+
+void ringReduceScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
   inRounds(g, blocks, maxMsg, [&](auto block) {
-    if (n == 1) {
-      lane.copy(block(0).src, block(0).dst, block(0).len);
-      return;
-    }
-    Block b = block(p - 1);
-    lane.add(-1, next, false, b.src, kNone, b.len);
-    for (int s = 1; s <= n - 2; ++s) {
-      b = block(p - 1 - s);
-      lane.add(prev, next, true, b.src, kNone, b.len);
-    }
-    b = block(p);
-    lane.add(prev, -1, true, b.src, b.dst, b.len);
+    if (g.size() == 1) lane.copy(block(0).src, block(0).dst, block(0).len);
+    else reduceHalf(lane, g, block, false);
   });
 }
 
 void ringAllGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
-  const int n = g.size(), p = g.pos;
-  const int next = g.at(p + 1), prev = g.at(p - 1);
   inRounds(g, blocks, maxMsg, [&](auto block) {
-    Block b = block(p);
-    if (n == 1) {
+    const Block b = block(g.pos);
+    if (g.size() == 1) {
       lane.copy(b.src, b.dst, b.len);
       return;
     }
-    lane.add(-1, next, false, b.src, sameSlice(b.src, b.dst) ? kNone : b.dst, b.len);
-    for (int t = 1; t <= n - 2; ++t) {
-      b = block(p - t);
-      lane.add(prev, next, false, kNone, b.dst, b.len);
-    }
-    b = block(p + 1);
-    lane.add(prev, -1, false, kNone, b.dst, b.len);
+    lane.add(-1, g.at(g.pos + 1), false, b.src, sameSlice(b.src, b.dst) ? kNone : b.dst, b.len);
+    gatherHalf(lane, g, block);
   });
 }
 
+// The last reduction completes block p and starts its all-gather.
 void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
-  const int n = g.size(), p = g.pos;
-  const int next = g.at(p + 1), prev = g.at(p - 1);
   inRounds(g, blocks, maxMsg, [&](auto block) {
-    if (n == 1) {
+    if (g.size() == 1) {
       lane.copy(block(0).src, block(0).dst, block(0).len);
       return;
     }
-    Block b = block(p - 1);
-    lane.add(-1, next, false, b.src, kNone, b.len);
-    for (int s = 1; s <= n - 2; ++s) {
-      b = block(p - 1 - s);
-      lane.add(prev, next, true, b.src, kNone, b.len);
-    }
-    // The last reduction completes block p and starts its all-gather.
-    b = block(p);
-    lane.add(prev, next, true, b.src, b.dst, b.len);
-    for (int t = 1; t <= n - 2; ++t) {
-      b = block(p - t);
-      lane.add(prev, next, false, kNone, b.dst, b.len);
-    }
-    b = block(p + 1);
-    lane.add(prev, -1, false, kNone, b.dst, b.len);
+    reduceHalf(lane, g, block, true);
+    gatherHalf(lane, g, block);
   });
 }
 
@@ -300,10 +302,34 @@ bool switchLevel(const Hierarchy& h, int* W, int* n, const char** why) {
   return true;
 }
 
+Schedule newSchedule(const ScheduleKey& key, const char* algorithm) {
+  Schedule s;
+  s.key = key;
+  s.key.nchannels = std::max(1, key.nchannels);
+  s.algorithm = algorithm;
+  return s;
+}
+
 Schedule ringFallback(const ScheduleKey& key, const char* label) {
   Schedule s = buildRing(key);
   s.algorithm = label;
   return s;
+}
+
+std::optional<Schedule> groupedFallback(const ScheduleKey& key, const char* rootedLabel, Hierarchy* h) {
+  if (key.coll != CollKind::AllReduce && key.coll != CollKind::ReduceScatter && key.coll != CollKind::AllGather)
+    return ringFallback(key, rootedLabel);
+  if (makeHierarchy(key, h) != nullptr) return ringFallback(key, "ring (fallback: invalid grouping)");
+  return std::nullopt;
+}
+
+Hierarchy queryHierarchy(const CostQuery& q) {
+  ScheduleKey key;
+  key.nranks = q.nranks;
+  key.groups = q.groups;
+  Hierarchy h;
+  makeHierarchy(key, &h);
+  return h;
 }
 
 }  // namespace hoccl

@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "algorithms/cost.h"
 #include "algorithms/schedule.h"
 
 namespace hoccl {
@@ -147,12 +149,31 @@ const char* makeHierarchy(const ScheduleKey& key, Hierarchy* h);
 // but cannot be used, *why (a static string).
 bool switchLevel(const Hierarchy& h, int* W, int* n, const char** why);
 
+// The schedule of `key` by `algorithm` (a static string), before any
+// channel: key.nchannels raised to at least 1.
+Schedule newSchedule(const ScheduleKey& key, const char* algorithm);
+
 // buildRing(key) labelled "ring (fallback: <why>)"; `label` is that whole
 // static string.
 Schedule ringFallback(const ScheduleKey& key, const char* label);
 
+// The common start of the grouped builders (hierarchical, HO-Ring): the ring
+// that runs instead, labelled `rootedLabel` for broadcast and reduce and
+// "ring (fallback: invalid grouping)" when key.groups does not describe
+// key.nranks ranks; or nothing, with *h filled from key.groups.
+std::optional<Schedule> groupedFallback(const ScheduleKey& key, const char* rootedLabel, Hierarchy* h);
+
 // HO-Ring with an explicit number of pipeline chunks per channel (0: the
 // default policy buildHoRing uses); for tests and the tuner.
 Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks);
+
+// HO-Ring's pipeline depth until the tuner picks it: chunks of at least
+// this many elements moved per rank, at most kMaxPipelineChunks
+// (horing.cc; its cost plan, horing_cost.cc, follows the same policy).
+inline constexpr uint64_t kElemsPerPipelineChunk = uint64_t{1} << 15;
+inline constexpr int kMaxPipelineChunks = 4;
+
+// The hierarchy of a cost query's grouping, as the builders see it.
+Hierarchy queryHierarchy(const CostQuery& q);
 
 }  // namespace hoccl

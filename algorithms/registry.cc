@@ -3,11 +3,17 @@
 #include <cctype>
 
 namespace hoccl {
+
+// Defined in each algorithm's file.
+CostPlan hierarchicalCost(const CostQuery& q);
+CostPlan horingCost(const CostQuery& q);
+CostPlan doublingCost(const CostQuery& q);
+
 namespace {
 
-bool ringSupports(CollKind) { return true; }
+bool anyCollective(CollKind) { return true; }
 
-bool groupedSupports(CollKind c) {
+bool unrooted(CollKind c) {
   return c == CollKind::AllReduce || c == CollKind::ReduceScatter || c == CollKind::AllGather;
 }
 
@@ -22,23 +28,35 @@ bool equalsIgnoringCase(const char* a, const char* b) {
   return *a == *b;
 }
 
+// One row per algorithm; the position is its AlgoId (the first four are
+// named in registry.h, so their order is fixed).
+std::vector<AlgoInfo> rows() {
+  return {
+      {.name = "ring",
+       .description = "one ring through all ranks per channel (a pipelined chain for broadcast and reduce)",
+       .supports = anyCollective, .build = buildRing, .cost = ringCost},
+      {.name = "hierarchical",
+       .description = "reduce to a leader per group, ring all-reduce among leaders, broadcast in the group "
+                      "(phases in sequence)",
+       .supports = unrooted, .build = buildHierarchical, .cost = hierarchicalCost, .grouped = true},
+      {.name = "horing",
+       .description = "HO-Ring: intra-group reduce-scatter, one rail ring per local index, intra-group "
+                      "all-gather, pipelined",
+       .supports = unrooted, .build = buildHoRing, .cost = horingCost, .grouped = true, .pipelined = true},
+      {.name = "doubling",
+       .description = "recursive doubling all-reduce: log2(P) exchanges of the whole buffer, for small messages",
+       .supports = allReduceOnly, .build = buildDoubling, .cost = doublingCost, .maxChannels = 1},
+  };
+}
+
 }  // namespace
 
 const std::vector<AlgoInfo>& allAlgorithms() {
-  static const std::vector<AlgoInfo> algos = {
-      {AlgoId::Ring, "ring",
-       "one ring through all ranks per channel (a pipelined chain for broadcast and reduce)",
-       ringSupports, buildRing},
-      {AlgoId::Hierarchical, "hierarchical",
-       "reduce to a leader per group, ring all-reduce among leaders, broadcast in the group (phases in sequence)",
-       groupedSupports, buildHierarchical},
-      {AlgoId::HoRing, "horing",
-       "HO-Ring: intra-group reduce-scatter, one rail ring per local index, intra-group all-gather, pipelined",
-       groupedSupports, buildHoRing},
-      {AlgoId::Doubling, "doubling",
-       "recursive doubling all-reduce: log2(P) exchanges of the whole buffer, for small messages",
-       allReduceOnly, buildDoubling},
-  };
+  static const std::vector<AlgoInfo> algos = [] {
+    std::vector<AlgoInfo> v = rows();
+    for (size_t i = 0; i < v.size(); ++i) v[i].id = AlgoId(i);
+    return v;
+  }();
   return algos;
 }
 
@@ -52,12 +70,16 @@ const AlgoInfo* findAlgorithm(const char* name) {
 
 const AlgoInfo& algorithmInfo(AlgoId id) {
   const std::vector<AlgoInfo>& algos = allAlgorithms();
-  for (const AlgoInfo& a : algos) {
-    if (a.id == id) return a;
-  }
-  // Every AlgoId is registered above; an unknown value can only come from a
-  // cast, and the ring is the safe answer for it.
-  return algos.front();
+  const size_t i = static_cast<size_t>(id);
+  // An id outside the table can only come from a cast; the ring is the safe
+  // answer for it.
+  return i < algos.size() ? algos[i] : algos.front();
+}
+
+std::string algorithmNames() {
+  std::string names;
+  for (const AlgoInfo& a : allAlgorithms()) names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
 }
 
 }  // namespace hoccl

@@ -1,26 +1,46 @@
-// Every algorithm hoccl can run, registered with an id, a name and a
-// description so tools can list them and users can force one by name.
+// Every algorithm hoccl can run: one row each (registry.cc) with its name,
+// description, the collectives it runs, its schedule builder, its cost plan
+// for the tuner's model (cost.h) and what the tuner may vary. Tools list
+// them, users force one by name (HOCCL_ALGO, hocclConfig_t.algorithm), the
+// tuner ranks them and the verifier tests sweep them, all from the rows:
+// adding an algorithm is its file plus its row.
 #pragma once
 
+#include <string>
 #include <vector>
 
+#include "algorithms/cost.h"
 #include "algorithms/schedule.h"
 
 namespace hoccl {
 
+// An algorithm's position in allAlgorithms(); the first four are named.
 enum class AlgoId : int { Ring = 0, Hierarchical = 1, HoRing = 2, Doubling = 3 };
 
 struct AlgoInfo {
-  AlgoId id;
+  AlgoId id = AlgoId::Ring;  // its row's position (set by allAlgorithms())
   const char* name;         // as accepted by HOCCL_ALGO / --algo
   const char* description;  // one line for hoccl-info
   bool (*supports)(CollKind coll);
+  // The schedule of key.rank; for a collective it does not support it
+  // returns the ring's, labelled "ring (fallback: ...)".
   Schedule (*build)(const ScheduleKey& key);
+  // The phases the cost model prices, for a collective it supports (the
+  // model prices the ring's for the others).
+  CostPlan (*cost)(const CostQuery& q);
+  // A candidate for the tuner only where ranks span several nodes (on one
+  // node it would run a ring under another name).
+  bool grouped = false;
+  // ScheduleKey::pipelineChunks applies: the tuner weighs tune::kPipelineDepths
+  // and the verifier sweep covers them.
+  bool pipelined = false;
+  int maxChannels = 0;  // the most channels it uses; 0: any
 };
 
 const std::vector<AlgoInfo>& allAlgorithms();
 const AlgoInfo* findAlgorithm(const char* name);  // case-insensitive; nullptr if unknown
 const AlgoInfo& algorithmInfo(AlgoId id);
+std::string algorithmNames();  // "ring, hierarchical, ...", in row order
 
 // Ring (and chain for broadcast/reduce) builders, algorithms/ring.cc.
 Schedule buildRing(const ScheduleKey& key);
@@ -35,5 +55,8 @@ Schedule buildHoRing(const ScheduleKey& key);
 // Recursive doubling all-reduce (algorithms/doubling.cc); other
 // collectives fall back to buildRing.
 Schedule buildDoubling(const ScheduleKey& key);
+
+// The ring's cost plan, which the others fall back to (ring.cc).
+CostPlan ringCost(const CostQuery& q);
 
 }  // namespace hoccl

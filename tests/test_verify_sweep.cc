@@ -56,8 +56,8 @@ std::vector<bool> placement(int pattern, int P) {
   return v;
 }
 
-std::vector<int> depths(AlgoId algo) {
-  if (algo != AlgoId::HoRing) return {0};
+std::vector<int> depths(const AlgoInfo& algo) {
+  if (!algo.pipelined) return {0};
   std::vector<int> d = {0, 3};  // the builder's default, and an odd depth a tune rule may name
   for (int k : tune::kPipelineDepths) d.push_back(k);
   return d;
@@ -77,7 +77,7 @@ struct Grid {
   bool reduced = false;  // step limit and unsynced variant on placement 2 only
 };
 
-Grid grid(AlgoId algo, uint64_t P) {
+Grid grid(const AlgoInfo& algo, uint64_t P) {
   Grid g;
   g.depths = depths(algo);
   if (P <= 8) {
@@ -105,7 +105,7 @@ struct Tally {
 
 void sweepOne(const AlgoInfo& algo, CollKind coll, const Shape& shape, Tally* tally) {
   const int P = shape.nranks;
-  const Grid g = grid(algo.id, P);
+  const Grid g = grid(algo, P);
   const bool rooted = coll == CollKind::Broadcast || coll == CollKind::Reduce;
   std::vector<int> roots = {0};
   if (rooted && P > 1) roots = {0, P - 1};

@@ -37,8 +37,9 @@ void usage(FILE* f) {
                machineArgsHelp().c_str());
 }
 
+// Per algorithm of the registry: its time, or -1 where it does not run.
 struct Row {
-  double us[4] = {-1, -1, -1, -1};
+  std::vector<double> us = std::vector<double>(allAlgorithms().size(), -1.0);
 };
 
 }  // namespace
@@ -121,8 +122,8 @@ int main(int argc, char** argv) {
   // Each algorithm forced (HOCCL_ALGO, the benchmarks' --algo): the channels
   // and depth the tuner then picks are what a forced run uses.
   std::vector<Tuner> forced;
-  for (int a = 0; a < 4; ++a) forced.emplace_back(m, tf.rules, tf.path, &algorithmInfo(AlgoId(a)), 0);
-  const char* names[4] = {"ring", "hier", "horing", "doubling"};
+  for (const AlgoInfo& a : allAlgorithms()) forced.emplace_back(m, tf.rules, tf.path, &a, 0);
+  const size_t nalgos = allAlgorithms().size();
   std::printf("# hoccl-sim: %s\n", desc.c_str());
   for (CollKind c : colls) {
     const double bbf = busBwFactor(c, m.nranks());
@@ -132,24 +133,27 @@ int main(int argc, char** argv) {
     for (const std::string& eng : engines) {
       std::printf("# %s, engine %s: time in ms and busbw in GB/s per algorithm; auto = the tuner's choice\n",
                   collName(c), eng.c_str());
-      if (csv) std::printf("coll,engine,size,algo,ms,busbw,auto\n");
-      else
-        std::printf("%10s %21s %21s %21s %21s  %-22s %s\n", "size", "ring", "hierarchical", "horing", "doubling",
-                    "auto (ch,k)", "ring/horing");
+      if (csv) {
+        std::printf("coll,engine,size,algo,ms,busbw,auto\n");
+      } else {
+        std::printf("%10s", "size");
+        for (const AlgoInfo& a : allAlgorithms()) std::printf(" %21s", a.name);
+        std::printf("  %-22s %s\n", "auto (ch,k)", "ring/horing");
+      }
       for (uint64_t b = lo; b <= hi; b *= uint64_t(factor)) {
         const Choice ch = tuner.choose(c, b);
         Row row;
-        for (int a = 0; a < 4; ++a) {
-          const AlgoInfo& info = algorithmInfo(AlgoId(a));
+        for (size_t a = 0; a < nalgos; ++a) {
+          const AlgoInfo& info = allAlgorithms()[a];
           if (!info.supports(c)) continue;
-          if ((a == 1 || a == 2) && m.nnodes() < 2) continue;
-          const Choice f = forced[size_t(a)].choose(c, b);
-          const int nch = f.algo == AlgoId(a) ? f.nchannels : 1;
-          const int depth = f.algo == AlgoId(a) ? f.pipelineChunks : 0;
+          if (info.grouped && m.nnodes() < 2) continue;
+          const Choice f = forced[a].choose(c, b);
+          const int nch = f.algo == info.id ? f.nchannels : 1;
+          const int depth = f.algo == info.id ? f.pipelineChunks : 0;
           if (eng == "model") {
-            row.us[a] = predict(m, c, AlgoId(a), b, nch, depth).us;
+            row.us[a] = predict(m, c, info.id, b, nch, depth).us;
           } else {
-            const SimResult r = simulate(m, c, AlgoId(a), b, nch, depth);
+            const SimResult r = simulate(m, c, info.id, b, nch, depth);
             if (!r.ok) {
               std::fprintf(stderr, "hoccl-sim: %s %s: %s\n", collName(c), info.name, r.error.c_str());
               return 1;
@@ -161,19 +165,21 @@ int main(int argc, char** argv) {
         std::snprintf(chosen, sizeof chosen, "%s (%d,%d)", algorithmInfo(ch.algo).name, ch.nchannels,
                       ch.pipelineChunks);
         if (csv) {
-          for (int a = 0; a < 4; ++a)
+          for (size_t a = 0; a < nalgos; ++a)
             if (row.us[a] >= 0)
-              std::printf("%s,%s,%llu,%s,%.4f,%.4f,%s\n", collName(c), eng.c_str(), (unsigned long long)b, names[a],
+              std::printf("%s,%s,%llu,%s,%.4f,%.4f,%s\n", collName(c), eng.c_str(), (unsigned long long)b,
+                          allAlgorithms()[a].name,
                           row.us[a] / 1e3, double(b) / row.us[a] / 1e3 * bbf, algorithmInfo(ch.algo).name);
           continue;
         }
         std::printf("%10s", sizeText(b).c_str());
-        for (int a = 0; a < 4; ++a) {
+        for (size_t a = 0; a < nalgos; ++a) {
           if (row.us[a] < 0) std::printf(" %21s", "-");
           else std::printf(" %12.3f %8.3f", row.us[a] / 1e3, double(b) / row.us[a] / 1e3 * bbf);
         }
         std::printf("  %-22s", chosen);
-        if (row.us[0] > 0 && row.us[2] > 0) std::printf(" %.2fx", row.us[0] / row.us[2]);
+        const size_t ring = size_t(AlgoId::Ring), horing = size_t(AlgoId::HoRing);
+        if (row.us[ring] > 0 && row.us[horing] > 0) std::printf(" %.2fx", row.us[ring] / row.us[horing]);
         std::printf("\n");
       }
     }

@@ -167,8 +167,8 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
     std::string name = config->algorithm;
     if (name != "auto" && !findAlgorithm(name.c_str()))
       return errorf(hocclInvalidArgument,
-                    "config->algorithm=\"%s\" names no algorithm (auto, ring, hierarchical, horing, doubling)",
-                    name.c_str());
+                    "config->algorithm=\"%s\" names no algorithm (auto, %s)", name.c_str(),
+                    algorithmNames().c_str());
     s->algo = name;
   }
   return Status();

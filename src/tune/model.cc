@@ -10,7 +10,8 @@
 #include <map>
 #include <set>
 
-#include "algorithms/phases.h"
+#include "algorithms/cost.h"
+#include "algorithms/registry.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {
@@ -209,219 +210,24 @@ double pipelinedUs(const std::vector<Phase>& ph, int K) {
   return std::max(steady, maxPerChunk * K) + fill - maxPerChunk;
 }
 
-// The groups, rails and switch level the builders would use.
-struct Shape {
-  Hierarchy h;
-  bool sw = false;
-  int W = 1, n = 1;
-  int S() const { return h.rails; }
-  int N() const { return h.ngroups(); }
-};
-
-Shape shapeOf(const Machine& m) {
-  Shape s;
-  ScheduleKey key;
-  key.nranks = m.nranks();
-  key.groups = std::make_shared<const Grouping>(m.grouping());
-  makeHierarchy(key, &s.h);
-  const char* why = nullptr;
-  s.sw = switchLevel(s.h, &s.W, &s.n, &why);
-  return s;
-}
-
-std::vector<int> ranksInOrder(int P) {
-  std::vector<int> v(static_cast<size_t>(P));
-  for (int i = 0; i < P; ++i) v[size_t(i)] = i;
-  return v;
-}
-
-// Rail s's servers: the whole rail, those under switch w, or those with
-// index j under their switch.
-std::vector<int> railMembers(const Shape& s, int rail) { return s.h.rail(rail).members; }
-std::vector<int> railUnder(const Shape& s, int rail, int w) {
-  const std::vector<int> all = railMembers(s, rail);
-  return std::vector<int>(all.begin() + w * s.n, all.begin() + (w + 1) * s.n);
-}
-std::vector<int> railAcross(const Shape& s, int rail, int j) {
-  const std::vector<int> all = railMembers(s, rail);
-  std::vector<int> v;
-  for (int w = 0; w < s.W; ++w) v.push_back(all[size_t(w * s.n + j)]);
-  return v;
-}
-
-Prediction predictRing(const Machine& m, CollKind coll, double M, int C) {
-  const int P = m.nranks();
-  RingSet rs{{ranksInOrder(P)}, M / P, P - 1, true};
-  RingSet ag{{ranksInOrder(P)}, M / P, P - 1, false};
+// The phases of an algorithm's cost plan (algorithms/cost.h) on machine m.
+Prediction evaluate(const Machine& m, const CostPlan& plan, int C) {
   std::vector<Phase> ph;
-  if (coll != CollKind::AllGather) ph.push_back(ringPhase(m, rs, C));
-  if (coll != CollKind::ReduceScatter) ph.push_back(ringPhase(m, ag, C));
-  return made(sumUs(ph), "ring", ph);
-}
-
-Prediction predictDoubling(const Machine& m, double M) {
-  const int P = m.nranks();
-  int p2 = 1;
-  while (p2 * 2 <= P) p2 *= 2;
-  const int extra = P - p2;
-  auto real = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
-  std::vector<Phase> ph;
-  std::vector<Transfer> fold;
-  for (int i = 0; i < extra; ++i) fold.push_back({2 * i, 2 * i + 1});
-  if (!fold.empty()) ph.push_back(exchangePhase(m, fold, M, true, 1));
-  for (int d = 1; d < p2; d *= 2) {
-    std::vector<Transfer> x;
-    for (int v = 0; v < p2; ++v) x.push_back({real(v), real(v ^ d)});
-    ph.push_back(exchangePhase(m, x, M, true, 1));
+  for (const CostPhase& c : plan.phases) {
+    const int ch = c.channels > 0 ? c.channels : C;
+    Phase p;
+    if (c.kind == CostPhase::Kind::Rings) {
+      p = ringPhase(m, RingSet{c.rings, c.bytes, c.steps, c.reduce}, ch);
+    } else if (!c.messages.empty()) {
+      std::vector<Transfer> msgs;
+      for (const CostMessage& x : c.messages) msgs.push_back(Transfer{x.from, x.to});
+      p = exchangePhase(m, msgs, c.bytes, c.reduce, ch, c.extraLatencySteps);
+    }
+    if (c.fused && !ph.empty()) ph.back() = followedBy(ph.back(), p);
+    else ph.push_back(p);
   }
-  if (!fold.empty()) {
-    for (Transfer& f : fold) std::swap(f.from, f.to);
-    ph.push_back(exchangePhase(m, fold, M, false, 1));
-  }
-  return made(sumUs(ph), "doubling", ph);
-}
-
-// A chain through every group at once (members[0] is the root), moving
-// `bytes` pipelined in slices: one pass over the slowest link, plus a
-// latency per hop.
-Phase chainPhase(const Machine& m, const Shape& s, double bytes, bool reduce, bool towardsRoot, int C) {
-  std::vector<Transfer> edges;
-  int hops = 0;
-  for (const std::vector<int>& g : s.h.groups) {
-    for (size_t i = 1; i < g.size(); ++i)
-      edges.push_back(towardsRoot ? Transfer{g[i], g[i - 1]} : Transfer{g[i - 1], g[i]});
-    hops = std::max(hops, int(g.size()) - 1);
-  }
-  if (edges.empty()) return Phase{};
-  return exchangePhase(m, edges, bytes, reduce, C, hops - 1);
-}
-
-// A star in every group: the root sends (or receives) one block to (from)
-// each member; the root's path serialises them.
-Phase starPhase(const Machine& m, const Shape& s, double block, bool scatter, int C) {
-  std::vector<Transfer> edges;
-  for (const std::vector<int>& g : s.h.groups)
-    for (size_t i = 1; i < g.size(); ++i) edges.push_back(scatter ? Transfer{g[0], g[i]} : Transfer{g[i], g[0]});
-  if (edges.empty()) return Phase{};
-  return exchangePhase(m, edges, block, false, C);
-}
-
-Prediction predictHierarchical(const Machine& m, CollKind coll, double M, int C) {
-  const Shape s = shapeOf(m);
-  const int N = s.N(), P = m.nranks();
-  std::vector<int> leaders = s.h.leaders().members;
-  std::vector<Phase> ph;
-  if (coll == CollKind::AllReduce) {
-    ph.push_back(chainPhase(m, s, M, true, true, C));
-    if (N > 1) {
-      ph.push_back(ringPhase(m, RingSet{{leaders}, M / N, N - 1, true}, C));
-      ph.push_back(ringPhase(m, RingSet{{leaders}, M / N, N - 1, false}, C));
-    }
-    ph.push_back(chainPhase(m, s, M, false, false, C));
-  } else if (coll == CollKind::ReduceScatter) {
-    ph.push_back(chainPhase(m, s, M, true, true, C));
-    if (N > 1) ph.push_back(ringPhase(m, RingSet{{leaders}, M / P, s.S() * (N - 1), true}, C));
-    ph.push_back(starPhase(m, s, M / P, true, C));
-  } else {
-    ph.push_back(starPhase(m, s, M / P, false, C));
-    if (N > 1) ph.push_back(ringPhase(m, RingSet{{leaders}, M / P, s.S() * (N - 1), false}, C));
-    ph.push_back(chainPhase(m, s, M, false, false, C));
-  }
-  return made(sumUs(ph), "hierarchical", ph);
-}
-
-int defaultHoRingChunks(CollKind coll, double M, int P, int C) {
-  // horing.cc's policy, for 4-byte elements: chunks of >= 32768 elements
-  // moved per rank, at most 4.
-  // (all-reduce: the part's length; the others: one block's part times P,
-  // which is the same number of elements).
-  (void)coll;
-  (void)P;
-  const double moved = M / 4 / C;
-  return int(std::clamp(std::floor(moved / 32768.0), 1.0, 4.0));
-}
-
-Prediction predictHoRing(const Machine& m, CollKind coll, double M, int C, int K) {
-  const Shape s = shapeOf(m);
-  const int P = m.nranks(), N = s.N(), S = s.S();
-  if (K <= 0) K = defaultHoRingChunks(coll, M, P, C);
-  std::vector<std::vector<int>> groups;
-  for (const std::vector<int>& g : s.h.groups)
-    if (g.size() > 1) groups.push_back(g);
-  const bool intra = S > 1;
-  const int G = S;  // the largest group sets the step count
-  auto rails = [&](auto membersOf) {
-    std::vector<std::vector<int>> v;
-    for (int r = 0; r < S; ++r) {
-      for (auto& mem : membersOf(r)) v.push_back(mem);
-    }
-    return v;
-  };
-  auto whole = [&](int r) { return std::vector<std::vector<int>>{railMembers(s, r)}; };
-  auto under = [&](int r) {
-    std::vector<std::vector<int>> v;
-    for (int w = 0; w < s.W; ++w) v.push_back(railUnder(s, r, w));
-    return v;
-  };
-  auto across = [&](int r) {
-    std::vector<std::vector<int>> v;
-    for (int j = 0; j < s.n; ++j) v.push_back(railAcross(s, r, j));
-    return v;
-  };
-  std::vector<Phase> ph;
-  const char* what = s.sw ? "horing, switch level" : "horing";
-  if (coll == CollKind::AllReduce) {
-    if (N == 1) {
-      Prediction r = predictRing(m, coll, M, C);
-      r.shape = "horing (one node: a plain ring)";
-      return r;
-    }
-    if (!(intra && N > 1) && !s.sw) {  // groups of one: a ring through the rail
-      RingSet a{{railMembers(s, 0)}, M / N, N - 1, true};
-      RingSet b = a;
-      b.reduce = false;
-      ph = {ringPhase(m, a, C), ringPhase(m, b, C)};
-      return made(sumUs(ph), "horing (a plain ring)", ph);
-    }
-    if (intra) ph.push_back(ringPhase(m, RingSet{groups, M / G, G - 1, true}, C));
-    if (s.sw) {
-      const double part = M / S / s.n;
-      ph.push_back(ringPhase(m, RingSet{rails(under), part, s.n - 1, true}, C));
-      Phase top = ringPhase(m, RingSet{rails(across), part / s.W, s.W - 1, true}, C);
-      Phase topAg = ringPhase(m, RingSet{rails(across), part / s.W, s.W - 1, false}, C);
-      ph.push_back(followedBy(top, topAg));
-      ph.push_back(ringPhase(m, RingSet{rails(under), part, s.n - 1, false}, C));
-    } else {
-      Phase rail = ringPhase(m, RingSet{rails(whole), M / S / N, N - 1, true}, C);
-      Phase railAg = ringPhase(m, RingSet{rails(whole), M / S / N, N - 1, false}, C);
-      ph.push_back(followedBy(rail, railAg));
-    }
-    if (intra) ph.push_back(ringPhase(m, RingSet{groups, M / G, G - 1, false}, C));
-  } else {
-    const bool rs = coll == CollKind::ReduceScatter;
-    const double block = M / P;
-    // Intra: one ring pass per group q (blocks of ranks (q, s)): N(G-1)
-    // steps of one block.
-    Phase in = intra ? ringPhase(m, RingSet{groups, block, N * (G - 1), rs}, C) : Phase{};
-    std::vector<Phase> railPh;
-    if (N > 1) {
-      if (s.sw) {
-        railPh.push_back(ringPhase(m, RingSet{rails(under), block, s.W * (s.n - 1), rs}, C));
-        railPh.push_back(ringPhase(m, RingSet{rails(across), block, s.W - 1, rs}, C));
-        if (!rs) std::reverse(railPh.begin(), railPh.end());
-      } else {
-        railPh.push_back(ringPhase(m, RingSet{rails(whole), block, N - 1, rs}, C));
-      }
-    }
-    if (rs) {
-      if (intra) ph.push_back(in);
-      ph.insert(ph.end(), railPh.begin(), railPh.end());
-    } else {
-      ph.insert(ph.end(), railPh.begin(), railPh.end());
-      if (intra) ph.push_back(in);
-    }
-  }
-  return made(pipelinedUs(ph, K), what, ph, K);
+  const int K = std::max(plan.pipelineChunks, 1);
+  return made(pipelinedUs(ph, K), plan.shape, ph, K);
 }
 
 }  // namespace
@@ -506,27 +312,21 @@ double busBwFactor(CollKind coll, int nranks) {
   }
 }
 
-namespace {
-
-Prediction predictUnshaped(const Machine& m, CollKind coll, AlgoId algo, double M, int C, int pipelineChunks) {
-  if (coll != CollKind::AllReduce && coll != CollKind::ReduceScatter && coll != CollKind::AllGather)
-    return predictRing(m, coll == CollKind::Broadcast ? CollKind::AllGather : CollKind::ReduceScatter, M, C);
-  switch (algo) {
-    case AlgoId::Hierarchical: return predictHierarchical(m, coll, M, C);
-    case AlgoId::HoRing: return predictHoRing(m, coll, M, C, pipelineChunks);
-    case AlgoId::Doubling:
-      if (coll == CollKind::AllReduce) return predictDoubling(m, M);
-      return predictRing(m, coll, M, C);
-    default: return predictRing(m, coll, M, C);
-  }
-}
-
-}  // namespace
-
 Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes, int nchannels, int pipelineChunks) {
   const int C = std::max(nchannels, 1);
   if (m.nranks() <= 1) return {0, "one rank"};
-  Prediction p = predictUnshaped(m, coll, algo, double(bytes), C, pipelineChunks);
+  // An algorithm that lacks the collective runs the ring (as its builder
+  // falls back to it), so it costs what the ring costs.
+  const AlgoInfo& chosen = algorithmInfo(algo);
+  const AlgoInfo& runs = chosen.supports(coll) ? chosen : algorithmInfo(AlgoId::Ring);
+  CostQuery q;
+  q.coll = coll;
+  q.nranks = m.nranks();
+  q.groups = std::make_shared<const Grouping>(m.grouping());
+  q.bytes = double(bytes);
+  q.channels = C;
+  q.pipelineChunks = pipelineChunks;
+  Prediction p = evaluate(m, runs.cost(q), C);
   // Links with a token bucket (burstKB) refill it while idle: what the
   // busiest one saves is the time its burst takes at its rate, at most its
   // idle time within the call, as in a loop of calls where each starts with

@@ -36,16 +36,16 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
     best.why = rulesPath_ + ":" + std::to_string(r.line);
     return best;
   }
-  std::vector<AlgoId> algos;
+  std::vector<const AlgoInfo*> algos;
   if (forced_ && forced_->supports(coll)) {
-    algos.push_back(forced_->id);
+    algos.push_back(forced_);
   } else {
     for (const AlgoInfo& a : allAlgorithms()) {
       if (!a.supports(coll)) continue;
       // Grouped algorithms only where there is more than one node; on one
       // node they are the ring under another name.
-      if ((a.id == AlgoId::Hierarchical || a.id == AlgoId::HoRing) && m_.nnodes() < 2) continue;
-      algos.push_back(a.id);
+      if (a.grouped && m_.nnodes() < 2) continue;
+      algos.push_back(&a);
     }
   }
   std::vector<int> channelOptions;
@@ -53,11 +53,13 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
   else
     for (int c = 1; c <= maxChannels_; c *= 2) channelOptions.push_back(c);
   bool first = true;
-  for (AlgoId a : algos) {
-    const std::vector<int> depths =
-        a == AlgoId::HoRing ? std::vector<int>(std::begin(kPipelineDepths), std::end(kPipelineDepths)) : std::vector<int>{0};
+  for (const AlgoInfo* info : algos) {
+    const AlgoId a = info->id;
+    const std::vector<int> depths = info->pipelined
+                                        ? std::vector<int>(std::begin(kPipelineDepths), std::end(kPipelineDepths))
+                                        : std::vector<int>{0};
     for (int c : channelOptions) {
-      if (a == AlgoId::Doubling && c > 1) continue;  // one channel by construction
+      if (info->maxChannels > 0 && c > info->maxChannels) continue;  // more would build the same schedule
       // The model is not precise to 2%, so a candidate must be 2% better to
       // displace an earlier (simpler, fewer channels) one. Pipeline depth
       // goes the other way: among depths within 2% of this channel count's
@@ -105,26 +107,24 @@ std::string Tuner::table(uint64_t lo, uint64_t hi, int factor) const {
     std::snprintf(line, sizeof line, "# %s, %d ranks on %d nodes under %d leaves; predicted us per algorithm\n",
                   collName(coll), m_.nranks(), m_.nnodes(), m_.nleaves());
     out += line;
-    std::snprintf(line, sizeof line, "%10s  %-12s %3s %3s %12s %12s %12s %12s %12s  %s\n", "size", "choice", "ch",
-                  "k", "pred_us", "ring", "hierarch.", "horing", "doubling", "why");
+    std::snprintf(line, sizeof line, "%10s  %-12s %3s %3s %12s", "size", "choice", "ch", "k", "pred_us");
     out += line;
+    for (const AlgoInfo& a : allAlgorithms()) {
+      std::snprintf(line, sizeof line, " %12.12s", a.name);
+      out += line;
+    }
+    out += "  why\n";
     for (uint64_t b = lo; b <= hi && b > 0; b *= uint64_t(std::max(factor, 2))) {
       const Choice c = choose(coll, b);
-      double t[4];
-      for (int a = 0; a < 4; ++a) {
-        const AlgoInfo& info = algorithmInfo(AlgoId(a));
-        t[a] = info.supports(coll) ? predict(m_, coll, AlgoId(a), b, c.nchannels, 0).us : -1;
-      }
-      auto cell = [](double v) {
-        char buf[32];
-        if (v < 0) std::snprintf(buf, sizeof buf, "%12s", "-");
-        else std::snprintf(buf, sizeof buf, "%12.1f", v);
-        return std::string(buf);
-      };
-      std::snprintf(line, sizeof line, "%10s  %-12s %3d %3d %12.1f%s%s%s%s  %s\n", sizeText(b).c_str(),
-                    algorithmInfo(c.algo).name, c.nchannels, c.pipelineChunks, c.predictedUs, cell(t[0]).c_str(),
-                    cell(t[1]).c_str(), cell(t[2]).c_str(), cell(t[3]).c_str(), c.why.c_str());
+      std::snprintf(line, sizeof line, "%10s  %-12s %3d %3d %12.1f", sizeText(b).c_str(), algorithmInfo(c.algo).name,
+                    c.nchannels, c.pipelineChunks, c.predictedUs);
       out += line;
+      for (const AlgoInfo& a : allAlgorithms()) {
+        if (a.supports(coll)) std::snprintf(line, sizeof line, " %12.1f", predict(m_, coll, a.id, b, c.nchannels, 0).us);
+        else std::snprintf(line, sizeof line, " %12s", "-");
+        out += line;
+      }
+      out += "  " + c.why + "\n";
     }
   }
   return out;
