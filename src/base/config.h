@@ -1,10 +1,11 @@
 // Every setting hoccl reads, declared once: one row of the table in
-// config.cc carries the name, the default, the doc, how the text becomes
-// one typed field of Settings (refusing what is wrong), and whether every
-// rank must agree on it. The environment is read once per process into an
-// immutable snapshot; each communicator copies its Settings and applies its
-// hocclConfig_t on top (src/comm/settings.h). hoccl-info prints the table,
-// and the bootstrap compares the fingerprint of the must-match rows.
+// config_table.cc carries the name, the default, the doc, how the text
+// becomes one typed field of Settings (refusing what is wrong), and whether
+// every rank must agree on it. The environment is read once per process
+// into an immutable snapshot; each communicator copies its Settings and
+// applies its hocclConfig_t on top (src/comm/comm_settings.h). hoccl-info
+// prints the table, and the bootstrap compares the fingerprint of the
+// must-match rows.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +53,7 @@ struct Settings {
 };
 
 // How a row's text becomes its field. Built by the typed helpers in
-// config.cc, so a row cannot parse into a field of another type.
+// config_table.cc, so a row cannot parse into a field of another type.
 struct SettingField {
   // Parses and checks `text`. Acceptable: writes the row's field of `out`
   // and returns "". Otherwise returns what a value must be ("an integer
