@@ -116,6 +116,7 @@ bool placementFromEnv(Placement* p, std::string* error) {
       return false;
     }
     std::string id = std::string(addr) + ":" + port;
+    // Before any hoccl call: the library reads its settings once, at the first.
     setenv("HOCCL_COMM_ID", id.c_str(), 1);
   }
   return true;

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/base/config.h"
 #include "src/bootstrap/bootstrap.h"
 #include "tests/test_util.h"
 
@@ -145,9 +146,17 @@ TEST(Bootstrap, InterfaceRules) {
   EXPECT_FALSE(chooseLocalAddress("=no-such-interface", &a, &name).ok());
 }
 
+// hoccl reads the environment once per process; these tests change it, so
+// they read it again (reloadSettingsForTesting) after each change.
+void setAndReload(const char* name, const char* value) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  reloadSettingsForTesting();
+}
+
 class CommIdEnv : public ::testing::Test {
  protected:
-  void TearDown() override { unsetenv("HOCCL_COMM_ID"); }
+  void TearDown() override { setAndReload("HOCCL_COMM_ID", nullptr); }
 };
 
 TEST_F(CommIdEnv, RanksMeetAtHocclCommId) {
@@ -157,7 +166,7 @@ TEST_F(CommIdEnv, RanksMeetAtHocclCommId) {
   ASSERT_TRUE(parseHostPort("127.0.0.1:0", &lo).ok());
   ASSERT_TRUE(Socket::listen(lo, &probe, &bound).ok());
   probe.close();
-  setenv("HOCCL_COMM_ID", bound.toString().c_str(), 1);
+  setAndReload("HOCCL_COMM_ID", bound.toString().c_str());
   std::string err;
   ASSERT_TRUE(testutil::runThreads(3, [&](hocclComm_t comm, int rank) {
     int v = rank + 1, sum = 0;
@@ -171,7 +180,7 @@ TEST_F(CommIdEnv, PortInUseIsNamed) {
   SockAddr lo, bound;
   ASSERT_TRUE(parseHostPort("127.0.0.1:0", &lo).ok());
   ASSERT_TRUE(Socket::listen(lo, &busy, &bound).ok());
-  setenv("HOCCL_COMM_ID", bound.toString().c_str(), 1);
+  setAndReload("HOCCL_COMM_ID", bound.toString().c_str());
   hocclUniqueId id;
   ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
   hocclComm_t comm = nullptr;
@@ -182,19 +191,19 @@ TEST_F(CommIdEnv, PortInUseIsNamed) {
 }
 
 TEST(Settings, BadValueFailsInitNamingTheVariable) {
-  setenv("HOCCL_SLOTS", "zero", 1);
+  setAndReload("HOCCL_SLOTS", "zero");
   hocclUniqueId id;
   hocclComm_t comm = nullptr;
   EXPECT_EQ(hocclGetUniqueId(&id), hocclInvalidArgument);
   std::string msg = hocclGetLastError(nullptr);
   EXPECT_NE(msg.find("HOCCL_SLOTS=\"zero\""), std::string::npos) << msg;
-  unsetenv("HOCCL_SLOTS");
+  setAndReload("HOCCL_SLOTS", nullptr);
   ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
-  setenv("HOCCL_TIMEOUT", "-3", 1);
+  setAndReload("HOCCL_TIMEOUT", "-3");
   EXPECT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclInvalidArgument);
   msg = hocclGetLastError(nullptr);
   EXPECT_NE(msg.find("HOCCL_TIMEOUT"), std::string::npos) << msg;
-  unsetenv("HOCCL_TIMEOUT");
+  setAndReload("HOCCL_TIMEOUT", nullptr);
 }
 
 }  // namespace

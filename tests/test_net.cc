@@ -167,6 +167,7 @@ class AlgorithmsOnFakeNodes : public ::testing::TestWithParam<AlgoCase> {
   void TearDown() override {
     unsetenv("HOCCL_ALGO");
     unsetenv("HOCCL_TOPO_FILE");
+    reloadSettingsForTesting();
     if (!topoFile_.empty()) std::remove(topoFile_.c_str());
   }
   std::string topoFile_;
@@ -196,6 +197,7 @@ TEST_P(AlgorithmsOnFakeNodes, ReductionsAndGathersAreCorrect) {
     std::fclose(f);
     setenv("HOCCL_TOPO_FILE", topoFile_.c_str(), 1);
   }
+  reloadSettingsForTesting();  // hoccl reads the environment once per process
   std::vector<int> nodeOf;
   for (size_t n = 0; n < c.nodeSizes.size(); ++n)
     for (int i = 0; i < c.nodeSizes[n]; ++i) nodeOf.push_back(static_cast<int>(n));
@@ -260,7 +262,10 @@ namespace {
 // Ranks as threads on two fake nodes of 2 so hierarchical and horing build
 // their own schedules (not the ring fallback of a single node).
 struct ConfigAlgorithm : ::testing::Test {
-  void TearDown() override { unsetenv("HOCCL_ALGO"); }
+  void TearDown() override {
+    unsetenv("HOCCL_ALGO");
+    reloadSettingsForTesting();
+  }
   // Runs body(rank) on 4 threads, each on fake node rank / 2.
   static void onFourRanks(const std::function<void(int)>& body) {
     std::vector<std::thread> threads;
@@ -281,6 +286,7 @@ struct ConfigAlgorithm : ::testing::Test {
 
 TEST_F(ConfigAlgorithm, InitAndSplitOverrideTheEnvironment) {
   setenv("HOCCL_ALGO", "ring", 1);
+  reloadSettingsForTesting();  // the environment under the configs
   hocclUniqueId id;
   ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
   std::vector<std::string> parentAlgo(4), subAlgo(4), parentBuilt(4), subBuilt(4);

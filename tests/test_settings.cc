@@ -2,7 +2,8 @@
 // value fails with a message naming the variable and the value, whether or
 // not the code that finally uses the value (the IB transport, hwloc) was
 // compiled in. Runs in the reduced CI build (no verbs headers) as well as
-// in the full one.
+// in the full one. The environment is read once per process, so each
+// change here is followed by reloadSettingsForTesting().
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,27 +13,35 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "algorithms/registry.h"
 #include "hoccl.h"
 #include "src/base/config.h"
 #include "src/base/name_rule.h"
+#include "src/comm/comm_settings.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;
 
 namespace {
 
-// Sets one variable for the scope of a test, then restores it.
+// Sets one variable for the scope of a test, then restores it; the
+// process's settings are read again both times.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const std::string& value) : name_(name) {
     if (const char* old = getenv(name)) old_ = old;
     setenv(name, value.c_str(), 1);
+    reloadSettingsForTesting();
   }
   ~ScopedEnv() {
     if (old_) setenv(name_, old_->c_str(), 1);
     else unsetenv(name_);
+    reloadSettingsForTesting();
   }
 
  private:
@@ -56,6 +65,13 @@ struct Scratch {
     rmdir(dir.c_str());
   }
 };
+
+// The settings a communicator would get with no config, or why it fails.
+bool load(Settings* s, std::string* why) {
+  Status st = commSettings(nullptr, s);
+  *why = st.message();
+  return st.ok();
+}
 
 // For every declared setting, a value its validator must refuse. A new
 // setting without an entry here fails BadValuesFailNamingTheVariable, so
@@ -103,7 +119,7 @@ TEST(SettingsCheck, BadValuesFailNamingTheVariable) {
     ScopedEnv env(d.name, it->second);
     Settings s;
     std::string why;
-    EXPECT_FALSE(loadSettings(&s, &why)) << d.name << "=" << it->second << " was accepted";
+    EXPECT_FALSE(load(&s, &why)) << d.name << "=" << it->second << " was accepted";
     EXPECT_NE(why.find(std::string(d.name) + "=\"" + it->second + "\""), std::string::npos) << why;
     EXPECT_NE(why.find("expected"), std::string::npos) << why;
   }
@@ -112,7 +128,7 @@ TEST(SettingsCheck, BadValuesFailNamingTheVariable) {
 TEST(SettingsCheck, DefaultsAndGoodValuesLoad) {
   Settings s;
   std::string why;
-  ASSERT_TRUE(loadSettings(&s, &why)) << why;
+  ASSERT_TRUE(load(&s, &why)) << why;
   Scratch scratch;
   const std::pair<const char*, std::string> good[] = {
       {"HOCCL_IB_HCA", "=^mlx5_0:1,mlx5_1"},
@@ -127,10 +143,10 @@ TEST(SettingsCheck, DefaultsAndGoodValuesLoad) {
   };
   for (const auto& [name, value] : good) {
     ScopedEnv env(name, value);
-    EXPECT_TRUE(loadSettings(&s, &why)) << name << "=" << value << ": " << why;
+    EXPECT_TRUE(load(&s, &why)) << name << "=" << value << ": " << why;
   }
   ScopedEnv hca("HOCCL_IB_HCA", "=mlx5_1:2");
-  ASSERT_TRUE(loadSettings(&s, &why)) << why;
+  ASSERT_TRUE(load(&s, &why)) << why;
   EXPECT_EQ(s.ibHca, "=mlx5_1:2");
 }
 
@@ -145,7 +161,7 @@ TEST(SettingsCheck, HcaRuleMessagesSayWhatIsWrong) {
     ScopedEnv env("HOCCL_IB_HCA", value);
     Settings s;
     std::string why;
-    ASSERT_FALSE(loadSettings(&s, &why)) << value;
+    ASSERT_FALSE(load(&s, &why)) << value;
     EXPECT_NE(why.find("HOCCL_IB_HCA"), std::string::npos) << why;
     EXPECT_NE(why.find(reason), std::string::npos) << value << ": " << why;
   }
@@ -225,6 +241,143 @@ TEST(NameRule, PortsOnlyWhereAllowed) {
   EXPECT_TRUE(nameRuleSelects(r, "anything", 3));
   EXPECT_FALSE(parseNameRule("==x", false, &r, &why));
   EXPECT_FALSE(parseNameRule("x\ty", false, &r, &why));
+}
+
+// The environment is read once: a change is not seen until the snapshot is
+// read again, and communicators made meanwhile get the first values.
+TEST(SettingsSnapshot, ReadOnceUntilReloaded) {
+  reloadSettingsForTesting();
+  std::shared_ptr<const SettingsSnapshot> first = processSettings();
+  ASSERT_EQ(first->values().slots, 8);
+  setenv("HOCCL_SLOTS", "4", 1);
+  EXPECT_EQ(processSettings().get(), first.get());
+  Settings s;
+  std::string why;
+  ASSERT_TRUE(load(&s, &why)) << why;
+  EXPECT_EQ(s.slots, 8) << "the environment was read again";
+  reloadSettingsForTesting();
+  ASSERT_TRUE(load(&s, &why)) << why;
+  EXPECT_EQ(s.slots, 4);
+  EXPECT_EQ(first->values().slots, 8) << "a snapshot changed after it was read";
+  EXPECT_TRUE(processSettings()->fromEnvironment("HOCCL_SLOTS"));
+  EXPECT_EQ(processSettings()->text("HOCCL_SLOTS"), "4");
+  unsetenv("HOCCL_SLOTS");
+  reloadSettingsForTesting();
+  EXPECT_FALSE(processSettings()->fromEnvironment("HOCCL_SLOTS"));
+  EXPECT_EQ(processSettings()->text("HOCCL_SLOTS"), "8");
+}
+
+TEST(SettingsSnapshot, ThreadsShareTheFirstRead) {
+  reloadSettingsForTesting();
+  std::vector<const SettingsSnapshot*> seen(8, nullptr);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&seen, i] { seen[i] = processSettings().get(); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(std::set<const SettingsSnapshot*>(seen.begin(), seen.end()).size(), 1u);
+}
+
+// A bad row keeps its default in values() so tolerant readers (the logger)
+// still work, and error() names the first bad row in table order.
+TEST(SettingsSnapshot, BadRowKeepsItsDefaultAndIsNamed) {
+  ScopedEnv slots("HOCCL_SLOTS", "1");
+  ScopedEnv timeout("HOCCL_TIMEOUT", "soon");
+  std::shared_ptr<const SettingsSnapshot> snap = processSettings();
+  EXPECT_EQ(snap->values().slots, 8);
+  EXPECT_EQ(snap->values().timeoutSec, 300);
+  EXPECT_EQ(snap->error(), snap->problem("HOCCL_TIMEOUT")) << "HOCCL_TIMEOUT comes first in the table";
+  EXPECT_EQ(snap->problem("HOCCL_SLOTS"), "HOCCL_SLOTS=\"1\" is invalid: expected an integer from 2 to 64");
+  EXPECT_EQ(snap->problem("HOCCL_NET"), "");
+}
+
+// hocclConfig_t fields apply on top of the snapshot, through the same rows,
+// without touching the snapshot or reading the environment again.
+TEST(SettingsSnapshot, ConfigOverridesTheSnapshot) {
+  ScopedEnv algo("HOCCL_ALGO", "Ring");
+  ScopedEnv timeout("HOCCL_TIMEOUT", "5");
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  config.algorithm = "horing";
+  config.timeoutSec = 7;
+  config.netName = "Socket";  // NCCL's spelling
+  Settings s;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.algo, "horing");
+  EXPECT_EQ(s.timeoutSec, 7);
+  EXPECT_EQ(s.net, "socket");
+  const Settings& env = processSettings()->values();
+  EXPECT_EQ(env.algo, "ring");
+  EXPECT_EQ(env.timeoutSec, 5);
+  EXPECT_EQ(env.net, "auto");
+
+  config.netName = "rdma";
+  Status st = commSettings(&config, &s);
+  EXPECT_EQ(st.code(), hocclInvalidArgument);
+  EXPECT_NE(st.message().find("config->netName=\"rdma\""), std::string::npos) << st.message();
+  config.netName = nullptr;
+  config.algorithm = "tree";
+  st = commSettings(&config, &s);
+  EXPECT_NE(st.message().find("config->algorithm=\"tree\" names no algorithm"), std::string::npos) << st.message();
+}
+
+// HOCCL_ALGO accepts exactly the registry's names (and auto): base checks
+// only their form, the communicator checks the list it gets from the
+// registry, so a new algorithm needs no edit here.
+TEST(SettingsSnapshot, AlgorithmNamesComeFromTheRegistry) {
+  std::vector<std::string> want = {"auto"};
+  for (const AlgoInfo& a : allAlgorithms()) want.push_back(a.name);
+  EXPECT_EQ(algorithmChoices(), want);
+  Settings s;
+  std::string why;
+  for (const std::string& name : want) {
+    ScopedEnv env("HOCCL_ALGO", name);
+    EXPECT_TRUE(load(&s, &why)) << name << ": " << why;
+    EXPECT_EQ(s.algo, name);
+  }
+  ScopedEnv env("HOCCL_ALGO", "tree");
+  ASSERT_FALSE(load(&s, &why));
+  for (const std::string& name : want) EXPECT_NE(why.find(name), std::string::npos) << why;
+  EXPECT_EQ(processSettings()->problem("HOCCL_ALGO"), "") << "the form of \"tree\" is fine";
+  ScopedEnv badForm("HOCCL_ALGO", "ring;horing");
+  EXPECT_NE(processSettings()->problem("HOCCL_ALGO"), "");
+}
+
+// The bootstrap's fingerprint: exactly the must-match rows, each as the
+// row shows its value, and the shown value parses back to itself.
+TEST(SettingsSnapshot, FingerprintHoldsTheMustMatchRows) {
+  reloadSettingsForTesting();
+  Settings s = processSettings()->values();
+  std::string expected;
+  for (const SettingDecl& d : allSettings()) {
+    if (!d.mustMatchAcrossRanks) continue;
+    const std::string shown = d.field.show(s);
+    expected += std::string(d.name) + "=" + shown + "\n";
+    Settings again = s;
+    EXPECT_EQ(applySetting(&again, d.name, shown), "") << d.name << "=" << shown;
+    EXPECT_EQ(d.field.show(again), shown) << d.name;
+  }
+  EXPECT_EQ(s.fingerprint(), expected);
+  EXPECT_NE(expected.find("HOCCL_SLOTS=8\n"), std::string::npos) << expected;
+  EXPECT_NE(expected.find("HOCCL_NCHANNELS=auto\n"), std::string::npos) << expected;
+  Settings other = s;
+  other.timeoutSec = 1;  // per rank
+  EXPECT_EQ(other.fingerprint(), s.fingerprint());
+  other.slots = 4;
+  EXPECT_NE(other.fingerprint(), s.fingerprint());
+}
+
+// A value applied by name goes through the row's parser: a bad one leaves
+// the field alone and says what is expected.
+TEST(SettingsSnapshot, ApplySettingUsesTheRow) {
+  Settings s = processSettings()->values();
+  EXPECT_EQ(applySetting(&s, "HOCCL_SLICE_BYTES", "256K"), "");
+  EXPECT_EQ(s.sliceBytes, 256u << 10);
+  EXPECT_EQ(applySetting(&s, "HOCCL_SLICE_BYTES", "100"),
+            "HOCCL_SLICE_BYTES=\"100\" is invalid: expected a byte count from 4096 to 64M, a multiple of 64 (K/M "
+            "suffixes allowed)");
+  EXPECT_EQ(s.sliceBytes, 256u << 10);
+  EXPECT_EQ(applySetting(&s, "HOCCL_DEBUG", "info"), "");
+  EXPECT_EQ(s.debugLevel, LogLevel::Info);
+  EXPECT_EQ(applySetting(&s, "HOCCL_NCHANNELS", "AUTO"), "");
+  EXPECT_EQ(s.nchannels, 0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "src/base/config.h"
 #include "src/topo/topology.h"
 
 using namespace hoccl;
@@ -60,16 +61,23 @@ int main(int argc, char** argv) {
     fprintf(stderr, "hoccl-topo: give --file or --slurm, not both\n");
     return 2;
   }
-  if (file.empty() && slurm.empty()) {
-    const char* env = getenv("HOCCL_TOPO_FILE");
-    if (env && *env) (isSlurmTopologyPath(env) ? slurm : file) = env;
+  // HOCCL_TOPO_FILE (unless an option names a file) and HOCCL_HOSTID, as
+  // the library reads them.
+  std::shared_ptr<const SettingsSnapshot> env = processSettings();
+  const bool topoFromEnv = file.empty() && slurm.empty();
+  for (const char* name : {"HOCCL_TOPO_FILE", "HOCCL_HOSTID"}) {
+    if (!env->problem(name).empty() && (topoFromEnv || strcmp(name, "HOCCL_TOPO_FILE") != 0)) {
+      fprintf(stderr, "hoccl-topo: %s\n", env->problem(name).c_str());
+      return 1;
+    }
   }
+  const std::string& envTopo = env->values().topoFile;
+  if (topoFromEnv && !envTopo.empty()) (isSlurmTopologyPath(envTopo) ? slurm : file) = envTopo;
 
-  const char* hostIdEnv = getenv("HOCCL_HOSTID");
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   System sys;
-  sys.nodes.push_back(discoverLocalNode(hostIdEnv && *hostIdEnv ? hostIdEnv : host));
+  sys.nodes.push_back(discoverLocalNode(!env->values().hostId.empty() ? env->values().hostId : host));
   RankPlacement r;
   r.pid = static_cast<int>(getpid());
   sys.ranks.push_back(r);

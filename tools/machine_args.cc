@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/base/config.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {
@@ -80,8 +81,16 @@ bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string*
 
 Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::string* description) {
   MachineArgs a = a0;
-  if (a.topoFile.empty() && !a.shapeGiven && getenv("HOCCL_TOPO_FILE")) a.topoFile = getenv("HOCCL_TOPO_FILE");
-  if (a.tuneFile.empty() && getenv("HOCCL_TUNE_FILE")) a.tuneFile = getenv("HOCCL_TUNE_FILE");
+  // Options win over HOCCL_TOPO_FILE and HOCCL_TUNE_FILE, which are taken
+  // as the library takes them (a bad one is an error here too).
+  std::shared_ptr<const SettingsSnapshot> env = processSettings();
+  auto fromEnv = [&](const char* name, const std::string& value, std::string* out) {
+    if (!env->problem(name).empty()) return Status(hocclInvalidArgument, env->problem(name));
+    *out = value;
+    return Status();
+  };
+  if (a.topoFile.empty() && !a.shapeGiven) HOCCL_TRY(fromEnv("HOCCL_TOPO_FILE", env->values().topoFile, &a.topoFile));
+  if (a.tuneFile.empty()) HOCCL_TRY(fromEnv("HOCCL_TUNE_FILE", env->values().tuneFile, &a.tuneFile));
   LinkModel links;
   *tune = TuneFile();
   if (!a.tuneFile.empty()) {

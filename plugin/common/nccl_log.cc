@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <strings.h>
 
+#include "src/base/config.h"
 #include "src/base/log.h"
 
 namespace hoccl {
@@ -42,8 +43,8 @@ LogLevel levelFromNcclDebug() {
 void useNcclLogger(ncclDebugLogger_t fn) {
   if (!fn) return;
   logger = fn;
-  const char* own = getenv("HOCCL_DEBUG");
-  if (!own || !*own) setLogSink(toNccl, levelFromNcclDebug());
+  // HOCCL_DEBUG set: hoccl's own log, as the user asked; else NCCL's.
+  if (!processSettings()->fromEnvironment("HOCCL_DEBUG")) setLogSink(toNccl, levelFromNcclDebug());
 }
 
 void plog(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {

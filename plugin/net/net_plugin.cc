@@ -77,11 +77,10 @@ ncclResult_t acquireEngine(const char* abi) {
     ++engineRefs;
     return ncclSuccess;
   }
-  Settings settings;
-  std::string why;
-  if (!loadSettings(&settings, &why)) return fail(errorf(hocclInvalidUsage, "%s", why.c_str()), "init");
+  std::shared_ptr<const SettingsSnapshot> settings = processSettings();
+  if (!settings->error().empty()) return fail(errorf(hocclInvalidUsage, "%s", settings->error().c_str()), "init");
   auto e = std::make_unique<Engine>();
-  Status st = createPluginTransport(settings, &e->net, &e->transportName);
+  Status st = createPluginTransport(settings->values(), &e->net, &e->transportName);
   if (!st.ok()) return fail(st, "init");
   int n = e->net->devices();
   if (n <= 0) return fail(errorf(hocclSystemError, "transport %s has no device", e->net->name()), "init");

@@ -100,19 +100,31 @@ ncclResult_t tunerInit(void** ctxOut, uint64_t commId, size_t nRanks, size_t nNo
   c->commId = commId;
   c->nRanks = static_cast<int>(std::max<size_t>(nRanks, 1));
   c->nNodes = static_cast<int>(std::clamp<size_t>(nNodes, 1, c->nRanks));
-  // A bad file must not fail the user's communicator: NCCL's model still works.
-  std::string topoPath = settingValue("HOCCL_TOPO_FILE"), why;
+  // The settings as the library reads them, once per load of the plugin
+  // (NCCL unloads it with its last communicator). A bad file must not fail
+  // the user's communicator: NCCL's model still works.
+  std::shared_ptr<const SettingsSnapshot> settings = processSettings();
+  const std::string& topoProblem = settings->problem("HOCCL_TOPO_FILE");
   const char* nodeList = getenv("SLURM_JOB_NODELIST");
-  if (!loadFabric(topoPath, c->nNodes, nodeList ? nodeList : "", &c->fabric, &why)) {
+  std::string why;
+  if (!topoProblem.empty()) {
+    PLOG_WARN("TUNER/hoccl: %s; tuning as if under one switch", topoProblem.c_str());
+    loadFabric("", c->nNodes, "", &c->fabric, &why);
+  } else if (!loadFabric(settings->values().topoFile, c->nNodes, nodeList ? nodeList : "", &c->fabric, &why)) {
     PLOG_WARN("TUNER/hoccl: HOCCL_TOPO_FILE: %s; tuning as if under one switch", why.c_str());
     loadFabric("", c->nNodes, "", &c->fabric, &why);
   }
   ProtoLatencies lat = constants ? ProtoLatencies::fromNccl(*constants) : ProtoLatencies::defaults();
   c->model = std::make_unique<NcclModel>(c->nRanks, c->nNodes, c->fabric, lat);
 
-  std::string rulesPath = settingValue("HOCCL_TUNER_RULES");
-  if (rulesPath.empty() && getenv("NCCL_TUNER_CONFIG_FILE")) rulesPath = getenv("NCCL_TUNER_CONFIG_FILE");
-  if (!rulesPath.empty()) {
+  const std::string& rulesProblem = settings->problem("HOCCL_TUNER_RULES");
+  std::string rulesPath = settings->values().tunerRules;
+  // NCCL_TUNER_CONFIG_FILE is NCCL's own variable, read as NCCL's example tuner reads it.
+  if (rulesPath.empty() && rulesProblem.empty() && getenv("NCCL_TUNER_CONFIG_FILE"))
+    rulesPath = getenv("NCCL_TUNER_CONFIG_FILE");
+  if (!rulesProblem.empty()) {
+    PLOG_WARN("TUNER/hoccl: %s; no rules", rulesProblem.c_str());
+  } else if (!rulesPath.empty()) {
     bool ok = false;
     std::string text = readFile(rulesPath, &ok);
     if (!ok) {

@@ -6,6 +6,7 @@
 
 #include "hoccl.h"
 #include "src/api/api_internal.h"
+#include "src/comm/comm_settings.h"
 #include "src/base/log.h"
 
 using namespace hoccl;
@@ -214,8 +215,8 @@ hocclResult_t hocclGetVersion(int* version) {
 hocclResult_t hocclGetUniqueId(hocclUniqueId* uniqueId) {
   if (!uniqueId) return report(nullptr, errorf(hocclInvalidArgument, "hocclGetUniqueId: uniqueId is NULL"));
   Settings s;
-  std::string why;
-  if (!loadSettings(&s, &why)) return report(nullptr, Status(hocclInvalidArgument, why));
+  Status checked = commSettings(nullptr, &s);
+  if (!checked.ok()) return report(nullptr, checked);
   UniqueIdData id;
   if (!s.commId.empty()) {
     // Every rank derives the same id from HOCCL_COMM_ID; rank 0's init

@@ -1,62 +1,132 @@
-// Every setting hoccl reads, declared once: name, default, doc, validator.
-// The environment is read into an immutable Settings snapshot when a
-// communicator is created; hoccl-info prints the table.
+// Every setting hoccl reads, declared once: one row of the table in
+// config_table.cc carries the name, the default, the doc, how the text
+// becomes one typed field of Settings (refusing what is wrong), and whether
+// every rank must agree on it. The environment is read once per process
+// into an immutable snapshot; each communicator copies its Settings and
+// applies its hocclConfig_t on top (src/comm/comm_settings.h). hoccl-info
+// prints the table, and the bootstrap compares the fingerprint of the
+// must-match rows.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "src/base/log.h"
+
 namespace hoccl {
+
+struct Settings {
+  LogLevel debugLevel = LogLevel::None;  // HOCCL_DEBUG
+  uint32_t debugSubsys = kSubAll;        // HOCCL_DEBUG_SUBSYS
+  std::string debugFile;                 // HOCCL_DEBUG_FILE
+  double timeoutSec = 300;               // HOCCL_TIMEOUT
+  uint64_t sliceBytes = 0;               // HOCCL_SLICE_BYTES
+  int slots = 0;                         // HOCCL_SLOTS
+  int nchannels = 0;                     // HOCCL_NCHANNELS (0: auto)
+  int spinIters = -1;                    // HOCCL_SPIN (-1: automatic)
+  std::string algo;                      // HOCCL_ALGO, lower case
+  std::string hostId;                    // HOCCL_HOSTID (empty: host name + boot id)
+  std::string commId;                    // HOCCL_COMM_ID
+  std::string socketIfname;              // HOCCL_SOCKET_IFNAME
+  int socketStreams = 1;                 // HOCCL_SOCKET_NSTREAMS
+  std::string net = "auto";              // HOCCL_NET
+  std::string ibHca;                     // HOCCL_IB_HCA
+  int ibGidIndex = -1;                   // HOCCL_IB_GID_INDEX
+  int ibQpsPerConn = 1;                  // HOCCL_IB_QPS_PER_CONN
+  int ibTimeout = 20;                    // HOCCL_IB_TIMEOUT
+  int ibRetryCnt = 7;                    // HOCCL_IB_RETRY_CNT
+  std::string topoFile;                  // HOCCL_TOPO_FILE
+  std::string topoDumpFile;              // HOCCL_TOPO_DUMP_FILE
+  std::string tuneFile;                  // HOCCL_TUNE_FILE
+  int connectRetries = 0;                // HOCCL_CONNECT_RETRIES
+  bool checkCalls = true;                // HOCCL_CHECK_CALLS
+  uint64_t directBytes = 0;              // HOCCL_DIRECT_BYTES
+  bool crossMemoryAttach = false;        // HOCCL_CMA
+  std::string isa = "auto";              // HOCCL_ISA, lower case
+  std::string tunerRules;                // HOCCL_TUNER_RULES
+
+  // The must-match rows as "NAME=value" lines, compared across ranks.
+  std::string fingerprint() const;
+};
+
+// How a row's text becomes its field. Built by the typed helpers in
+// config_table.cc, so a row cannot parse into a field of another type.
+struct SettingField {
+  // Parses and checks `text`. Acceptable: writes the row's field of `out`
+  // and returns "". Otherwise returns what a value must be ("an integer
+  // from 2 to 64") and leaves `out` alone.
+  std::function<std::string(const std::string& text, Settings* out)> parse;
+  // The field's value as text (the fingerprint's form).
+  std::function<std::string(const Settings& s)> show;
+};
 
 struct SettingDecl {
   const char* name;
   const char* defaultValue;
   const char* doc;
-  // Returns an empty string when `value` is acceptable, else why not.
-  std::string (*validate)(const std::string& value);
+  SettingField field;
   // Settings that change what goes over the wire must agree on every rank;
-  // the bootstrap checks them at init.
+  // the bootstrap checks them at init (Settings::fingerprint).
   bool mustMatchAcrossRanks;
 };
 
 const std::vector<SettingDecl>& allSettings();
+// The row of `name`; an undeclared name is a programming error (abort).
+const SettingDecl& settingDecl(const char* name);
 
-// The value of a setting: the environment if set and non-empty, else the
-// default. Unknown names are a programming error (abort).
-std::string settingValue(const char* name);
+// How every bad value is reported: NAME="value" is invalid: expected ...
+std::string invalidSetting(const char* name, const std::string& value, const std::string& expected);
 
-struct Settings {
-  double timeoutSec = 300;        // HOCCL_TIMEOUT
-  uint64_t sliceBytes = 0;        // HOCCL_SLICE_BYTES
-  int slots = 0;                  // HOCCL_SLOTS
-  int nchannels = 0;              // HOCCL_NCHANNELS (0: auto)
-  int spinIters = -1;             // HOCCL_SPIN (-1: automatic)
-  std::string algo;               // HOCCL_ALGO
-  std::string hostId;             // HOCCL_HOSTID (empty: host name + boot id)
-  std::string commId;             // HOCCL_COMM_ID
-  std::string socketIfname;       // HOCCL_SOCKET_IFNAME
-  int socketStreams = 1;          // HOCCL_SOCKET_NSTREAMS
-  std::string net = "auto";       // HOCCL_NET
-  std::string ibHca;              // HOCCL_IB_HCA
-  int ibGidIndex = -1;            // HOCCL_IB_GID_INDEX
-  int ibQpsPerConn = 1;           // HOCCL_IB_QPS_PER_CONN
-  int ibTimeout = 20;             // HOCCL_IB_TIMEOUT
-  int ibRetryCnt = 7;             // HOCCL_IB_RETRY_CNT
-  std::string topoFile;           // HOCCL_TOPO_FILE
-  std::string topoDumpFile;       // HOCCL_TOPO_DUMP_FILE
-  std::string tuneFile;           // HOCCL_TUNE_FILE
-  int connectRetries = 0;         // HOCCL_CONNECT_RETRIES
-  bool checkCalls = true;         // HOCCL_CHECK_CALLS
-  uint64_t directBytes = 0;       // HOCCL_DIRECT_BYTES
-  bool crossMemoryAttach = false; // HOCCL_CMA
+// Sets one row of `s` from text, through the row's parser: "" when the value
+// was acceptable, else the invalidSetting message.
+std::string applySetting(Settings* s, const char* name, const std::string& text);
 
-  // Wire-relevant settings as "NAME=value" lines, compared across ranks.
-  std::string fingerprint() const;
+// HOCCL_ALGO's valid names live in the algorithm registry, above this layer.
+// Its row checks the form of a name; the communicator checks the name with
+// this against the registry's list: "" if `value` is one of `choices`
+// (ignoring case), else "one of a, b, c".
+std::string expectOneOf(const std::string& value, const std::vector<std::string>& choices);
+
+// What the environment said, read once: every row's text (the variable when
+// set and non-empty, else the default) and its parsed value.
+class SettingsSnapshot {
+ public:
+  // Reads and checks every row now.
+  static SettingsSnapshot fromEnvironment();
+
+  // Every acceptable row's value; a row with a bad value keeps its default.
+  const Settings& values() const { return values_; }
+  // The first bad value in table order (the invalidSetting message), or "".
+  const std::string& error() const { return error_; }
+  // One row: its text, whether the environment set it, and its problem
+  // (the invalidSetting message, "" if none).
+  const std::string& text(const char* name) const;
+  bool fromEnvironment(const char* name) const;
+  const std::string& problem(const char* name) const;
+
+ private:
+  struct Row {
+    std::string text;
+    bool fromEnvironment = false;
+    std::string problem;
+  };
+  const Row& row(const char* name) const;
+  std::vector<Row> rows_;  // as allSettings()
+  Settings values_;
+  std::string error_;
 };
 
-// Reads and validates every setting. On a bad value returns false and sets
-// `error` to a message naming the variable, the value and what is expected.
-bool loadSettings(Settings* out, std::string* error);
+// The process's snapshot: the environment is read on the first call (from
+// any thread) and never again, so every communicator, the logger, the data
+// ops and the plugins see the same values.
+std::shared_ptr<const SettingsSnapshot> processSettings();
+
+// For tests that change HOCCL_* variables between communicators: the next
+// processSettings() reads the environment again. Communicators already made
+// keep their settings; the logger and the data ops keep what they read first.
+void reloadSettingsForTesting();
 
 }  // namespace hoccl

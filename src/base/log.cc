@@ -81,21 +81,16 @@ LogState& state() {
     gethostname(st.host, sizeof st.host - 1);
     char* dot = strchr(st.host, '.');
     if (dot) *dot = '\0';
-    std::string level = settingValue("HOCCL_DEBUG");
-    if (strcasecmp(level.c_str(), "VERSION") == 0) st.level = LogLevel::Version;
-    else if (strcasecmp(level.c_str(), "WARN") == 0) st.level = LogLevel::Warn;
-    else if (strcasecmp(level.c_str(), "INFO") == 0) st.level = LogLevel::Info;
-    else if (strcasecmp(level.c_str(), "TRACE") == 0) st.level = LogLevel::Trace;
-    std::string bad;
-    if (!parseSubsys(settingValue("HOCCL_DEBUG_SUBSYS"), &st.subsys, &bad)) st.subsys = kSubAll;
-    std::string file = settingValue("HOCCL_DEBUG_FILE");
-    if (!file.empty() && st.level != LogLevel::None) {
-      std::string path;
-      FILE* f = nullptr;
-      if (!expandPath(file, st.host, &path)) {
-        fprintf(stderr, "hoccl: HOCCL_DEBUG_FILE=\"%s\" is invalid: expected %s; logging to stderr\n",
-                file.c_str(), checkLogFilePattern(file).c_str());
-      } else if ((f = fopen(path.c_str(), "w"))) {
+    // The settings table parsed these; a bad value left its default.
+    std::shared_ptr<const SettingsSnapshot> snap = processSettings();
+    st.level = snap->values().debugLevel;
+    st.subsys = snap->values().debugSubsys;
+    const std::string& file = snap->values().debugFile;
+    if (st.level != LogLevel::None && !snap->problem("HOCCL_DEBUG_FILE").empty())
+      fprintf(stderr, "hoccl: %s; logging to stderr\n", snap->problem("HOCCL_DEBUG_FILE").c_str());
+    std::string path;
+    if (!file.empty() && st.level != LogLevel::None && expandPath(file, st.host, &path)) {
+      if (FILE* f = fopen(path.c_str(), "w")) {
         setvbuf(f, nullptr, _IOLBF, 0);
         st.out = f;
       } else {
@@ -115,10 +110,9 @@ std::atomic<int> sinkLevel{0};
 
 }  // namespace
 
-std::string checkLogSubsystems(const std::string& value) {
-  uint32_t mask;
+std::string parseLogSubsystems(const std::string& value, uint32_t* mask) {
   std::string bad;
-  if (parseSubsys(value, &mask, &bad)) return "";
+  if (parseSubsys(value, mask, &bad)) return "";
   std::string names;
   for (const auto& n : kSubsysNames) names += std::string(names.empty() ? "" : ", ") + n.name;
   return "a comma-separated list of " + names + ", optionally after ^ (\"" + bad + "\" is none of them)";

@@ -24,9 +24,9 @@ bool logEnabled(LogLevel level, uint32_t subsys);
 void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-// HOCCL_DEBUG_SUBSYS and HOCCL_DEBUG_FILE as the logger reads them, for the
-// settings table: "" when `value` is valid, else what is expected.
-std::string checkLogSubsystems(const std::string& value);
+// HOCCL_DEBUG_SUBSYS and HOCCL_DEBUG_FILE, for the settings table: "" when
+// `value` is valid (the subsystems then in `mask`), else what is expected.
+std::string parseLogSubsystems(const std::string& value, uint32_t* mask);
 std::string checkLogFilePattern(const std::string& value);
 
 // The rank shown in log lines written by this thread (-1: none).

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "algorithms/executable.h"
+#include "src/comm/comm_settings.h"
 #include "src/base/clock.h"
 #include "src/base/log.h"
 
@@ -149,41 +150,12 @@ Status finishInit(hocclComm* c) {
   return Status();
 }
 
-Status applyConfig(const hocclConfig_t* config, Settings* s) {
-  if (!config) return Status();
-  if (config->magic != 0xcafebeef || config->size < offsetof(hocclConfig_t, timeoutSec))
-    return errorf(hocclInvalidArgument,
-                  "config was not initialised with HOCCL_CONFIG_INITIALIZER (magic %#x, size %zu)",
-                  config->magic, config->size);
-  if (config->size >= offsetof(hocclConfig_t, commName) && config->timeoutSec != HOCCL_CONFIG_UNDEF_INT) {
-    if (config->timeoutSec <= 0)
-      return errorf(hocclInvalidArgument, "config->timeoutSec=%d must be > 0", config->timeoutSec);
-    s->timeoutSec = config->timeoutSec;
-  }
-  if (config->blocking != HOCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
-    return errorf(hocclInvalidArgument, "config->blocking=%d must be 0 or 1", config->blocking);
-  // Callers built against a header without `algorithm` pass a smaller size.
-  if (config->size >= offsetof(hocclConfig_t, algorithm) + sizeof(config->algorithm) && config->algorithm) {
-    std::string name = config->algorithm;
-    if (name != "auto" && !findAlgorithm(name.c_str()))
-      return errorf(hocclInvalidArgument,
-                    "config->algorithm=\"%s\" names no algorithm (auto, %s)", name.c_str(),
-                    algorithmNames().c_str());
-    s->algo = name;
-  }
-  return Status();
-}
-
 }  // namespace
 
 Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config, hocclComm* c) {
   double t0 = nowSec();
   setLogRank(rank);
-  std::string why;
-  if (!loadSettings(&c->settings, &why)) return Status(hocclInvalidArgument, why);
-  HOCCL_TRY(applyConfig(config, &c->settings));
-  if (c->settings.algo != "auto" && !forcedAlgorithm(c->settings))
-    return errorf(hocclInvalidArgument, "HOCCL_ALGO=%s names no algorithm", c->settings.algo.c_str());
+  HOCCL_TRY(commSettings(config, &c->settings));
   c->rank = rank;
   c->nranks = nranks;
   c->hostId = localHostId(c->settings);

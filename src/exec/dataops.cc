@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "src/base/config.h"
 #include "src/exec/dataops_kernels.h"
 
 namespace hoccl {
@@ -215,7 +216,7 @@ void clearForcedIsa() { gForced.store(nullptr, std::memory_order_release); }
 const DataOps& dataOps() {
   if (const DataOps* forced = gForced.load(std::memory_order_acquire)) return *forced;
   static const DataOps* const chosen =
-      dataOpsFor(resolveIsaRequest(std::getenv("HOCCL_ISA"), bestSupportedIsa()));
+      dataOpsFor(resolveIsaRequest(processSettings()->values().isa.c_str(), bestSupportedIsa()));
   return *chosen;
 }
 

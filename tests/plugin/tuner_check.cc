@@ -217,7 +217,35 @@ double scaling(TunerApi& api, void* ctx, int coll, size_t bytes, int algo, int p
   return g.at(algo, proto) / t.cost[algo][proto];
 }
 
-bool rules(TunerApi& api, int version, ncclTunerConstants_v5_t* constants, const char* envVar) {
+struct LoadedTuner {
+  Opened lib;
+  std::unique_ptr<TunerApi> api;
+};
+
+bool loadTuner(const std::string& plugin, int version, LoadedTuner* out) {
+  out->lib = openPluginLib(PluginType::Tuner, plugin);
+  if (!EXPECT(out->lib.handle, "could not open tuner plugin '%s' (%s)", plugin.c_str(), out->lib.error.c_str()))
+    return false;
+  std::string sym = "ncclTunerPlugin_v" + std::to_string(version);
+  void* p = dlsym(out->lib.handle, sym.c_str());
+  if (!EXPECT(p, "%s not exported by %s", sym.c_str(), out->lib.openedName.c_str())) return false;
+  out->api = std::make_unique<TunerApi>(version, p);
+  std::string bad = out->api->structProblems();
+  return EXPECT(bad.empty(), "%s: %s", sym.c_str(), bad.c_str()) &&
+         EXPECT(strcmp(out->api->name(), "hoccl") == 0, "%s.name '%s'", sym.c_str(), out->api->name());
+}
+
+// The plugin reads the environment once per load, as the library does
+// (NCCL loads it again after its last communicator): a test that changes a
+// variable loads it again.
+bool reloadTuner(const std::string& plugin, int version, LoadedTuner* t) {
+  t->api.reset();
+  if (!EXPECT(dlclose(t->lib.handle) == 0, "dlclose")) return false;
+  return loadTuner(plugin, version, t);
+}
+
+bool rules(LoadedTuner& t, const std::string& plugin, int version, ncclTunerConstants_v5_t* constants,
+           const char* envVar) {
   std::string path = tempPath("rules.conf");
   writeFile(path,
             "# collective,min,max,algorithm,protocol,channels,nNodes,nRanks[,numPipeOps[,regBuff]]\n"
@@ -227,6 +255,8 @@ bool rules(TunerApi& api, int version, ncclTunerConstants_v5_t* constants, const
             "reducescatter, 1048576, 1073741824, pat, simple, 2, -1, -1, 1\n"
             "bogus, 0, 1, ring, simple, -1, -1, -1\n");
   setenv(envVar, path.c_str(), 1);
+  if (!reloadTuner(plugin, version, &t)) return false;
+  TunerApi& api = *t.api;
   Shape sh{16, 16};
   void* ctx = nullptr;
   int warningsBefore = pluginWarnings;
@@ -272,24 +302,6 @@ bool rules(TunerApi& api, int version, ncclTunerConstants_v5_t* constants, const
   return ok;
 }
 
-struct LoadedTuner {
-  Opened lib;
-  std::unique_ptr<TunerApi> api;
-};
-
-bool loadTuner(const std::string& plugin, int version, LoadedTuner* out) {
-  out->lib = openPluginLib(PluginType::Tuner, plugin);
-  if (!EXPECT(out->lib.handle, "could not open tuner plugin '%s' (%s)", plugin.c_str(), out->lib.error.c_str()))
-    return false;
-  std::string sym = "ncclTunerPlugin_v" + std::to_string(version);
-  void* p = dlsym(out->lib.handle, sym.c_str());
-  if (!EXPECT(p, "%s not exported by %s", sym.c_str(), out->lib.openedName.c_str())) return false;
-  out->api = std::make_unique<TunerApi>(version, p);
-  std::string bad = out->api->structProblems();
-  return EXPECT(bad.empty(), "%s: %s", sym.c_str(), bad.c_str()) &&
-         EXPECT(strcmp(out->api->name(), "hoccl") == 0, "%s.name '%s'", sym.c_str(), out->api->name());
-}
-
 }  // namespace
 
 int runTunerCheck(const std::string& plugin, int version) {
@@ -325,6 +337,7 @@ int runTunerCheck(const std::string& plugin, int version) {
                             {tempPath("missing.json"), "a missing file", 1}};
   for (const TopoCase& tc : topos) {
     setenv("HOCCL_TOPO_FILE", tc.path.c_str(), 1);
+    if (!reloadTuner(plugin, version, &t)) return 1;
     int before = pluginWarnings;
     for (const Shape& sh : shapes)
       if (!sweep(*t.api, version, sh, sh.nNodes <= 1, cp)) return 1;
@@ -336,6 +349,7 @@ int runTunerCheck(const std::string& plugin, int version) {
   // What the oversubscribed fabric does to the estimates: PAT's far steps
   // cross the spine all at once, a ring ordered by switch crosses it twice.
   setenv("HOCCL_TOPO_FILE", json.c_str(), 1);
+  if (!reloadTuner(plugin, version, &t)) return 1;
   void* ctx = nullptr;
   Shape sh{16, 16};
   if (!EXPECT_OK(t.api->init(&ctx, sh.nRanks, sh.nNodes, cp))) return 1;
@@ -349,7 +363,7 @@ int runTunerCheck(const std::string& plugin, int version) {
   EXPECT_OK(t.api->finalize(ctx));
   unsetenv("HOCCL_TOPO_FILE");
 
-  if (!rules(*t.api, version, cp, "HOCCL_TUNER_RULES") || !rules(*t.api, version, cp, "NCCL_TUNER_CONFIG_FILE"))
+  if (!rules(t, plugin, version, cp, "HOCCL_TUNER_RULES") || !rules(t, plugin, version, cp, "NCCL_TUNER_CONFIG_FILE"))
     return 1;
   for (const std::string& p : {json, conf, small}) unlink(p.c_str());
 

@@ -1,0 +1,377 @@
+// The settings table: one row per setting, and the typed parsers the rows
+// use. Declaring a setting is one row here plus its field in Settings
+// (config.h); the snapshot, the fingerprint and hoccl-info follow.
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/base/config.h"
+#include "src/base/name_rule.h"
+
+namespace hoccl {
+namespace {
+
+// ---- Text to numbers -------------------------------------------------------
+
+bool parseDouble(const std::string& v, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  double d = strtod(v.c_str(), &end);
+  if (errno != 0 || end == v.c_str() || *end != '\0') return false;
+  *out = d;
+  return true;
+}
+
+// An integer, with an optional K/M/G suffix (powers of 1024).
+bool parseInt(const std::string& v, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long x = strtoll(v.c_str(), &end, 0);
+  if (errno != 0 || end == v.c_str()) return false;
+  if (*end == 'K' || *end == 'k') { x <<= 10; ++end; }
+  else if (*end == 'M' || *end == 'm') { x <<= 20; ++end; }
+  else if (*end == 'G' || *end == 'g') { x <<= 30; ++end; }
+  if (*end != '\0') return false;
+  *out = x;
+  return true;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// ---- Typed fields ----------------------------------------------------------
+// A parser turns a row's text into a value of its field's type, or returns
+// what the setting expects. field() binds one to a member of Settings.
+
+template <class T>
+using Parser = std::function<std::string(const std::string& text, T* out)>;
+
+std::string showValue(int v) { return std::to_string(v); }
+std::string showValue(uint64_t v) { return std::to_string(v); }
+std::string showValue(bool v) { return v ? "1" : "0"; }
+std::string showValue(const std::string& v) { return v; }
+std::string showValue(double v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+template <class T>
+SettingField field(T Settings::*member, Parser<T> parse, std::function<std::string(const T&)> show) {
+  SettingField f;
+  f.parse = [member, parse](const std::string& text, Settings* out) {
+    T value{};
+    std::string why = parse(text, &value);
+    if (why.empty()) out->*member = std::move(value);
+    return why;
+  };
+  f.show = [member, show](const Settings& s) { return show(s.*member); };
+  return f;
+}
+
+template <class T>
+SettingField field(T Settings::*member, Parser<T> parse) {
+  return field<T>(member, std::move(parse), [](const T& v) { return showValue(v); });
+}
+
+// An integer in [lo, hi] (K/M/G suffixes allowed).
+template <class T>
+Parser<T> integerIn(long long lo, long long hi, std::string expected = "") {
+  if (expected.empty()) expected = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  return [lo, hi, expected](const std::string& v, T* out) -> std::string {
+    long long x;
+    if (!parseInt(v, &x) || x < lo || x > hi) return expected;
+    *out = static_cast<T>(x);
+    return "";
+  };
+}
+
+// HOCCL_NCHANNELS: "auto" (stored as 0) or what `number` accepts.
+Parser<int> autoOr(Parser<int> number, std::string expected) {
+  return [number, expected](const std::string& v, int* out) -> std::string {
+    if (strcasecmp(v.c_str(), "auto") == 0) {
+      *out = 0;
+      return "";
+    }
+    return number(v, out).empty() ? "" : expected;
+  };
+}
+
+std::string showAuto(const int& n) { return n == 0 ? "auto" : std::to_string(n); }
+
+Parser<double> positiveSeconds() {
+  return [](const std::string& v, double* out) -> std::string {
+    double d;
+    if (!parseDouble(v, &d) || !(d > 0) || d > 1e7) return "a number of seconds > 0";
+    *out = d;
+    return "";
+  };
+}
+
+Parser<bool> zeroOrOne() {
+  return [](const std::string& v, bool* out) -> std::string {
+    if (v != "0" && v != "1") return "0 or 1";
+    *out = v == "1";
+    return "";
+  };
+}
+
+// One of a fixed list, ignoring case; stored in lower case.
+Parser<std::string> oneOf(std::vector<std::string> choices) {
+  return [choices](const std::string& v, std::string* out) -> std::string {
+    std::string why = expectOneOf(v, choices);
+    if (why.empty()) *out = lower(v);
+    return why;
+  };
+}
+
+// Text whose form `check` knows; stored as given.
+Parser<std::string> textWhere(std::string (*check)(const std::string&)) {
+  return [check](const std::string& v, std::string* out) -> std::string {
+    std::string why = check(v);
+    if (why.empty()) *out = v;
+    return why;
+  };
+}
+
+// ---- Checks of text settings -------------------------------------------------
+
+std::string hostPort(const std::string& v) {
+  if (v.empty()) return "";
+  size_t colon = v.rfind(':');
+  long long port;
+  if (colon == std::string::npos || colon == 0 || !parseInt(v.substr(colon + 1), &port) || port < 1 ||
+      port > 65535)
+    return "host:port (port 1-65535)";
+  return "";
+}
+
+// HOCCL_IB_HCA: the grammar the IB transport applies (src/base/name_rule.h),
+// checked here so that a bad rule fails init even in a build without IB.
+std::string hcaRule(const std::string& v) {
+  NameRule rule;
+  std::string why;
+  if (parseNameRule(v, /*withPorts=*/true, &rule, &why)) return "";
+  return "[^][=]name[:port],... as NCCL_IB_HCA (" + why + ")";
+}
+
+std::string ifnameRule(const std::string& v) {
+  NameRule rule;
+  std::string why;
+  if (parseNameRule(v, /*withPorts=*/false, &rule, &why)) return "";
+  return "[^][=]name,... as NCCL_SOCKET_IFNAME (" + why + ")";
+}
+
+// The bootstrap carries the host id in 128 bytes (BootInfo::hostId); a
+// longer one would be cut, and ranks would disagree about who shares a node.
+std::string hostIdText(const std::string& v) {
+  if (v.size() > 127) return "at most 127 characters";
+  for (char c : v)
+    if (iscntrl(static_cast<unsigned char>(c))) return "printable characters";
+  return "";
+}
+
+// The form of an algorithm name; which names exist is the registry's to say
+// (expectOneOf, called by the communicator). 31 characters: hocclCommSplit
+// exchanges the name in 32 bytes.
+std::string algorithmNameForm(const std::string& v) {
+  bool ok = !v.empty() && v.size() <= 31;
+  for (char c : v) ok = ok && (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_');
+  return ok ? "" : "auto or an algorithm name (letters, digits, - and _; at most 31 characters)";
+}
+
+// A file every rank reads at init: checked now, so the error names the
+// setting before anything else runs.
+std::string readableFile(const std::string& v) {
+  if (v.empty()) return "";
+  struct stat st;
+  if (stat(v.c_str(), &st) != 0 || access(v.c_str(), R_OK) != 0)
+    return std::string("a readable file (") + strerror(errno) + ")";
+  if (S_ISDIR(st.st_mode)) return "a readable file, not a directory";
+  return "";
+}
+
+// A file rank 0 writes; whether it can be created is only known then.
+std::string writableFileName(const std::string& v) {
+  struct stat st;
+  if (!v.empty() && (v.back() == '/' || (stat(v.c_str(), &st) == 0 && S_ISDIR(st.st_mode))))
+    return "a file name, not a directory";
+  return "";
+}
+
+std::string debugFile(const std::string& v) { return checkLogFilePattern(v); }
+
+// ---- The logger's settings ---------------------------------------------------
+
+const std::vector<std::pair<std::string, LogLevel>> kLevels = {{"NONE", LogLevel::None},
+                                                               {"VERSION", LogLevel::Version},
+                                                               {"WARN", LogLevel::Warn},
+                                                               {"INFO", LogLevel::Info},
+                                                               {"TRACE", LogLevel::Trace}};
+
+Parser<LogLevel> logLevel() {
+  return [](const std::string& v, LogLevel* out) -> std::string {
+    for (const auto& [name, level] : kLevels) {
+      if (strcasecmp(v.c_str(), name.c_str()) == 0) {
+        *out = level;
+        return "";
+      }
+    }
+    return "one of NONE, VERSION, WARN, INFO, TRACE";
+  };
+}
+
+std::string showLevel(const LogLevel& l) {
+  for (const auto& [name, level] : kLevels)
+    if (level == l) return name;
+  return "?";
+}
+
+std::string showMask(const uint32_t& m) {
+  char buf[16];
+  snprintf(buf, sizeof buf, "%#x", m);
+  return buf;
+}
+
+// ---- The table ---------------------------------------------------------------
+
+constexpr bool kAllRanks = true;  // must match across ranks
+constexpr bool kPerRank = false;
+
+std::vector<SettingDecl> makeTable() {
+  using S = Settings;
+  return {
+      {"HOCCL_DEBUG", "NONE", "Log level: NONE, VERSION, WARN, INFO or TRACE.",
+       field<LogLevel>(&S::debugLevel, logLevel(), showLevel), kPerRank},
+      {"HOCCL_DEBUG_SUBSYS", "ALL",
+       "Comma-separated subsystems to log (INIT, COLL, BOOTSTRAP, SHM, NET, TUNE, ENV, ALL); a "
+       "leading ^ excludes the listed ones.",
+       field<uint32_t>(&S::debugSubsys, parseLogSubsystems, showMask), kPerRank},
+      {"HOCCL_DEBUG_FILE", "",
+       "Write the log to this file instead of stderr; %h expands to the host name, %p to the pid, %% to %.",
+       field<std::string>(&S::debugFile, textWhere(debugFile)), kPerRank},
+      {"HOCCL_TIMEOUT", "300",
+       "Seconds any wait (bootstrap, connection, a collective making no progress) may last before "
+       "it becomes an error.",
+       field<double>(&S::timeoutSec, positiveSeconds()), kPerRank},
+      {"HOCCL_COMM_ID", "",
+       "host:port of the rendezvous: rank 0 listens there, the others connect; replaces passing a "
+       "unique id.",
+       field<std::string>(&S::commId, textWhere(hostPort)), kPerRank},
+      {"HOCCL_HOSTID", "",
+       "Node identity; ranks with equal ids share memory. Default: host name + boot id. Set it to "
+       "make one machine act as several nodes. Free text: up to 127 printable characters.",
+       field<std::string>(&S::hostId, textWhere(hostIdText)), kPerRank},
+      {"HOCCL_SOCKET_IFNAME", "",
+       "Network interface for the bootstrap and TCP connections: a prefix list (eth,ib), ^ to "
+       "exclude, = for exact names. Unset: each rank uses the interface the kernel routes to the "
+       "rendezvous; hocclGetUniqueId serves the rendezvous on the first interface that is up and "
+       "not loopback (nor docker*, virbr*), else on loopback.",
+       field<std::string>(&S::socketIfname, textWhere(ifnameRule)), kPerRank},
+      {"HOCCL_TOPO_FILE", "",
+       "Topology file: switch groups and overrides of what is discovered (docs/topology-file.md); a "
+       "name ending in .conf is read as a Slurm topology.conf.",
+       field<std::string>(&S::topoFile, textWhere(readableFile)), kPerRank},
+      {"HOCCL_TOPO_DUMP_FILE", "", "Rank 0 writes the whole system here, in the topology file format.",
+       field<std::string>(&S::topoDumpFile, textWhere(writableFileName)), kPerRank},
+      {"HOCCL_SOCKET_NSTREAMS", "1",
+       "TCP streams per network connection (1-16); large messages are split across them. One is the default: "
+       "HO-Ring's rails already run many connections at once, and extra streams over a shaped or shared link "
+       "lose to each other.",
+       field<int>(&S::socketStreams, integerIn<int>(1, 16)), kPerRank},
+      {"HOCCL_NET", "auto",
+       "Network between nodes: ib (verbs; fail if unavailable), socket (TCP), or auto: IB when an active "
+       "port exists, else TCP with an INFO line saying why. Set it alike on every rank.",
+       field<std::string>(&S::net, oneOf({"auto", "ib", "socket"})), kPerRank},
+      {"HOCCL_IB_HCA", "",
+       "IB ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (name prefixes, optional :port from 1 to 255); a "
+       "leading = for exact names, ^ to exclude. Default: every active port.",
+       field<std::string>(&S::ibHca, textWhere(hcaRule)), kPerRank},
+      {"HOCCL_IB_GID_INDEX", "-1",
+       "GID index for RoCE; -1 picks one: RoCE v2 with an IPv4 address first, else the best that exists.",
+       field<int>(&S::ibGidIndex, integerIn<int>(-1, 255)), kPerRank},
+      {"HOCCL_IB_QPS_PER_CONN", "1",
+       "Queue pairs per IB connection (1-16); messages of 64 KiB and more are split across them.",
+       field<int>(&S::ibQpsPerConn, integerIn<int>(1, 16)), kPerRank},
+      {"HOCCL_IB_TIMEOUT", "20", "IB ack timeout exponent: 4.096 us x 2^value per retry (1-31).",
+       field<int>(&S::ibTimeout, integerIn<int>(1, 31)), kPerRank},
+      {"HOCCL_IB_RETRY_CNT", "7", "IB retransmissions before a connection fails (0-7).",
+       field<int>(&S::ibRetryCnt, integerIn<int>(0, 7)), kPerRank},
+      {"HOCCL_CONNECT_RETRIES", "50", "Times a bootstrap connection is retried (with back-off) before giving up.",
+       field<int>(&S::connectRetries, integerIn<int>(0, 1000000, "an integer >= 0")), kPerRank},
+      {"HOCCL_SLICE_BYTES", "128K", "Bytes per pipeline slice (and per shared-memory slot).",
+       field<uint64_t>(&S::sliceBytes,
+                       [](const std::string& v, uint64_t* out) -> std::string {
+                         long long x;
+                         if (!parseInt(v, &x) || x < 4096 || x > (64ll << 20) || (x % 64) != 0)
+                           return "a byte count from 4096 to 64M, a multiple of 64 (K/M suffixes allowed)";
+                         *out = static_cast<uint64_t>(x);
+                         return "";
+                       }),
+       kAllRanks},
+      {"HOCCL_SLOTS", "8", "Slots per connection: slices in flight between two ranks.",
+       field<int>(&S::slots, integerIn<int>(2, 64)), kAllRanks},
+      {"HOCCL_NCHANNELS", "auto",
+       "Channels (independent rings over disjoint parts of the data): auto lets the tuner pick 1 to 4 per "
+       "call, a number fixes it.",
+       field<int>(&S::nchannels, autoOr(integerIn<int>(1, 32), "auto or an integer from 1 to 32"), showAuto),
+       kAllRanks},
+      {"HOCCL_ALGO", "auto",
+       "Algorithm: auto (the cost model picks per collective and size), or force one by its name in "
+       "hoccl-info --algorithms (ring, hierarchical, horing, doubling); the communicator checks the name "
+       "against that list. hierarchical and horing group ranks by node and switch; where the forced "
+       "algorithm lacks a collective the ring runs.",
+       field<std::string>(&S::algo,
+                          [](const std::string& v, std::string* out) -> std::string {
+                            std::string why = algorithmNameForm(v);
+                            if (why.empty()) *out = lower(v);
+                            return why;
+                          }),
+       kAllRanks},
+      {"HOCCL_TUNE_FILE", "",
+       "Tune file: link latencies and speeds for the cost model, and rules "
+       "'<collective> <lo>-<hi> <algorithm> [channels=N] [chunks=K]' that win over it (docs/algorithms.md). "
+       "Every rank must read the same file.",
+       field<std::string>(&S::tuneFile, textWhere(readableFile)), kPerRank},
+      {"HOCCL_SPIN", "-1", "Polls before a waiting rank sleeps; -1 picks a value from the number of local ranks and cores.",
+       field<int>(&S::spinIters, integerIn<int>(-1, 100000000, "-1 (automatic) or an iteration count >= 0")),
+       kPerRank},
+      {"HOCCL_CHECK_CALLS", "1",
+       "1: every message carries the collective's signature, so calls that differ across ranks "
+       "are reported instead of corrupting data.",
+       field<bool>(&S::checkCalls, zeroOrOne()), kAllRanks},
+      {"HOCCL_DIRECT_BYTES", "32K",
+       "Slices of at least this many bytes travel by reference between ranks of one process (and of "
+       "one node with HOCCL_CMA=1): the receiver copies them once from the sender's buffer. 0 turns "
+       "it off.",
+       field<uint64_t>(&S::directBytes,
+                       integerIn<uint64_t>(0, 1ll << 30, "a byte count >= 0 (K/M suffixes allowed; 0 = off)")),
+       kPerRank},
+      {"HOCCL_CMA", "0",
+       "1: processes on one node read each other's buffers with process_vm_readv for slices sent by "
+       "reference. Off by default: slower than copies through shared memory on 2-core VMs.",
+       field<bool>(&S::crossMemoryAttach, zeroOrOne()), kPerRank},
+      {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.",
+       field<std::string>(&S::isa, oneOf({"auto", "scalar", "avx2", "avx512"})), kPerRank},
+      {"HOCCL_TUNER_RULES", "",
+       "NCCL tuner plugin: a rule file in the CSV format of NCCL's example tuner; its rules win over "
+       "the model. Unset: NCCL_TUNER_CONFIG_FILE if set, else none (docs/nccl-plugins.md).",
+       field<std::string>(&S::tunerRules, textWhere(readableFile)), kPerRank},
+  };
+}
+
+}  // namespace
+
+const std::vector<SettingDecl>& allSettings() {
+  static const std::vector<SettingDecl> table = makeTable();
+  return table;
+}
+
+}  // namespace hoccl

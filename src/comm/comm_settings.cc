@@ -1,0 +1,59 @@
+#include "src/comm/comm_settings.h"
+
+#include <cstddef>
+
+#include "algorithms/registry.h"
+
+namespace hoccl {
+
+std::vector<std::string> algorithmChoices() {
+  std::vector<std::string> names = {"auto"};
+  for (const AlgoInfo& a : allAlgorithms()) names.push_back(a.name);
+  return names;
+}
+
+Status applyConfig(const hocclConfig_t* config, Settings* s) {
+  if (!config) return Status();
+  if (config->magic != 0xcafebeef || config->size < offsetof(hocclConfig_t, timeoutSec))
+    return errorf(hocclInvalidArgument,
+                  "config was not initialised with HOCCL_CONFIG_INITIALIZER (magic %#x, size %zu)",
+                  config->magic, config->size);
+  if (config->size >= offsetof(hocclConfig_t, commName) && config->timeoutSec != HOCCL_CONFIG_UNDEF_INT) {
+    if (config->timeoutSec <= 0)
+      return errorf(hocclInvalidArgument, "config->timeoutSec=%d must be > 0", config->timeoutSec);
+    s->timeoutSec = config->timeoutSec;
+  }
+  if (config->blocking != HOCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
+    return errorf(hocclInvalidArgument, "config->blocking=%d must be 0 or 1", config->blocking);
+  // NCCL's names ("IB", "Socket") are HOCCL_NET's values in another case;
+  // the row's parser ignores case.
+  if (config->netName) {
+    std::string why = settingDecl("HOCCL_NET").field.parse(config->netName, s);
+    if (!why.empty())
+      return errorf(hocclInvalidArgument, "config->netName=\"%s\" is invalid: expected %s", config->netName,
+                    why.c_str());
+  }
+  // Callers built against a header without `algorithm` pass a smaller size.
+  if (config->size >= offsetof(hocclConfig_t, algorithm) + sizeof(config->algorithm) && config->algorithm) {
+    const std::vector<std::string> names = algorithmChoices();
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    if (!expectOneOf(config->algorithm, names).empty() || !applySetting(s, "HOCCL_ALGO", config->algorithm).empty())
+      return errorf(hocclInvalidArgument, "config->algorithm=\"%s\" names no algorithm (%s)", config->algorithm,
+                    list.c_str());
+  }
+  return Status();
+}
+
+Status commSettings(const hocclConfig_t* config, Settings* out) {
+  std::shared_ptr<const SettingsSnapshot> snap = processSettings();
+  if (!snap->error().empty()) return Status(hocclInvalidArgument, snap->error());
+  Settings s = snap->values();
+  std::string why = expectOneOf(s.algo, algorithmChoices());
+  if (!why.empty()) return Status(hocclInvalidArgument, invalidSetting("HOCCL_ALGO", snap->text("HOCCL_ALGO"), why));
+  HOCCL_TRY(applyConfig(config, &s));
+  *out = s;
+  return Status();
+}
+
+}  // namespace hoccl

@@ -1,0 +1,28 @@
+// A communicator's settings: the process's snapshot of the environment
+// (src/base/config.h) with the communicator's hocclConfig_t on top, and the
+// checks base cannot make because they need a higher layer (HOCCL_ALGO
+// against the algorithm registry).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hoccl.h"
+#include "src/base/config.h"
+#include "src/base/error.h"
+
+namespace hoccl {
+
+// The settings of a new communicator, or of hocclGetUniqueId (config null).
+// Fails with hocclInvalidArgument naming the first bad HOCCL_* value or
+// config field. Does not read the environment again.
+Status commSettings(const hocclConfig_t* config, Settings* out);
+
+// `config`'s fields on top of `s` (hocclCommSplit: the parent's settings).
+Status applyConfig(const hocclConfig_t* config, Settings* s);
+
+// The names HOCCL_ALGO and config->algorithm accept: auto and every
+// algorithm of the registry.
+std::vector<std::string> algorithmChoices();
+
+}  // namespace hoccl
