@@ -133,6 +133,38 @@ TEST(NetSelection, AutoFallsBackToSocketsSayingWhy) {
   EXPECT_EQ(bad.code(), hocclInvalidArgument) << bad.message();
 }
 
+// The communicator and the NCCL net plugin take their network choice from
+// this one function; every HOCCL_NET, HOCCL_SOCKET_* and HOCCL_IB_* setting
+// reaches the transport it configures.
+TEST(NetSelection, ChoiceFromSettings) {
+  Settings s;
+  s.net = "socket";
+  s.socketIfname = "=eth1";
+  s.socketStreams = 3;
+  s.timeoutSec = 42;
+  s.ibHca = "^mlx5_1";
+  s.ibGidIndex = 3;
+  s.ibQpsPerConn = 2;
+  s.ibTimeout = 17;
+  s.ibRetryCnt = 5;
+  NetChoice c = netChoiceFrom(s);
+  EXPECT_EQ(c.mode, "socket");
+  EXPECT_EQ(c.socket.ifnameRule, "=eth1");
+  EXPECT_EQ(c.socket.streams, 3);
+  EXPECT_EQ(c.socket.timeoutSec, 42);
+  EXPECT_EQ(c.ib.hcaRule, "^mlx5_1");
+  EXPECT_EQ(c.ib.gidIndex, 3);
+  EXPECT_EQ(c.ib.qpsPerConn, 2);
+  EXPECT_EQ(c.ib.timeout, 17);
+  EXPECT_EQ(c.ib.retryCnt, 5);
+  EXPECT_EQ(c.ib.ifnameRule, "=eth1");  // IB's side channel follows the socket rule
+  EXPECT_EQ(c.ib.timeoutSec, 42);
+  // What only the caller knows stays unset.
+  EXPECT_EQ(c.socket.notify, nullptr);
+  EXPECT_EQ(c.ib.notify, nullptr);
+  EXPECT_EQ(c.socket.localAddr.u.sa.sa_family, AF_UNSPEC);
+}
+
 // A connected IB pair within this process, or a skip saying why not.
 struct IbPair {
   std::unique_ptr<NetTransport> net;

@@ -22,11 +22,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Library folders by layer (0 = bottom). Transport backends are separate
 # folders: each may use transport/ (the neutral interface) but not another
-# backend.
+# backend. transport/links owns the backends and routes edges to them; it
+# is the only library folder above them that may include one.
 LAYERS = [
     ["src/base"],
     ["src/bootstrap", "src/topo", "transport", "transport/shm", "transport/net", "algorithms"],
-    ["src/tune", "src/exec"],
+    ["src/tune", "src/exec", "transport/links"],
     ["src/comm"],
     ["src/api"],
 ]
@@ -41,8 +42,11 @@ USERS = {
     "bindings": set(),
 }
 # transport/ itself holds only the interface headers; these sub-folders are
-# backends that must not include each other.
+# backends that must not include each other. Of the library folders, only
+# BACKEND_OWNER may include a backend: the rest see transport/connection.h
+# and transport/links.
 BACKENDS = ["transport/shm", "transport/net"]
+BACKEND_OWNER = "transport/links"
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -52,6 +56,8 @@ def folder_of(path):
     for b in BACKENDS:
         if path == b or path.startswith(b + "/"):
             return b
+    if path == BACKEND_OWNER or path.startswith(BACKEND_OWNER + "/"):
+        return BACKEND_OWNER
     if path.startswith("transport/"):
         return "transport"
     for layer in LAYERS:
@@ -85,6 +91,8 @@ def allowed(src, dst):
         return False
     if src in BACKENDS and dst == "transport":
         return True
+    if dst in BACKENDS and src != BACKEND_OWNER:
+        return False
     return ld < ls
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds hoccl and runs every test: the GoogleTest suites through ctest, then
-# a check that a program built only against the installed package
+# Checks the include layers (tools/layers.py: no library folder includes one
+# above or beside it), builds hoccl and runs every test: the GoogleTest
+# suites through ctest, then a check that a program built only against the
+# installed package
 # (pkg-config and find_package) runs 4 ranks as 4 processes. Ends by naming
 # every test that skipped and why (tools/ctest-skips.sh).
 #   tools/run-tests.sh [build-dir]       (default: build)
@@ -15,10 +17,14 @@ require_cmd make make
 require_cmd cc gcc
 require_cmd c++ g++
 require_cmd pkg-config pkg-config
+require_cmd python3 python3
 require_header gtest/gtest.h libgtest-dev
 require_library_deps
 require_end
 jobs=$(nproc)
+# Fast (no build): an include that points up or sideways fails here, named.
+python3 "$root/tools/layers.py" >/dev/null
+echo "run-tests: layers: every include points down"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${HOCCL_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs"
 junit=$(cd "$build" && pwd)/ctest-junit.xml

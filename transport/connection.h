@@ -3,11 +3,17 @@
 // the sender fills a slot and posts it, the receiver peeks at it, consumes
 // it in place and releases it. All calls are non-blocking; the executor
 // polls them and sleeps on the rank's doorbell when nothing moves.
+//
+// This header is the whole transport-neutral interface: the executor and
+// the communicator use nothing else of a transport. Backends
+// (transport/shm, transport/net) implement it and never include each
+// other; transport/links owns one of each and routes every edge to one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hoccl {
 
@@ -74,6 +80,43 @@ class RecvConn {
   virtual const void* mapDirect(const DirectRef& ref) { return nullptr; }
   virtual std::string failure() const { return ""; }
   virtual std::string health() const { return ""; }  // as SendConn::health
+};
+
+// A connection to set up: this rank sends to or receives from `peer` on
+// `channel`.
+struct EdgeRequest {
+  int peer;
+  int channel;
+  bool send;
+  bool operator<(const EdgeRequest& o) const {
+    return peer != o.peer ? peer < o.peer : channel != o.channel ? channel < o.channel : send < o.send;
+  }
+};
+
+// The connections of one rank, by peer and channel: what the executor
+// reads its connections from (null: the edge was never connected).
+class Connections {
+ public:
+  virtual ~Connections() = default;
+  virtual SendConn* sendConn(int peer, int channel) = 0;
+  virtual RecvConn* recvConn(int peer, int channel) = 0;
+};
+
+// How a sleeping rank is woken. The rank's progress loop reads value(),
+// polls its connections, and when nothing moved waits until the value
+// differs; a transport that completes something for the rank (a peer's
+// post, a finished network request) rings it. Each transport brings its
+// own mechanism (shared memory: a futex word its local peers ring too);
+// the others ring whatever doorbell they are given.
+class Doorbell {
+ public:
+  virtual ~Doorbell() = default;
+  virtual uint32_t value() const = 0;
+  virtual void ring() = 0;
+  // Returns once the value differs from `seen`, or after about timeoutMs.
+  virtual void wait(uint32_t seen, int timeoutMs) = 0;
+  // For C-style callbacks (a network transport's completion notifier).
+  static void ringCallback(void* doorbell) { static_cast<Doorbell*>(doorbell)->ring(); }
 };
 
 }  // namespace hoccl

@@ -12,18 +12,9 @@ Status createPluginTransport(const Settings& s, std::unique_ptr<NetTransport>* o
     const char* v = getenv(ncclVar);
     return !own.empty() ? own : v ? std::string(v) : std::string();
   };
-  NetChoice c;
-  c.mode = s.net;
-  c.socket.ifnameRule = orNccl(s.socketIfname, "NCCL_SOCKET_IFNAME");
-  c.socket.streams = s.socketStreams;
-  c.socket.timeoutSec = s.timeoutSec;
+  NetChoice c = netChoiceFrom(s);
+  c.socket.ifnameRule = c.ib.ifnameRule = orNccl(s.socketIfname, "NCCL_SOCKET_IFNAME");
   c.ib.hcaRule = orNccl(s.ibHca, "NCCL_IB_HCA");
-  c.ib.gidIndex = s.ibGidIndex;
-  c.ib.qpsPerConn = s.ibQpsPerConn;
-  c.ib.timeout = s.ibTimeout;
-  c.ib.retryCnt = s.ibRetryCnt;
-  c.ib.ifnameRule = c.socket.ifnameRule;
-  c.ib.timeoutSec = s.timeoutSec;
   return createNetTransport(c, out, chosen);
 }
 

@@ -310,7 +310,7 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   // Within 1 s in all: at most 0.3 s telling the peers, 0.6 s for a call
   // on another thread to return.
   comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true, 0.3);
-  if (comm->shm) ringDoorbell(comm->shm->self());
+  if (comm->links) comm->links->doorbell().ring();
   for (int i = 0; i < 600 && comm->inFlight.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (comm->inFlight.load() > 0) {
     // Freeing memory another thread still uses would be worse than a leak.

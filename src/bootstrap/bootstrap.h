@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "src/base/socket.h"
 #include "src/base/error.h"
+#include "src/base/oob.h"
+#include "src/base/random.h"
+#include "src/base/socket.h"
 
 namespace hoccl {
 
@@ -42,9 +44,6 @@ struct RankInfo {
   SockAddr listenAddr;
 };
 
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull);
-uint64_t randomU64();
-
 // Starts the rendezvous thread for `nranks` unknown until the first hello.
 // It exits once it has answered every rank or after `timeoutSec`.
 Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound);
@@ -65,7 +64,8 @@ struct BootstrapOptions {
   int libVersion = 0;       // 0: this library's (tests pretend to be others)
 };
 
-class Bootstrap {
+// The transports reach it through OutOfBand (src/base/oob.h).
+class Bootstrap : public OutOfBand {
  public:
   // Joins the rendezvous described by `id`.
   static Status join(const UniqueIdData& id, const BootstrapOptions& opt,
@@ -77,8 +77,8 @@ class Bootstrap {
   // A listening socket on the same interface as this bootstrap (for splits).
   Status newListener(Socket* sock, SockAddr* addr) const;
 
-  int rank() const { return rank_; }
-  int nranks() const { return static_cast<int>(table_.size()); }
+  int rank() const override { return rank_; }
+  int nranks() const override { return static_cast<int>(table_.size()); }
   uint64_t magic() const { return magic_; }
   const std::vector<RankInfo>& table() const { return table_; }
   // The interface and address this rank listens on (the network transport
@@ -88,11 +88,11 @@ class Bootstrap {
 
   // A recv, allGather or barrier ends early with the abort of any peer
   // that sent one (see broadcastAbort).
-  Status send(int peer, uint32_t tag, const void* data, size_t bytes);
-  Status recv(int peer, uint32_t tag, std::string* data);
+  Status send(int peer, uint32_t tag, const void* data, size_t bytes) override;
+  Status recv(int peer, uint32_t tag, std::string* data) override;
   // `all` holds nranks blocks of `bytes`; this rank's block is filled in.
-  Status allGather(void* all, size_t bytes);
-  Status barrier();
+  Status allGather(void* all, size_t bytes) override;
+  Status barrier() override;
 
   // Failure propagation: tells every rank r with tell[r] that this rank
   // stopped, with `code` and `msg`, each over a short connection of its

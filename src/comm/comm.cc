@@ -81,45 +81,13 @@ Status finishInit(hocclComm* c) {
     else remote.push_back(r);
   }
   HOCCL_TRY(buildSystem(c));
-  ShmOptions so;
-  so.commHash = c->commHash;
-  so.rank = c->rank;
-  so.slotBytes = c->settings.sliceBytes;
-  so.slots = c->settings.slots;
-  so.crossMemoryAttach = c->settings.crossMemoryAttach;
-  HOCCL_TRY(ShmDomain::create(*c->boot, so, c->localRanks, &c->shm));
-  if (!remote.empty()) {
-    NetChoice choice;
-    choice.mode = c->settings.net;
-    SocketNetOptions& no = choice.socket;
-    no.ifnameRule = c->settings.socketIfname;
-    no.localAddr = c->boot->listenAddress();
-    no.localIfname = c->boot->interfaceName();
-    no.streams = c->settings.socketStreams;
-    no.timeoutSec = c->settings.timeoutSec;
-    no.notify = [](void* cb) { ringDoorbell(static_cast<ControlBlock*>(cb)); };
-    no.notifyArg = c->shm->self();
-    IbNetOptions& io = choice.ib;
-    io.hcaRule = c->settings.ibHca;
-    io.gidIndex = c->settings.ibGidIndex;
-    io.qpsPerConn = c->settings.ibQpsPerConn;
-    io.timeout = c->settings.ibTimeout;
-    io.retryCnt = c->settings.ibRetryCnt;
-    io.ifnameRule = no.ifnameRule;
-    io.localAddr = no.localAddr;
-    io.timeoutSec = no.timeoutSec;
-    io.notify = no.notify;
-    io.notifyArg = no.notifyArg;
-    std::unique_ptr<NetTransport> transport;
-    std::string chosen;
-    HOCCL_TRY(createNetTransport(choice, &transport, &chosen));
-    // Rails: the l-th rank of a node uses the node's port l mod ports.
-    int local = static_cast<int>(std::find(c->localRanks.begin(), c->localRanks.end(), c->rank) - c->localRanks.begin());
-    int dev = local % std::max(1, transport->devices());
-    HINFO(kSubNet, "rank %d: network %s, device %d", c->rank, chosen.c_str(), dev);
-    c->net = std::make_unique<NetDomain>(std::move(transport), c->rank, c->settings.sliceBytes, c->settings.slots,
-                                         c->settings.timeoutSec, dev);
-  }
+  LinksOptions lo;
+  lo.rank = c->rank;
+  lo.commHash = c->commHash;
+  lo.isLocal = c->isLocal;
+  lo.localAddr = c->boot->listenAddress();
+  lo.localIfname = c->boot->interfaceName();
+  HOCCL_TRY(Links::create(*c->boot, c->settings, lo, &c->links));
   if (c->nranks > 1) {
     std::vector<EdgeRequest> ring;
     int next = (c->rank + 1) % c->nranks, prev = (c->rank + c->nranks - 1) % c->nranks;
@@ -127,7 +95,7 @@ Status finishInit(hocclComm* c) {
       ring.push_back({next, ch, true});
       ring.push_back({prev, ch, false});
     }
-    HOCCL_TRY(c->connectEdges(ring));
+    HOCCL_TRY(c->links->connect(ring));
   }
   // Ranks on this physical machine, not node: emulated nodes share the
   // cores. More of them than cores: a spinning rank steals the core its
@@ -286,24 +254,16 @@ Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr
   std::set<EdgeRequest> edges;
   for (size_t ch = 0; ch < sched->channels.size(); ++ch) {
     for (const Step& s : sched->channels[ch].steps) {
-      if (s.recvPeer >= 0 && !recvConn(s.recvPeer, static_cast<int>(ch)))
+      if (s.recvPeer >= 0 && !links->recvConn(s.recvPeer, static_cast<int>(ch)))
         edges.insert({s.recvPeer, static_cast<int>(ch), false});
-      if (s.sendPeer >= 0 && !sendConn(s.sendPeer, static_cast<int>(ch)))
+      if (s.sendPeer >= 0 && !links->sendConn(s.sendPeer, static_cast<int>(ch)))
         edges.insert({s.sendPeer, static_cast<int>(ch), true});
     }
   }
-  if (!edges.empty()) HOCCL_TRY(connectEdges(std::vector<EdgeRequest>(edges.begin(), edges.end())));
+  if (!edges.empty()) HOCCL_TRY(links->connect(std::vector<EdgeRequest>(edges.begin(), edges.end())));
   if (schedules.size() > 256) schedules.clear();
   schedules[k] = sched;
   *out = sched;
-  return Status();
-}
-
-Status hocclComm::connectEdges(const std::vector<EdgeRequest>& edges) {
-  std::vector<EdgeRequest> local, remote;
-  for (const EdgeRequest& e : edges) (isLocal[e.peer] ? local : remote).push_back(e);
-  if (!local.empty()) HOCCL_TRY(shm->connect(*boot, local));
-  if (!remote.empty()) HOCCL_TRY(net->connect(*boot, remote));
   return Status();
 }
 
@@ -323,11 +283,11 @@ void hocclComm::fail(const Status& st, bool tellPeers, double budgetSec) {
   const std::string& text = st.message();
   bool named = text.compare(0, me.size(), me) == 0 && (text.size() == me.size() || !isdigit(text[me.size()]));
   std::string msg = named ? text : me + ": " + text;
-  if (shm) shm->broadcastAbort(st.code(), msg);
+  if (links) links->broadcastAbort(st.code(), msg);
   // Ranks on other nodes may not talk to this one (or to the culprit) at
   // all in the current call; without a notice they would wait for the
   // timeout.
-  if (net && boot) {
+  if (links && links->hasNetwork() && boot) {
     std::vector<bool> remote(nranks);
     for (int r = 0; r < nranks; ++r) remote[r] = !isLocal[r];
     boot->broadcastAbort(st.code(), msg, remote, budgetSec);
@@ -335,32 +295,27 @@ void hocclComm::fail(const Status& st, bool tellPeers, double budgetSec) {
 }
 
 Status hocclComm::peerAbort(bool network) {
-  ControlBlock* cb = shm ? shm->self() : nullptr;
-  if (cb && cb->aborted.load(std::memory_order_acquire) == 1) {
-    std::string msg(cb->abortMsg, strnlen(cb->abortMsg, sizeof cb->abortMsg));
-    return Status(static_cast<hocclResult_t>(cb->abortCode), "rank " + std::to_string(rank) + " stopped because " + msg);
-  }
-  if (network && net && boot) {
+  int code = 0;
+  std::string msg;
+  if (links && links->abortNotice(&code, &msg))
+    return Status(static_cast<hocclResult_t>(code), "rank " + std::to_string(rank) + " stopped because " + msg);
+  if (network && links && links->hasNetwork() && boot) {
     Status st = boot->pollAbort();
     if (!st.ok()) return Status(st.code(), "rank " + std::to_string(rank) + " stopped because " + st.message());
   }
   return Status();
 }
 
-namespace {
-bool processAlive(int pid) { return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH; }
-}  // namespace
-
 Status hocclComm::lostPeer() {
-  for (int r = 0; shm && r < nranks; ++r) {
-    ControlBlock* cb = r != rank && isLocal[r] ? shm->control(r) : nullptr;
-    if (cb && shm->pidVisible(r) && cb->closed.load(std::memory_order_acquire) == 0 && !processAlive(cb->pid))
+  int pid = 0;
+  for (int r = 0; links && r < nranks; ++r) {
+    if (r != rank && links->localPeerExited(r, true, &pid))
       return hoccl::errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited without freeing its "
-                           "communicator (found between calls)", rank, r, cb->pid, hostId.c_str());
+                           "communicator (found between calls)", rank, r, pid, hostId.c_str());
   }
   int peer = -1;
   std::string why;
-  if (net && net->lostPeer(&peer, &why)) {
+  if (links && links->lostRemotePeer(&peer, &why)) {
     const RankInfo& info = boot->table()[peer];
     return hoccl::errorf(hocclRemoteError, "rank %d: lost peer rank %d (pid %d on %s) between calls: %s", rank, peer,
                          info.pid, info.hostId, why.c_str());

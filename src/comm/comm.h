@@ -20,8 +20,7 @@
 #include "src/exec/engine.h"
 #include "src/topo/topology.h"
 #include "src/tune/tuner.h"
-#include "transport/net/net_conn.h"
-#include "transport/shm/shm.h"
+#include "transport/links/links.h"
 
 namespace hoccl {
 
@@ -46,8 +45,9 @@ struct hocclComm : public hoccl::TaskOwner {
   hoccl::Settings settings;
   std::string hostId;
   std::unique_ptr<hoccl::Bootstrap> boot;
-  std::unique_ptr<hoccl::ShmDomain> shm;
-  std::unique_ptr<hoccl::NetDomain> net;  // null when every rank is on this node
+  // Every connection of this rank, over shared memory or the network
+  // (after boot: it uses the bootstrap, so it goes first).
+  std::unique_ptr<hoccl::Links> links;
   std::vector<int> localRanks;
   std::vector<bool> isLocal;              // per rank: same node as this one
   hoccl::topo::System system;             // every node, switch and rank
@@ -93,17 +93,7 @@ struct hocclComm : public hoccl::TaskOwner {
   std::mutex opsMutex;
   std::vector<UserOp> userOps;
 
-  hoccl::SendConn* sendConn(int peer, int channel) override {
-    return isLocal[peer] ? shm->sendConn(peer, channel) : net->sendConn(peer, channel);
-  }
-  hoccl::RecvConn* recvConn(int peer, int channel) override {
-    return isLocal[peer] ? shm->recvConn(peer, channel) : net->recvConn(peer, channel);
-  }
-  hoccl::ScratchPool* scratchPool() override { return &scratch; }
   hoccl::ScratchPool scratch;  // tasks' scratch, kept across calls
-  // Sets up the connections in `edges` that do not exist yet, each over
-  // shared memory or the network depending on where the peer is.
-  hoccl::Status connectEdges(const std::vector<hoccl::EdgeRequest>& edges);
 
   // Builds (or reuses) this rank's schedule for a call and makes sure every
   // connection it uses exists. The tuner picks the algorithm, channels and
@@ -132,12 +122,13 @@ struct hocclComm : public hoccl::TaskOwner {
   std::string describeSelf() const override;
   hoccl::PeerInfo peerInfo(int peer) const override;
   bool remotePeer(int peer) const override { return !isLocal[peer]; }
-  bool usesNetwork() const override { return net != nullptr; }
+  bool usesNetwork() const override { return links->hasNetwork(); }
   bool abortPending() const override { return abortRequested.load(std::memory_order_relaxed); }
   bool peerProcessGone(int peer) override;
   void recordFailure(const hoccl::Status& st, bool tellPeers) override { fail(st, tellPeers); }
-  uint32_t doorbellToken() override;
-  void sleepOnDoorbell(uint32_t token, int timeoutMs) override;
+  hoccl::Connections& connections() override { return *links; }
+  hoccl::Doorbell& doorbell() override { return links->doorbell(); }
+  hoccl::ScratchPool* scratchPool() override { return &scratch; }
 };
 
 namespace hoccl {

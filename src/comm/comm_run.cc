@@ -1,9 +1,7 @@
 // How the communicator runs calls: schedules and connections first, then
 // the executor; and what the executor may ask the communicator meanwhile.
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <thread>
 
 #include "src/comm/comm.h"
@@ -20,14 +18,9 @@ PeerInfo hocclComm::peerInfo(int peer) const {
 }
 
 bool hocclComm::peerProcessGone(int peer) {
-  ControlBlock* cb = isLocal[peer] && shm ? shm->control(peer) : nullptr;
-  if (!cb || !shm->pidVisible(peer)) return false;
-  return cb->pid > 0 && kill(cb->pid, 0) != 0 && errno == ESRCH;
+  int pid = 0;
+  return links && links->localPeerExited(peer, false, &pid);
 }
-
-uint32_t hocclComm::doorbellToken() { return shm->self()->doorbell.load(std::memory_order_acquire); }
-
-void hocclComm::sleepOnDoorbell(uint32_t token, int timeoutMs) { waitDoorbell(shm->self(), token, timeoutMs); }
 
 namespace hoccl {
 

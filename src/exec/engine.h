@@ -30,10 +30,16 @@ struct PeerInfo {
   std::string host;
 };
 
-// What the progress engine needs from the communicator that owns a call,
-// besides its connections.
-class TaskOwner : public ExecLinks {
+// What the progress engine needs from the communicator that owns a call.
+class TaskOwner {
  public:
+  virtual ~TaskOwner() = default;
+  // The rank's connections and the doorbell it sleeps on: the transports'
+  // neutral interface (transport/connection.h), nothing of a backend.
+  virtual Connections& connections() = 0;
+  virtual Doorbell& doorbell() = 0;
+  // Where tasks take their scratch from (null: each task allocates its own).
+  virtual ScratchPool* scratchPool() { return nullptr; }
   virtual int ownRank() const = 0;
   virtual const ProgressPolicy& progressPolicy() const = 0;
   // "rank 0 (pid 12 on hostA)": this rank, as timeout messages name it.
@@ -53,10 +59,6 @@ class TaskOwner : public ExecLinks {
   // Records a fatal error; with tellPeers, tells the other ranks so none of
   // them waits for the timeout.
   virtual void recordFailure(const Status& st, bool tellPeers) = 0;
-  // The rank's doorbell: a token now, then a sleep until it changes (a
-  // connection moved) or timeoutMs passes.
-  virtual uint32_t doorbellToken() = 0;
-  virtual void sleepOnDoorbell(uint32_t token, int timeoutMs) = 0;
 };
 
 // One validated, numbered call with its schedule, ready to run.

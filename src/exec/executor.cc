@@ -71,8 +71,8 @@ void ScratchPool::give(std::unique_ptr<char[]> buf, size_t cap) {
   idle_.emplace_back(cap, std::move(buf));
 }
 
-CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, ExecLinks* links,
-                   size_t sliceBytes, bool checkCalls, size_t directMinBytes)
+CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, Connections* links,
+                   ScratchPool* scratch, size_t sliceBytes, bool checkCalls, size_t directMinBytes)
     : call_(call),
       sched_(std::move(schedule)),
       links_(links),
@@ -84,7 +84,7 @@ CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedul
       chans_(sched_->channels.size()) {
   if (sched_->scratchCount) {
     const size_t bytes = sched_->scratchCount * esize_;
-    scratch_ = ScratchPool::take(links_->scratchPool(), bytes);
+    scratch_ = ScratchPool::take(scratch, bytes);
     if (!scratch_.data()) {
       setupError_ = errorf(hocclSystemError, "rank %d could not allocate %zu bytes of scratch for %s (call #%llu)",
                            sched_->key.rank, bytes,

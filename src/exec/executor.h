@@ -55,16 +55,6 @@ class ScratchPool {
   std::vector<std::pair<size_t, std::unique_ptr<char[]>>> idle_;
 };
 
-// What a task needs from its communicator.
-class ExecLinks {
- public:
-  virtual ~ExecLinks() = default;
-  virtual SendConn* sendConn(int peer, int channel) = 0;
-  virtual RecvConn* recvConn(int peer, int channel) = 0;
-  // Where tasks take their scratch from (null: each task allocates its own).
-  virtual ScratchPool* scratchPool() { return nullptr; }
-};
-
 struct CollCall {
   CollKind coll = CollKind::AllReduce;
   const void* sendbuff = nullptr;
@@ -85,9 +75,11 @@ std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, i
 
 class CollTask {
  public:
+  // `links`: the rank's connections (transport/connection.h). `scratch`:
+  // where the task takes its scratch from (null: it allocates its own).
   // Slices of at least directMinBytes whose value stays put go by reference
   // where the connection allows (0: never).
-  CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, ExecLinks* links,
+  CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, Connections* links, ScratchPool* scratch,
            size_t sliceBytes, bool checkCalls, size_t directMinBytes);
   // Advances all channels as far as possible without waiting. Returns an
   // error for a mismatched message; sets *progressed if anything moved.
@@ -117,7 +109,7 @@ class CollTask {
 
   CollCall call_;
   std::shared_ptr<const Schedule> sched_;
-  ExecLinks* links_;
+  Connections* links_;
   const DataOps& ops_;
   size_t esize_;
   uint64_t sliceElems_;

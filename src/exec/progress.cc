@@ -38,8 +38,8 @@ Status deadPeer(TaskOwner& o, const CollTask& t) {
     }
     for (int ch = 0; ch < t.channelCount(); ++ch) {
       std::string why;
-      if (SendConn* s = o.sendConn(peer, ch)) why = s->failure();
-      if (RecvConn* r = why.empty() ? o.recvConn(peer, ch) : nullptr) why = r->failure();
+      if (SendConn* s = o.connections().sendConn(peer, ch)) why = s->failure();
+      if (RecvConn* r = why.empty() ? o.connections().recvConn(peer, ch) : nullptr) why = r->failure();
       if (!why.empty())
         return errorf(hocclRemoteError, "rank %d: lost peer rank %d (on %s) during %s (call #%llu): %s", o.ownRank(),
                       peer, o.peerInfo(peer).host.c_str(), callText(call).c_str(), seq, why.c_str());
@@ -62,8 +62,8 @@ class HostExecutor : public Executor {
           return st;
         }
       }
-      tasks.push_back(std::make_unique<CollTask>(call, w.schedule, w.owner, w.sliceBytes, w.checkCalls,
-                                                 w.directBytes));
+      tasks.push_back(std::make_unique<CollTask>(call, w.schedule, &w.owner->connections(), w.owner->scratchPool(),
+                                                 w.sliceBytes, w.checkCalls, w.directBytes));
     }
     return progress(work, tasks);
   }
@@ -100,7 +100,7 @@ class HostExecutor : public Executor {
     double lastHealthCheck = lastProgress;
     int spins = 0;
     for (;;) {
-      uint32_t seen = first->doorbellToken();
+      uint32_t seen = first->doorbell().value();
       bool allDone = true, progressed = false;
       // Calls on one communicator share its connections, so they run one
       // after another; calls on different communicators run together.
@@ -161,7 +161,7 @@ class HostExecutor : public Executor {
         }
       }
       if (now - lastHealthCheck > 0.1) lastHealthCheck = now;
-      first->sleepOnDoorbell(seen, multiComm ? 1 : 100);
+      first->doorbell().wait(seen, multiComm ? 1 : 100);
     }
   }
 };

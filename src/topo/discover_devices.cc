@@ -11,11 +11,8 @@
 #include <vector>
 
 #include "build_info.h"
+#include "src/base/verbs.h"  // the verbs loader the IB transport uses too
 #include "src/topo/topology.h"
-
-#ifdef HOCCL_HAVE_IBVERBS
-#include <infiniband/verbs.h>  // types only: every call goes through dlsym
-#endif
 
 namespace hoccl {
 namespace topo {
@@ -166,27 +163,6 @@ void probeGpus(NodeInfo* n) {
 
 namespace {
 
-struct Verbs {
-  ibv_device** (*getDeviceList)(int*);
-  void (*freeDeviceList)(ibv_device**);
-  const char* (*getDeviceName)(ibv_device*);
-  ibv_context* (*openDevice)(ibv_device*);
-  int (*closeDevice)(ibv_context*);
-  int (*queryDevice)(ibv_context*, ibv_device_attr*);
-  int (*queryPortCompat)(ibv_context*, uint8_t, _compat_ibv_port_attr*);
-  int (*queryGid)(ibv_context*, uint8_t, int, ibv_gid*);
-};
-
-// What the inline ibv_query_port() in verbs.h does: the extended context's
-// query_port op when the provider has one, else the exported compat symbol
-// (whose struct is a prefix of ibv_port_attr).
-int queryPort(const Verbs& v, ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
-  memset(attr, 0, sizeof *attr);
-  verbs_context* vctx = verbs_get_ctx_op(ctx, query_port);
-  if (vctx) return vctx->query_port(ctx, port, attr, sizeof *attr);
-  return v.queryPortCompat(ctx, port, reinterpret_cast<_compat_ibv_port_attr*>(attr));
-}
-
 // Gbit/s per lane (nominal data rate) times the number of lanes.
 double portGbps(uint8_t speed, uint8_t width) {
   double lane = 0;
@@ -222,20 +198,13 @@ std::string gidString(const ibv_gid& gid) {
 }  // namespace
 
 void probeVerbs(NodeInfo* n) {
-  // Kept loaded: providers register themselves and do not expect unloading.
-  void* lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    n->verbsStatus = "no verbs: libibverbs.so.1 not found";
+  std::string why;
+  const Verbs* loaded = loadVerbs(&why);  // kept loaded: providers do not expect unloading
+  if (!loaded) {
+    n->verbsStatus = "no verbs: " + why;
     return;
   }
-  Verbs v;
-  if (!sym(lib, "ibv_get_device_list", &v.getDeviceList) || !sym(lib, "ibv_free_device_list", &v.freeDeviceList) ||
-      !sym(lib, "ibv_get_device_name", &v.getDeviceName) || !sym(lib, "ibv_open_device", &v.openDevice) ||
-      !sym(lib, "ibv_close_device", &v.closeDevice) || !sym(lib, "ibv_query_device", &v.queryDevice) ||
-      !sym(lib, "ibv_query_port", &v.queryPortCompat) || !sym(lib, "ibv_query_gid", &v.queryGid)) {
-    n->verbsStatus = "no verbs: libibverbs.so.1 lacks ibv_get_device_list or another call we need";
-    return;
-  }
+  const Verbs& v = *loaded;
   int count = 0;
   ibv_device** list = v.getDeviceList(&count);
   if (!list) {
@@ -261,7 +230,7 @@ void probeVerbs(NodeInfo* n) {
     std::string pci = pciDeviceDir("/sys/class/infiniband/" + name + "/device");
     for (int p = 1; p <= nports; ++p) {
       ibv_port_attr pattr;
-      if (queryPort(v, ctx, static_cast<uint8_t>(p), &pattr) != 0) continue;
+      if (v.queryPort(ctx, static_cast<uint8_t>(p), &pattr) != 0) continue;
       ++ports;
       NicInfo nic;
       nic.name = name;

@@ -10,8 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "src/base/socket.h"
+#include "src/base/config.h"
 #include "src/base/error.h"
+#include "src/base/socket.h"
 
 namespace hoccl {
 
@@ -115,5 +116,10 @@ struct NetChoice {
   IbNetOptions ib;
 };
 Status createNetTransport(const NetChoice& choice, std::unique_ptr<NetTransport>* out, std::string* chosen);
+
+// The choice the settings make (HOCCL_NET, HOCCL_SOCKET_*, HOCCL_IB_*,
+// HOCCL_TIMEOUT); the one place that maps them. The caller adds what only
+// it knows: the local address and interface, the completion notifier.
+NetChoice netChoiceFrom(const Settings& s);
 
 }  // namespace hoccl

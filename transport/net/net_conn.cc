@@ -1,10 +1,10 @@
 #include "transport/net/net_conn.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <thread>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/base/clock.h"
 #include "src/base/log.h"
 
@@ -139,12 +139,25 @@ class NetRecv : public RecvConn {
 
 }  // namespace
 
+Status NetDomain::create(NetChoice choice, const NetDomainOptions& opt, Doorbell* wake,
+                         std::unique_ptr<NetDomain>* out, std::string* chosen) {
+  choice.socket.notify = choice.ib.notify = wake ? &Doorbell::ringCallback : nullptr;
+  choice.socket.notifyArg = choice.ib.notifyArg = wake;
+  std::unique_ptr<NetTransport> transport;
+  std::string how;
+  HOCCL_TRY(createNetTransport(choice, &transport, &how));
+  int dev = opt.localIndex % std::max(1, transport->devices());
+  *chosen = how + ", device " + std::to_string(dev);
+  *out = std::make_unique<NetDomain>(std::move(transport), opt.rank, opt.slotBytes, opt.slots, opt.timeoutSec, dev);
+  return Status();
+}
+
 NetDomain::~NetDomain() {
   sends_.clear();
   recvs_.clear();
 }
 
-Status NetDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges) {
+Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges) {
   Deadline dl = Deadline::in(timeoutSec_);
   // 1. Receivers listen and hand their address to the sender.
   struct Listening {
@@ -162,7 +175,7 @@ Status NetDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges
     void* lc = nullptr;
     Status st = net_->listen(dev_, handle, &lc);
     if (st.ok()) listening.push_back({e, lc});
-    if (st.ok()) st = boot.send(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), handle, sizeof handle);
+    if (st.ok()) st = oob.send(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), handle, sizeof handle);
     if (!st.ok()) {
       closeListening();
       return st;
@@ -178,7 +191,7 @@ Status NetDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges
   for (const EdgeRequest& e : edges) {
     if (!e.send || sends_.count({e.peer, e.channel})) continue;
     std::string handle;
-    Status st = boot.recv(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), &handle);
+    Status st = oob.recv(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), &handle);
     if (st.ok() && handle.size() != kNetHandleBytes)
       st = errorf(hocclInternalError, "malformed network handle from rank %d", e.peer);
     if (!st.ok()) {

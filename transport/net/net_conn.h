@@ -9,13 +9,21 @@
 #include <memory>
 #include <vector>
 
+#include "src/base/oob.h"
 #include "transport/connection.h"
 #include "transport/net/net.h"
-#include "transport/shm/shm.h"
 
 namespace hoccl {
 
-class Bootstrap;
+struct NetDomainOptions {
+  int rank = 0;
+  size_t slotBytes = 128 << 10;
+  int slots = 8;
+  double timeoutSec = 300;
+  // This rank's index among the ranks of its node: rails, the l-th rank of
+  // a node uses the node's device (port) l mod devices.
+  int localIndex = 0;
+};
 
 class NetDomain {
  public:
@@ -23,12 +31,17 @@ class NetDomain {
   // `dev`: the transport device (IB port) this rank uses.
   NetDomain(std::unique_ptr<NetTransport> net, int rank, size_t slotBytes, int slots, double timeoutSec, int dev = 0)
       : net_(std::move(net)), rank_(rank), slotBytes_(slotBytes), slots_(slots), timeoutSec_(timeoutSec), dev_(dev) {}
+  // Creates the transport `choice` names; its progress thread rings `wake`
+  // whenever a request completes or a connection fails. `chosen` receives
+  // a one-line account of the transport and device.
+  static Status create(NetChoice choice, const NetDomainOptions& opt, Doorbell* wake,
+                       std::unique_ptr<NetDomain>* out, std::string* chosen);
   ~NetDomain();
 
-  // Sets up the missing connections in `edges` (pairwise over the
-  // bootstrap: the receiver listens and sends its handle, the sender
-  // connects, the receiver accepts). Idempotent.
-  Status connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges);
+  // Sets up the missing connections in `edges` (pairwise over `oob`: the
+  // receiver listens and sends its handle, the sender connects, the
+  // receiver accepts). Idempotent.
+  Status connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges);
   SendConn* sendConn(int peer, int channel);
   RecvConn* recvConn(int peer, int channel);
   NetTransport& transport() { return *net_; }

@@ -4,6 +4,22 @@
 
 namespace hoccl {
 
+NetChoice netChoiceFrom(const Settings& s) {
+  NetChoice c;
+  c.mode = s.net;
+  c.socket.ifnameRule = s.socketIfname;
+  c.socket.streams = s.socketStreams;
+  c.socket.timeoutSec = s.timeoutSec;
+  c.ib.hcaRule = s.ibHca;
+  c.ib.gidIndex = s.ibGidIndex;
+  c.ib.qpsPerConn = s.ibQpsPerConn;
+  c.ib.timeout = s.ibTimeout;
+  c.ib.retryCnt = s.ibRetryCnt;
+  c.ib.ifnameRule = s.socketIfname;
+  c.ib.timeoutSec = s.timeoutSec;
+  return c;
+}
+
 Status createNetTransport(const NetChoice& choice, std::unique_ptr<NetTransport>* out, std::string* chosen) {
   if (choice.mode == "socket") {
     *chosen = "Socket (HOCCL_NET=socket)";

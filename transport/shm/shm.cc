@@ -15,7 +15,6 @@
 #include <cstring>
 #include <ctime>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/base/log.h"
 
 namespace hoccl {
@@ -220,7 +219,7 @@ std::string ShmDomain::segmentName(const char* kind, int a, int b, int channel) 
   return name;
 }
 
-Status ShmDomain::create(Bootstrap& boot, const ShmOptions& opt, const std::vector<int>& localRanks,
+Status ShmDomain::create(OutOfBand& oob, const ShmOptions& opt, const std::vector<int>& localRanks,
                          std::unique_ptr<ShmDomain>* out) {
   removeSegmentsOfDeadProcesses();
   std::unique_ptr<ShmDomain> d(new ShmDomain());
@@ -239,10 +238,11 @@ Status ShmDomain::create(Bootstrap& boot, const ShmOptions& opt, const std::vect
   d->self_->selfAddress = reinterpret_cast<uint64_t>(d->self_);
   d->self_->probeValue = kProbeValue;
   d->controls_[opt.rank] = d->self_;
+  d->doorbell_ = std::make_unique<ShmDoorbell>(d->self_);
 
-  std::vector<int32_t> pids(boot.nranks());
+  std::vector<int32_t> pids(oob.nranks());
   pids[opt.rank] = getpid();
-  Status st = boot.allGather(pids.data(), sizeof(int32_t));
+  Status st = oob.allGather(pids.data(), sizeof(int32_t));
   for (int r : localRanks) {
     if (!st.ok() || r == opt.rank) continue;
     char name[128];
@@ -260,7 +260,7 @@ Status ShmDomain::create(Bootstrap& boot, const ShmOptions& opt, const std::vect
               pids[r]);
     }
   }
-  Status bst = st.ok() ? boot.barrier() : st;
+  Status bst = st.ok() ? oob.barrier() : st;
   shm_unlink(myName.c_str());
   HOCCL_TRY(bst);
   *out = std::move(d);
@@ -279,7 +279,7 @@ ControlBlock* ShmDomain::control(int rank) {
   return it == controls_.end() ? nullptr : it->second;
 }
 
-Status ShmDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges) {
+Status ShmDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges) {
   size_t bytes = kEdgeHeaderBytes + static_cast<size_t>(opt_.slots) * slotStride(opt_.slotBytes);
   // Receivers create their segments first (no waiting), then senders wait
   // for each receiver's "ready": no pair can wait on each other.
@@ -300,7 +300,7 @@ Status ShmDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges
     h->receiver = opt_.rank;
     h->directOk = canReadMemoryOf(peerCtl, opt_.crossMemoryAttach) ? 1 : 0;
     recvs_[{e.peer, e.channel}] = std::make_unique<ShmRecv>(h, peerCtl, e.peer);
-    HOCCL_TRY(boot.send(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), name.data(), name.size()));
+    HOCCL_TRY(oob.send(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), name.data(), name.size()));
   }
   for (const EdgeRequest& e : edges) {
     if (!e.send || sends_.count({e.peer, e.channel})) continue;
@@ -308,7 +308,7 @@ Status ShmDomain::connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges
     if (!peerCtl)
       return errorf(hocclInternalError, "rank %d is not on this node; no shared-memory path", e.peer);
     std::string name;
-    HOCCL_TRY(boot.recv(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), &name));
+    HOCCL_TRY(oob.recv(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), &name));
     void* addr = nullptr;
     Status st = openSegment(name, bytes, &addr);
     shm_unlink(name.c_str());
@@ -332,6 +332,21 @@ SendConn* ShmDomain::sendConn(int peer, int channel) {
 RecvConn* ShmDomain::recvConn(int peer, int channel) {
   auto it = recvs_.find({peer, channel});
   return it == recvs_.end() ? nullptr : it->second.get();
+}
+
+bool ShmDomain::exited(int rank, bool unfreedOnly, int* pid) {
+  ControlBlock* cb = rank != opt_.rank ? control(rank) : nullptr;
+  if (!cb || !pidVisible(rank)) return false;
+  if (unfreedOnly && cb->closed.load(std::memory_order_acquire) != 0) return false;
+  *pid = cb->pid;
+  return cb->pid > 0 && kill(cb->pid, 0) != 0 && errno == ESRCH;
+}
+
+bool ShmDomain::abortNotice(int* code, std::string* msg) const {
+  if (!self_ || self_->aborted.load(std::memory_order_acquire) != 1) return false;
+  *code = self_->abortCode;
+  *msg = std::string(self_->abortMsg, strnlen(self_->abortMsg, sizeof self_->abortMsg));
+  return true;
 }
 
 void ShmDomain::broadcastAbort(int code, const std::string& msg) {

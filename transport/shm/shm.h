@@ -17,11 +17,10 @@
 #include <vector>
 
 #include "src/base/error.h"
+#include "src/base/oob.h"
 #include "transport/connection.h"
 
 namespace hoccl {
-
-class Bootstrap;
 
 struct ControlBlock {
   alignas(64) std::atomic<uint32_t> doorbell;
@@ -57,35 +56,44 @@ struct ShmOptions {
   bool crossMemoryAttach = false;
 };
 
-// A connection to set up: this rank sends to or receives from `peer` on
-// `channel`.
-struct EdgeRequest {
-  int peer;
-  int channel;
-  bool send;
-  bool operator<(const EdgeRequest& o) const {
-    return peer != o.peer ? peer < o.peer : channel != o.channel ? channel < o.channel : send < o.send;
-  }
+// This rank's doorbell: the futex word in its control block, which local
+// peers ring when they post or release a slot.
+class ShmDoorbell : public Doorbell {
+ public:
+  explicit ShmDoorbell(ControlBlock* cb) : cb_(cb) {}
+  uint32_t value() const override { return cb_->doorbell.load(std::memory_order_acquire); }
+  void ring() override { ringDoorbell(cb_); }
+  void wait(uint32_t seen, int timeoutMs) override { waitDoorbell(cb_, seen, timeoutMs); }
+
+ private:
+  ControlBlock* cb_;
 };
 
 class ShmDomain {
  public:
-  // Collective over the bootstrap: every rank of the communicator calls it;
-  // ranks map the control blocks of the peers in `localRanks` (same node).
-  static Status create(Bootstrap& boot, const ShmOptions& opt, const std::vector<int>& localRanks,
+  // Collective over `oob`: every rank of the communicator calls it; ranks
+  // map the control blocks of the peers in `localRanks` (same node).
+  static Status create(OutOfBand& oob, const ShmOptions& opt, const std::vector<int>& localRanks,
                        std::unique_ptr<ShmDomain>* out);
   ~ShmDomain();
 
   ControlBlock* self() { return self_; }
+  Doorbell& doorbell() { return *doorbell_; }
   ControlBlock* control(int rank);  // nullptr if `rank` is not on this node
   // Whether this process can see `rank`'s pid (checked at init, when every
   // rank lives): not when the peer runs in another pid namespace (another
   // container sharing /dev/shm), where a liveness check would call it dead.
   bool pidVisible(int rank) const { return visible_.count(rank) > 0; }
+  // Whether local `rank`'s process is gone (only where its pid is visible);
+  // with `unfreedOnly`, only if it had not freed its communicator first.
+  // *pid receives its pid.
+  bool exited(int rank, bool unfreedOnly, int* pid);
+  // The abort a local peer recorded in this rank's control block, if any.
+  bool abortNotice(int* code, std::string* msg) const;
 
   // Sets up the missing connections in `edges` (pairwise with the peers,
-  // over the bootstrap). Idempotent.
-  Status connect(Bootstrap& boot, const std::vector<EdgeRequest>& edges);
+  // over `oob`). Idempotent.
+  Status connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges);
   SendConn* sendConn(int peer, int channel);
   RecvConn* recvConn(int peer, int channel);
 
@@ -104,6 +112,7 @@ class ShmDomain {
   ShmOptions opt_;
   std::vector<int> localRanks_;
   ControlBlock* self_ = nullptr;
+  std::unique_ptr<ShmDoorbell> doorbell_;
   std::map<int, ControlBlock*> controls_;
   std::set<int> visible_;
   std::vector<Mapping> mappings_;

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/bootstrap/bootstrap.h"
+#include "src/base/random.h"
 #include "src/base/log.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/ib_select.h"

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "src/base/socket.h"
+#include "src/base/verbs.h"
 #include "transport/net/ib/ib_stats.h"
-#include "transport/net/ib/ib_verbs.h"
 #include "transport/net/net.h"
 
 #ifdef HOCCL_HAVE_IBVERBS

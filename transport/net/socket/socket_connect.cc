@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/bootstrap/bootstrap.h"
+#include "src/base/random.h"
 #include "src/base/log.h"
 #include "transport/net/socket/socket_net.h"
 

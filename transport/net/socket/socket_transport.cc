@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "src/base/log.h"
+#include "transport/net/handle_steps.h"
 #include "transport/net/socket/socket_net.h"
 
 namespace hoccl {
@@ -84,34 +85,14 @@ class SocketTransport : public NetTransport {
     Handle h;
     memcpy(&h, handle, sizeof h);
     if (h.magic != kMagic) return errorf(hocclInvalidArgument, "socket transport: not a socket transport handle");
-    if (!h.state) {
-      h.state = new ConnectState();
-      memcpy(handle, &h, sizeof h);
-    }
-    Comm* c = nullptr;
-    Status st = connectStep(h.state, h, &c);
-    if (!st.ok() || c) {
-      delete h.state;
-      h.state = nullptr;
-      memcpy(handle, &h, sizeof h);
-    }
-    HOCCL_TRY(st);
-    if (c) {
-      adopt(c);
-      *sendComm = c;
-    }
-    return Status();
+    return hoccl::connectStep<Handle, Comm>(
+        handle, [] { return new ConnectState(); }, [](const Handle& h, Comm** c) { return connectStep(h.state, h, c); },
+        [](ConnectState* s) { delete s; }, [this](Comm* c) { adopt(c); }, sendComm);
   }
 
   Status accept(void* listenComm, void** recvComm) override {
-    *recvComm = nullptr;
-    Comm* c = nullptr;
-    HOCCL_TRY(acceptStep(static_cast<ListenComm*>(listenComm), &c));
-    if (c) {
-      adopt(c);
-      *recvComm = c;
-    }
-    return Status();
+    return hoccl::acceptStep<Comm>([&](Comm** c) { return acceptStep(static_cast<ListenComm*>(listenComm), c); },
+                                   [this](Comm* c) { adopt(c); }, recvComm);
   }
 
   Status regMr(void*, void*, size_t, int type, void** mhandle) override {

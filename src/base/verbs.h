@@ -1,5 +1,6 @@
 // libibverbs, loaded at run time: hoccl never links it, so it builds and runs
-// where rdma-core is absent. The exported calls are looked up with dlsym;
+// where rdma-core is absent. Used by the verbs transport (transport/net/ib)
+// and by device discovery (src/topo), so it sits in the bottom layer. The exported calls are looked up with dlsym;
 // the data-path calls (post_send, post_recv, poll_cq, req_notify_cq) are
 // inline in verbs.h and go through the provider's ops table, so they need
 // no symbol. Types come from <infiniband/verbs.h>; only built when those
@@ -13,7 +14,6 @@
 #include <string>
 
 namespace hoccl {
-namespace ibnet {
 
 struct Verbs {
   ibv_device** (*getDeviceList)(int*);
@@ -48,7 +48,6 @@ struct Verbs {
 // once per process and kept: providers do not expect to be unloaded.
 const Verbs* loadVerbs(std::string* why);
 
-}  // namespace ibnet
 }  // namespace hoccl
 
 #endif  // HOCCL_HAVE_IBVERBS

@@ -1,4 +1,4 @@
-#include "transport/net/ib/ib_verbs.h"
+#include "src/base/verbs.h"
 
 #ifdef HOCCL_HAVE_IBVERBS
 
@@ -8,7 +8,6 @@
 #include <mutex>
 
 namespace hoccl {
-namespace ibnet {
 namespace {
 
 template <typename Fn>
@@ -74,7 +73,6 @@ const Verbs* loadVerbs(std::string* why) {
   return loaded;
 }
 
-}  // namespace ibnet
 }  // namespace hoccl
 
 #endif  // HOCCL_HAVE_IBVERBS

@@ -1,0 +1,73 @@
+// The connections of one communicator's rank: owns the shared-memory
+// domain (peers on this node) and, when any peer is on another node, the
+// network domain, and routes each edge to one of them. The communicator
+// sees the transports only through this class and transport/connection.h.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/base/config.h"
+#include "src/base/oob.h"
+#include "src/base/socket.h"
+#include "transport/connection.h"
+#include "transport/net/net_conn.h"
+#include "transport/shm/shm.h"
+
+namespace hoccl {
+
+struct LinksOptions {
+  int rank = 0;
+  uint64_t commHash = 0;
+  std::vector<bool> isLocal;  // per rank: on this node (shared memory reaches it)
+  // Where the network transport listens unless HOCCL_SOCKET_IFNAME says
+  // otherwise: the bootstrap's address, probed to reach the other ranks.
+  SockAddr localAddr;
+  std::string localIfname;
+};
+
+class Links : public Connections {
+ public:
+  // Collective over `oob` (every rank of the communicator calls it), which
+  // must outlive the Links: later connects use it too.
+  static Status create(OutOfBand& oob, const Settings& s, const LinksOptions& opt, std::unique_ptr<Links>* out);
+  ~Links() override;
+
+  SendConn* sendConn(int peer, int channel) override {
+    return isLocal_[peer] ? shm_->sendConn(peer, channel) : net_ ? net_->sendConn(peer, channel) : nullptr;
+  }
+  RecvConn* recvConn(int peer, int channel) override {
+    return isLocal_[peer] ? shm_->recvConn(peer, channel) : net_ ? net_->recvConn(peer, channel) : nullptr;
+  }
+  // Sets up the connections in `edges` that do not exist yet, each over
+  // shared memory or the network depending on where the peer is
+  // (collective with the peers named).
+  Status connect(const std::vector<EdgeRequest>& edges);
+
+  // The doorbell this rank sleeps on; every transport rings it.
+  Doorbell& doorbell() { return shm_->doorbell(); }
+  bool isLocal(int peer) const { return isLocal_[peer]; }
+  bool hasNetwork() const { return net_ != nullptr; }
+
+  // Failure plumbing. Records an abort with every local peer and wakes it.
+  void broadcastAbort(int code, const std::string& msg) { shm_->broadcastAbort(code, msg); }
+  // An abort a local peer recorded for this rank, if any (cheap: every poll).
+  bool abortNotice(int* code, std::string* msg) const { return shm_->abortNotice(code, msg); }
+  // Whether local `peer`'s process is gone (see ShmDomain::exited).
+  bool localPeerExited(int peer, bool unfreedOnly, int* pid) {
+    return isLocal_[peer] && shm_->exited(peer, unfreedOnly, pid);
+  }
+  // A network connection that broke other than by the peer closing it.
+  bool lostRemotePeer(int* peer, std::string* why) const { return net_ && net_->lostPeer(peer, why); }
+
+ private:
+  Links() = default;
+  OutOfBand* oob_ = nullptr;
+  int rank_ = 0;
+  std::vector<bool> isLocal_;
+  std::unique_ptr<ShmDomain> shm_;
+  std::unique_ptr<NetDomain> net_;  // null when every rank is on this node
+};
+
+}  // namespace hoccl
