@@ -1,4 +1,4 @@
-// Leader-based hierarchical collectives (HO-RING.md, "hierarchical"),
+// Leader-based hierarchical collectives (docs/algorithms.md, the algorithms table),
 // composed of flat phases on sub-groups (phases.h) that run in sequence:
 //   all-reduce      chain reduce to the group's leader, ring all-reduce
 //                   among the leaders, chain broadcast from the leader;

@@ -142,7 +142,7 @@ struct Hierarchy {
 // key.nranks ranks, else nullptr.
 const char* makeHierarchy(const ScheduleKey& key, Hierarchy* h);
 
-// HO-Ring's switch level (HO-RING.md, "multi-level"): a rail is itself
+// HO-Ring's switch level (docs/algorithms.md, "Switch level"): a rail is itself
 // run as an HO-Ring over switches when there are W >= 2 switches of the same
 // number n >= 2 of groups each and every group has the same size. Returns
 // true and fills W and n then; else false and, where switches were given

@@ -366,7 +366,7 @@ uint64_t leavingSwitch0(const std::vector<Schedule>& all, const Grouping& g) {
   return n;
 }
 
-// HO-RING.md: with the switch level only 1/(ranks under a switch) of the
+// docs/algorithms.md: with the switch level only 1/(ranks under a switch) of the
 // data crosses the uplinks per rank; a switch sends 2(W-1)/W*M in all, where
 // node-level HO-Ring sends 2(N-1)/N*M (rails cross once each way per lap).
 TEST(HoRingTopology, SwitchLevelCutsUplinkBytes) {
@@ -464,7 +464,7 @@ TEST(Cost, StepsMessagesAndBytesLeavingAGroup) {
                     worst.messages, static_cast<unsigned long long>(worst.sent),
                     static_cast<unsigned long long>(leaving[a]));
       }
-      // HO-RING.md: ring 2(P-1)/P*M, hierarchical and horing 2(N-1)/N*M.
+      // docs/algorithms.md: ring 2(P-1)/P*M, hierarchical and horing 2(N-1)/N*M.
       EXPECT_EQ(leaving[0], 2 * (P - 1) * count / P);
       EXPECT_EQ(leaving[1], 2 * (N - 1) * count / N);
       EXPECT_EQ(leaving[2], 2 * (N - 1) * count / N);

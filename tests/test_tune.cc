@@ -21,7 +21,7 @@ LinkModel gigabit(double uplinkGbps = 0) {
 
 double us(const Machine& m, CollKind c, AlgoId a, uint64_t bytes) { return predict(m, c, a, bytes, 1).us; }
 
-// HO-RING.md: 2 nodes x 4 ranks, one link per node: the ring pushes 1.75 M
+// docs/algorithms.md: 2 nodes x 4 ranks, one link per node: the ring pushes 1.75 M
 // through each node's link, HO-Ring 1.0 M, so at large sizes where the link
 // is the bottleneck the model must give close to 1.75x.
 TEST(Model, TwoNodesOfFourHoRingNearTheLinkBound) {
@@ -34,7 +34,7 @@ TEST(Model, TwoNodesOfFourHoRingNearTheLinkBound) {
 
 // 4 nodes x 2 ranks under 2 leaves with 4:1 oversubscribed uplinks: only
 // the switch level keeps HO-Ring near its bound; node-level HO-Ring gives
-// about 1.17x (HO-RING.md).
+// about 1.17x (docs/algorithms.md).
 TEST(Model, OversubscribedLeavesNeedTheSwitchLevel) {
   const Machine m = Machine::rectangular(4, 2, 2, gigabit(0.5));
   const double ring = us(m, CollKind::AllReduce, AlgoId::Ring, 64 * kMiB);
