@@ -95,7 +95,7 @@ typedef struct hocclConfig_v1 {
   int cgaClusterSize;  /* GPU only */
   int minCTAs;         /* GPU only */
   int maxCTAs;         /* GPU only */
-  const char* netName; /* network transport to use, e.g. "Socket" */
+  const char* netName; /* network between nodes, "Socket" or "IB"; overrides HOCCL_NET */
   int splitShare;
   /* hoccl extensions */
   int timeoutSec; /* bound on every wait; overrides HOCCL_TIMEOUT */

@@ -161,6 +161,13 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
   }
   if (config->blocking != HOCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
     return errorf(hocclInvalidArgument, "config->blocking=%d must be 0 or 1", config->blocking);
+  if (config->netName) {  // NCCL's names, as its NCCL_NET: "Socket" or "IB"
+    std::string net = config->netName;
+    for (char& ch : net) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
+    if (net != "socket" && net != "ib")
+      return errorf(hocclInvalidArgument, "config->netName=\"%s\" names no network (Socket or IB)", config->netName);
+    s->net = net;
+  }
   // Callers built against a header without `algorithm` pass a smaller size.
   if (config->size >= offsetof(hocclConfig_t, algorithm) + sizeof(config->algorithm) && config->algorithm) {
     std::string name = config->algorithm;
