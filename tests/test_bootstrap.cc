@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
-#include "tests/test_util.h"
+#include "tests/support/harness.h"
 
 using namespace hoccl;
 
