@@ -11,19 +11,21 @@
 //
 // Sampling (the whole cross product would be about 300,000 calls), per
 // shape (see shapes()):
-//  - Pairs, the single-node shapes (1 to 16 ranks) and two TCP shapes: an
+//  - Pairs, the single-node shapes of 1 to 8 ranks and two TCP shapes: an
 //    all-pairs set over collective x type x op x placement (in, out, mixed:
 //    ranks differ) x small count {0, 1, 1009 (prime), 8P+1 (not divisible
 //    by P)}, so that any two values of any two of these meet in some case
 //    (greedy, deterministic);
 //  - Full, one node of 3 ranks: Pairs and the full cross product of
 //    collective x type x op x {in-place, out-of-place} at 1009 and 8P+1;
-//  - EachValue, the other TCP shapes and verbs: every type, op, placement,
-//    count and collective at least once (a TCP call is much slower than a
-//    shared-memory one, so the shapes there are many and the cases few);
+//  - EachValue, 16 ranks on one node, the other TCP shapes and verbs: every
+//    type, op, placement, count and collective at least once (a TCP call,
+//    or one with more rank threads than cores, is much slower than a small
+//    shared-memory one, so those shapes get few cases);
 //  - the large count 200003 (prime): on one node of up to 4 ranks once per
-//    type, elsewhere once per collective with type, op and placement
-//    turning with the shape, so that across shapes every type meets it;
+//    type; on 16 ranks one all-reduce; elsewhere once per collective with
+//    type, op and placement turning with the shape, so that across shapes
+//    every type meets it;
 //  - Few, ranks as processes (forked afresh for every case, where thread
 //    ranks keep their communicators while consecutive cases share a shape):
 //    one case per collective and one all-reduce of the large count.
@@ -87,7 +89,8 @@ const std::vector<Shape>& shapes() {
   static const std::vector<Shape> all = {
       // One node, shared memory.
       {{3}, S::Full},
-      {{1}}, {{2}}, {{4}}, {{7}}, {{8}}, {{16}},
+      {{1}}, {{2}}, {{4}}, {{7}}, {{8}},
+      {{16}, S::EachValue},
       // Emulated nodes over TCP: even, uneven, one rank per node, under two
       // leaf switches (a topology file), 16 ranks on 4 nodes.
       {{2, 2}, S::Pairs, 1, Mode::Threads, Net::Socket},
@@ -245,11 +248,14 @@ std::vector<Call> callsFor(const std::vector<Coll>& colls, const Shape& shape, i
       add(Coll::AllReduce, typeAt(shapeIndex), hocclSum, Placement::Mixed, kLargeCount);
       return calls;
   }
-  // The large count: on one node of up to 4 ranks once per type; elsewhere
-  // once per collective, type, op and placement turning with the shape.
+  // The large count: on one node of up to 4 ranks once per type; on 16
+  // ranks (more threads than cores: slow) one all-reduce; elsewhere once
+  // per collective, type, op and placement turning with the shape.
   if (shape.nodes.size() == 1 && n <= 4) {
     for (int i = 0; i < hocclNumTypes; ++i)
       add(colls[i % colls.size()], typeAt(i), kOps[i % 5], kPlacements[i % 3], kLargeCount);
+  } else if (n > 8) {
+    add(Coll::AllReduce, typeAt(5 * shapeIndex), kOps[shapeIndex % 5], Placement::Mixed, kLargeCount);
   } else {
     for (size_t j = 0; j < colls.size(); ++j) {
       int k = shapeIndex + static_cast<int>(j);

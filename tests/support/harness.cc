@@ -162,12 +162,6 @@ bool spawnProcesses(const Options& o, const Body& body, std::string* error) {
     if (error) *error = why;
     return false;
   };
-  TopologyFile topo(o);  // children inherit HOCCL_TOPO_FILE
-  if (!topo.error().empty()) return fail(topo.error());
-  const int n = o.ranks;
-  std::vector<int> fds(2 * n, -1);  // one pipe per rank: rank 0 writes the unique id into it
-  for (int r = 0; r < n; ++r)
-    if (pipe(&fds[2 * r]) != 0) return fail("pipe failed");
   // What the library discovers once per process (the machine's topology
   // through hwloc, seconds on a busy machine) is discovered here, before
   // the fork, so that the ranks inherit it instead of each repeating it.
@@ -176,6 +170,16 @@ bool spawnProcesses(const Options& o, const Body& body, std::string* error) {
     return spawn(one, [](hocclComm_t, int) {});
   }();
   (void)warm;
+  TopologyFile topo(o);  // children inherit HOCCL_TOPO_FILE
+  if (!topo.error().empty()) return fail(topo.error());
+  const int n = o.ranks;
+  std::vector<int> fds(2 * n, -1);  // one pipe per rank: rank 0 writes the unique id into it
+  for (int r = 0; r < n; ++r)
+    if (pipe(&fds[2 * r]) != 0) {
+      for (int fd : fds)
+        if (fd >= 0) close(fd);
+      return fail("pipe failed");
+    }
   const int partsBefore = partCount();
   fflush(nullptr);  // or the children would print what is buffered again
   std::vector<pid_t> pids(n, -1);
