@@ -42,7 +42,7 @@ std::string invalid(const Options& o) {
 
 hocclConfig_t configFor(const Options& o) {
   hocclConfig_t c = HOCCL_CONFIG_INITIALIZER;
-  if (!o.algorithm.empty() && o.algorithm != "auto") c.algorithm = o.algorithm.c_str();
+  if (!o.algorithm.empty()) c.algorithm = o.algorithm.c_str();
   if (o.net == Net::Socket) c.netName = "Socket";
   if (o.net == Net::Ib) c.netName = "IB";
   if (o.timeoutSec > 0) c.timeoutSec = o.timeoutSec;
@@ -243,7 +243,7 @@ std::string Options::describe() const {
     for (size_t i = 0; i < nodeSizes.size(); ++i) s += (i ? "+" : "") + std::to_string(nodeSizes[i]);
     if (leaves > 1) s += " under " + std::to_string(leaves) + " leaves";
   }
-  s += ", " + (algorithm.empty() ? std::string("auto") : algorithm);
+  if (!algorithm.empty()) s += ", " + algorithm;
   if (net == Net::Socket) s += ", socket";
   if (net == Net::Ib) s += ", ib";
   if (mode == Mode::Processes) s += ", processes";

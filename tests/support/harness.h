@@ -28,7 +28,8 @@ struct Options {
   // i * leaves / nodes (the only setting here that goes through the
   // environment, HOCCL_TOPO_FILE, because hocclConfig_t has no field for it).
   int leaves = 1;
-  std::string algorithm = "auto";  // hocclConfig_t.algorithm; "auto" leaves it unset
+  // hocclConfig_t.algorithm ("auto" too, over HOCCL_ALGO); empty: unset.
+  std::string algorithm;
   Net net = Net::Shm;
   Mode mode = Mode::Threads;
   int timeoutSec = 0;  // hocclConfig_t.timeoutSec when > 0: a hang becomes an error
@@ -36,7 +37,7 @@ struct Options {
 
   // The node of each rank (0 for all on one node).
   std::vector<int> nodeOfRank() const;
-  // One line for messages and test names: "4 ranks", "nodes 3+1+2, ring, socket, processes".
+  // One line for messages: "4 ranks", "6 ranks on nodes 3+1+2, ring, socket, processes".
   std::string describe() const;
 };
 
