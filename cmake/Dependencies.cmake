@@ -1,10 +1,20 @@
 # Optional dependencies: each is looked for, reported in one line, and used
-# only where found. The library builds with none of them.
+# only where found. The library builds with none of them (it needs only
+# threads and nlohmann-json).
 #
 # Each has a switch HOCCL_<NAME> = AUTO | ON | OFF: AUTO uses it when found,
 # ON fails configure when it is missing, OFF never uses it even when it is
 # installed (to build and test what a machine without it gets).
 find_package(Threads REQUIRED)
+
+# Required (not optional like the rest): nlohmann-json, header only, reads and
+# writes JSON inside the library (json.cc). No public header includes
+# it, so the installed package does not depend on it.
+find_package(nlohmann_json 3.10 QUIET)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "hoccl: nlohmann-json 3.10 or newer was not found (Debian: nlohmann-json3-dev)")
+endif()
+message(STATUS "hoccl: nlohmann-json    : found ${nlohmann_json_VERSION}")
 
 # Declares the switch `var` (a cache string, AUTO by default) and checks its
 # value; `what` names the dependency in help texts.

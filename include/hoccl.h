@@ -78,8 +78,20 @@ typedef enum {
   hocclMax = 2,
   hocclMin = 3,
   hocclAvg = 4,
-  hocclNumOps = 5
+  /* Built-in ops end here; hocclRedOpCreatePreMulSum returns values from
+   * hocclNumOps up, each valid on its communicator only. */
+  hocclNumOps = 5,
+  hocclMaxRedOp = 0x7fffffff
 } hocclRedOp_t;
+
+/* When the scalar of a PreMulSum op is read (ncclScalarResidence_t). */
+typedef enum {
+  /* Read when each collective using the op runs (host buffers: when the
+   * call, or its group's hocclGroupEnd, runs); must stay valid until then. */
+  hocclScalarDevice = 0,
+  /* Read once, before hocclRedOpCreatePreMulSum returns. */
+  hocclScalarHostImmediate = 1
+} hocclScalarResidence_t;
 
 #define HOCCL_CONFIG_UNDEF_INT INT_MIN
 #define HOCCL_CONFIG_UNDEF_PTR NULL
@@ -165,6 +177,15 @@ HOCCL_API hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, siz
 HOCCL_API hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count,
                                     hocclDataType_t datatype, hocclRedOp_t op, int root,
                                     hocclComm_t comm, hocclStream_t stream);
+
+/* A reduction that multiplies this rank's input by *scalar (of type
+ * datatype) before summing with the other ranks' (each rank has its own
+ * scalar). The new op is valid for calls on comm with that datatype. */
+HOCCL_API hocclResult_t hocclRedOpCreatePreMulSum(hocclRedOp_t* op, void* scalar, hocclDataType_t datatype,
+                                                  hocclScalarResidence_t residence, hocclComm_t comm);
+/* Frees an op made by hocclRedOpCreatePreMulSum on comm; calls that used it
+ * must have returned. */
+HOCCL_API hocclResult_t hocclRedOpDestroy(hocclRedOp_t op, hocclComm_t comm);
 
 /* Between GroupStart and GroupEnd collectives are queued, not run; GroupEnd
  * runs them all together, so one thread may drive several communicators. */

@@ -76,6 +76,7 @@ require_cmd cmake cmake
 require_cmd make make
 require_cmd c++ g++
 require_cmd python3 python3
+require_library_deps
 require_end
 
 # The peers and the plotting library come from Debian: as root, install the

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 #include "tests/support/harness.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "algorithms/registry.h"
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 #include "tests/support/harness.h"
 
 using namespace testutil;

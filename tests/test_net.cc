@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "src/check/values.h"
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 #include "tests/support/harness.h"
 #include "transport/net/net.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "hoccl.h"
-#include "src/core/config.h"
-#include "src/core/name_rule.h"
+#include "src/base/config.h"
+#include "src/base/name_rule.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;

@@ -3,15 +3,17 @@
 // discovery on this machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "src/core/json.h"
+#include "src/base/json.h"
 #include "src/topo/topology.h"
 
 #ifndef HOCCL_TEST_DATA_DIR
@@ -72,6 +74,25 @@ TEST(Json, ParsesEveryKindOfValue) {
   EXPECT_EQ(v.find("e")->items().size(), 0u);
 }
 
+// Every value and key knows where it starts, whatever comes before it.
+TEST(Json, PositionsOfEveryValueAndKey) {
+  json::Value v;
+  ASSERT_TRUE(json::parse("{\"a\\\"\": [-1.5e3, \"x\\\\\", 0, true,\n\tfalse,null,{},\n  []],\r\n\"b\" :\"\xC3\xA9\"}", &v).ok());
+  using Pos = std::pair<int, int>;
+  auto at = [](const json::Value& x) { return Pos(x.line, x.column); };
+  EXPECT_EQ(at(v), Pos(1, 1));
+  ASSERT_EQ(v.members().size(), 2u);
+  EXPECT_EQ(Pos(v.members()[0].line, v.members()[0].column), Pos(1, 2));
+  const auto& a = v.members()[0].value;
+  EXPECT_EQ(at(a), Pos(1, 9));
+  ASSERT_EQ(a.items().size(), 8u);
+  const Pos want[] = {{1, 10}, {1, 18}, {1, 25}, {1, 28}, {2, 2}, {2, 8}, {2, 13}, {3, 3}};
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(at(a.items()[i]), want[i]) << i;
+  EXPECT_EQ(Pos(v.members()[1].line, v.members()[1].column), Pos(4, 1));
+  EXPECT_EQ(at(v.members()[1].value), Pos(4, 6));
+  EXPECT_EQ(v.members()[1].value.asString(), "\xC3\xA9");
+}
+
 TEST(Json, Escapes) {
   json::Value v;
   ASSERT_TRUE(json::parse(R"("q\" b\\ s\/ \b\f\n\r\t \u00e9 \u20AC \ud83d\ude00")", &v).ok());
@@ -82,36 +103,84 @@ TEST(Json, Escapes) {
   json::Value back;
   ASSERT_TRUE(json::parse(s, &back).ok());
   EXPECT_EQ(back.asString(), std::string("a\"b\\c\n\x01\xC3\xA9", 9));
-  // Invalid UTF-8 is replaced when writing, rejected when reading.
+  // Invalid UTF-8 is replaced when writing, rejected when reading: a stray
+  // byte, a cut sequence, an overlong form, a UTF-16 surrogate.
   EXPECT_EQ(json::quote("\xFF"), "\"\xEF\xBF\xBD\"");
-  expectError(parseJson("\"\xFF\""), {"line 1, column 2", "invalid UTF-8"});
-  expectError(parseJson("\"\xC3\""), {"invalid UTF-8"});
+  expectError(parseJson("\"\xFF\""), {"line 1, column 2", "UTF-8", "byte 0xFF"});
+  expectError(parseJson("\"\xC3\""), {"line 1, column 3", "UTF-8"});
+  expectError(parseJson("\"\xC0\xAF\""), {"line 1, column 2", "UTF-8", "byte 0xC0"});
+  expectError(parseJson("\"\xED\xA0\x80\""), {"line 1, column 3", "UTF-8"});
+  expectError(parseJson("[1,\n \"ok\xC3\xA9\xFF\"]"), {"line 2, column 7", "UTF-8", "byte 0xFF"});
 }
 
+// Every message starts with the line and column of the problem: the first
+// byte of an unexpected token, or the bad byte inside a string or number.
 TEST(Json, MalformedInputNamesLineAndColumn) {
-  expectError(parseJson(""), {"line 1, column 1", "expected a value"});
-  expectError(parseJson("{\n  \"a\": 1,\n}"), {"line 3, column 1", "trailing commas"});
-  expectError(parseJson("[1,\n2,\n]"), {"line 3, column 1", "trailing commas"});
-  expectError(parseJson("{\"a\" 1}"), {"line 1, column 6", "expected ':'"});
-  expectError(parseJson("{\"a\": 1\n \"b\": 2}"), {"line 2, column 2", "expected ',' or '}'"});
-  expectError(parseJson("[1 2]"), {"line 1, column 4", "expected ',' or ']'"});
-  expectError(parseJson("{\n\"a\": \"abc"), {"line 2", "unterminated string"});
-  expectError(parseJson("[tru]"), {"line 1, column 2", "expected a value"});
-  expectError(parseJson("[truex]"), {"line 1, column 2"});
-  expectError(parseJson("012"), {"leading zeros"});
-  expectError(parseJson("1."), {"expected a digit after '.'"});
-  expectError(parseJson("-"), {"expected a digit"});
-  expectError(parseJson("1e400"), {"out of range"});
-  expectError(parseJson("{\"a\": 1, \"a\": 2}"), {"line 1, column 10", "duplicate key \"a\""});
-  expectError(parseJson("\"\\x\""), {"invalid escape '\\x'"});
-  expectError(parseJson("\"\\u12\""), {"4 hex digits"});
-  expectError(parseJson("\"\\ud800\""), {"without a low surrogate"});
-  expectError(parseJson("\"\\udc00\""), {"unpaired low surrogate"});
-  expectError(parseJson("\"a\nb\""), {"control character U+000A"});
-  expectError(parseJson("{} {}"), {"line 1, column 4", "expected end of input"});
-  expectError(parseJson("{1: 2}"), {"expected a string key"});
-  expectError(parseJson("[1, /* c */ 2]"), {"expected a value"});
-  expectError(parseJson("\x01"), {"byte 0x01"});
+  expectError(parseJson(""), {"line 1, column 1: ", "end of input"});
+  expectError(parseJson("  \n "), {"line 2, column 2: ", "end of input"});
+  expectError(parseJson("{\n  \"a\": 1,\n}"), {"line 3, column 1: ", "trailing commas are not allowed"});
+  expectError(parseJson("[1,\n2,\n]"), {"line 3, column 1: ", "trailing commas are not allowed"});
+  expectError(parseJson("{\"a\" 1}"), {"line 1, column 6: ", "expected ':'"});
+  expectError(parseJson("{\"a\": 1\n \"b\": 2}"), {"line 2, column 2: ", "unexpected string"});
+  expectError(parseJson("[1 2]"), {"line 1, column 4: ", "unexpected number"});
+  expectError(parseJson("[1,,2]"), {"line 1, column 4: ", "unexpected ','"});
+  expectError(parseJson("{\n\"a\": \"abc"), {"line 2, column 10: ", "missing closing quote"});
+  expectError(parseJson("[tru]"), {"line 1, column 2: ", "invalid literal"});
+  expectError(parseJson("[truex]"), {"line 1, column 6: ", "invalid literal"});
+  expectError(parseJson("012"), {"line 1, column 2: ", "numbers may not have leading zeros"});
+  expectError(parseJson("[-012]"), {"line 1, column 4: ", "numbers may not have leading zeros"});
+  expectError(parseJson("1."), {"line 1, column 3: ", "invalid number"});
+  expectError(parseJson("-"), {"line 1, column 2: ", "invalid number"});
+  expectError(parseJson("[+1]"), {"line 1, column 2: ", "invalid literal"});
+  expectError(parseJson("[NaN]"), {"line 1, column 2: ", "invalid literal"});
+  expectError(parseJson("{\"a\": 1, \"a\": 2}"), {"line 1, column 10: ", "duplicate key \"a\""});
+  expectError(parseJson("{\"o\": {\"b\": 1,\n \"b\": 1}}"), {"line 2, column 2: ", "duplicate key \"b\""});
+  expectError(parseJson("\"\\x\""), {"line 1, column 3: ", "invalid string"});
+  expectError(parseJson("\"\\u12\""), {"line 1, column 6: ", "4 hex digits"});
+  expectError(parseJson("\"\\ud800\""), {"line 1, column 8: ", "surrogate"});
+  expectError(parseJson("\"\\udc00\""), {"line 1, column 7: ", "surrogate"});
+  expectError(parseJson("\"a\nb\""), {"line 1, column 3: ", "control character U+000A"});
+  expectError(parseJson("{} {}"), {"line 1, column 4: ", "expected end of input"});
+  expectError(parseJson("{1: 2}"), {"line 1, column 2: ", "expected string literal"});
+  expectError(parseJson("[1, /* c */ 2]"), {"line 1, column 5: ", "comments are not allowed"});
+  expectError(parseJson("{}\n// c"), {"line 2, column 1: ", "comments are not allowed"});
+  expectError(parseJson("\x01"), {"line 1, column 1: ", "U+0001"});
+  // nlohmann would take a NUL for the end of the text, and skip a byte order mark.
+  expectError(parseJson(std::string("{}\n \0", 5)), {"line 2, column 2: ", "NUL byte"});
+  expectError(parseJson(std::string("[\"a\0\"]", 6)), {"line 1, column 4: ", "NUL byte"});
+  expectError(parseJson("\xEF\xBB\xBF{}"), {"line 1, column 1: ", "byte order mark"});
+}
+
+TEST(Json, NumbersKeepIntegersExact) {
+  json::Value v;
+  ASSERT_TRUE(json::parse("[0, -0, 7, 3.0, 1.5, 1e2, 9007199254740993, -9223372036854775808, 9223372036854775807,"
+                          " 18446744073709551615, 1e20]",
+                          &v)
+                  .ok());
+  const auto& a = v.items();
+  ASSERT_EQ(a.size(), 11u);
+  int64_t i = -1;
+  EXPECT_TRUE(a[0].asInteger(&i) && i == 0);
+  EXPECT_TRUE(a[1].asInteger(&i) && i == 0);
+  EXPECT_TRUE(a[2].asInteger(&i) && i == 7);
+  EXPECT_TRUE(a[3].asInteger(&i) && i == 3);  // integral, if written with a fraction
+  EXPECT_FALSE(a[4].asInteger(&i));
+  EXPECT_EQ(a[4].asNumber(), 1.5);
+  EXPECT_TRUE(a[5].asInteger(&i) && i == 100);
+  EXPECT_TRUE(a[6].asInteger(&i) && i == 9007199254740993);  // a double would round it to 2^53
+  EXPECT_TRUE(a[7].asInteger(&i) && i == INT64_MIN);
+  EXPECT_TRUE(a[8].asInteger(&i) && i == INT64_MAX);
+  EXPECT_FALSE(a[9].asInteger(&i));  // beyond int64_t: a double, not exact
+  EXPECT_EQ(a[9].asNumber(), 18446744073709551615.0);
+  EXPECT_FALSE(a[10].asInteger(&i));
+  EXPECT_EQ(json::write(v, 0),
+            "[0,0,7,3,1.5,100,9007199254740993,-9223372036854775808,9223372036854775807,1.8446744073709552e+19,"
+            "1e+20]");
+  // Out of a double's range, either way, is an error, not infinity or zero.
+  expectError(parseJson("[1,\n 1e400]"), {"line 2, column 2: ", "number out of range"});
+  expectError(parseJson("-1e400"), {"line 1, column 1: ", "number out of range"});
+  expectError(parseJson("{\"a\": 1e-400}"), {"line 1, column 7: ", "number out of range: 1e-400"});
+  EXPECT_TRUE(parseJson("[0e400, 0.0e-999, 4.9e-324]").ok());
 }
 
 TEST(Json, DeepNestingAndHugeInputAreRejected) {
@@ -160,9 +229,19 @@ TEST(Json, WriterRoundTrips) {
     EXPECT_EQ(back.find("int")->asNumber(), 123456789012.0);
     EXPECT_EQ(back.find("arr")->items()[2].find("k")->asNumber(), 0.1);
   }
-  EXPECT_EQ(json::write(v, 0).find('\n'), std::string::npos);
+  EXPECT_EQ(json::write(v, 0),
+            "{\"name\":\"a \\\"b\\\"\",\"n\":2.25,\"big\":1e+300,\"int\":123456789012,\"neg\":-7,\"t\":true,"
+            "\"z\":null,\"arr\":[1,\"two\",{\"k\":0.1}]}");
+  EXPECT_EQ(json::write(json::Value::object(), 2), "{}\n");
+  json::Value pretty = json::Value::object();
+  pretty.set("a", json::Value::array()).push(1);
+  pretty.set("e", json::Value::array());
+  EXPECT_EQ(json::write(pretty, 2), "{\n  \"a\": [\n    1\n  ],\n  \"e\": []\n}\n");
   EXPECT_EQ(json::write(json::Value(std::nan("")), 0), "null");
+  EXPECT_EQ(json::write(json::Value(-std::numeric_limits<double>::infinity()), 0), "null");
   EXPECT_EQ(json::write(json::Value(3.0), 0), "3");
+  EXPECT_EQ(json::write(json::Value(18446744073709551615ull), 0), "1.8446744073709552e+19");
+  EXPECT_EQ(json::write(json::Value("\xFF"), 0), "\"\xEF\xBF\xBD\"");
 }
 
 // ---- hostlists ----------------------------------------------------------------
@@ -243,7 +322,24 @@ TEST(TopoFile, ParsesTheSample) {
 TEST(TopoFile, UnknownKeyIsNamedWithItsLine) {
   TopoOverrides o;
   expectError(parseTopoFile(readData("bad_key.json"), dataPath("bad_key.json"), &o),
-              {"bad_key.json", "line 8", "unknown key \"swich\"", "node entry", "switch"});
+              {"bad_key.json: line 8, column 24: ", "unknown key \"swich\"", "node entry", "switch"});
+}
+
+// A file that is not JSON at all: the file, then the line and column.
+TEST(TopoFile, SyntaxErrorsNameTheFileLineAndColumn) {
+  TopoOverrides o;
+  std::string text = readData("cluster.json");
+  size_t at = text.find("\"spine\"");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at, ",");  // {"name": ,"spine"
+  int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + at, '\n'));
+  int column = static_cast<int>(at - text.rfind('\n', at));
+  std::string where = "cluster.json: line " + std::to_string(line) + ", column " + std::to_string(column) + ": ";
+  expectError(parseTopoFile(text, "conf/cluster.json", &o), {"topology file conf/cluster.json", where.c_str(), "','"});
+  expectError(parseTopoFile("{\"version\": 1,\n\"nodes\": [\n{\"host\": \"a\",}]}", "t.json", &o),
+              {"topology file t.json: line 3, column 14: ", "trailing commas are not allowed"});
+  expectError(parseTopoFile("{\"version\": 1,\n \"version\": 1}", "t.json", &o),
+              {"topology file t.json: line 2, column 2: ", "duplicate key \"version\""});
 }
 
 Status slurm(const std::string& text);
@@ -275,6 +371,10 @@ TEST(TopoFile, EveryErrorNamesTheFileAndLine) {
               {"line 3", "\"cores\" must be an integer", "not string"});
   expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\",\n  \"cores\": 2.5}]}"), {"line 3", "not 2.5"});
   expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\",\n  \"pus\": -1}]}"), {"line 3", "\"pus\""});
+  // Integers are read exactly: 2^53 + 1 is not rounded into the range.
+  expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\", \"numa\": [{\"id\": 0,\n \"mem_bytes\": 9007199254740993}]}]}"),
+              {"line 3, column 15", "from 0 to 9007199254740992, not 9007199254740993"});
+  expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\",\n  \"cores\": 1e20}]}"), {"line 3", "not 1e+20"});
   expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"\"}]}"), {"line 2", "must not be empty"});
   expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\"},\n{\"host\": \"a\"}]}"),
               {"line 3", "two entries", "line 2"});
@@ -640,9 +740,9 @@ TEST(Wire, SerializeRoundTrips) {
 
 TEST(Wire, GarbageIsAnErrorNeverACrash) {
   NodeInfo out;
-  expectError(deserializeNode("", &out), {"expected a value"});
+  expectError(deserializeNode("", &out), {"line 1, column 1", "end of input"});
   expectError(deserializeNode("garbage", &out), {"line 1"});
-  expectError(deserializeNode(std::string("\0\0\0\0", 4), &out), {"byte 0x00"});
+  expectError(deserializeNode(std::string("\0\0\0\0", 4), &out), {"NUL byte"});
   expectError(deserializeNode("{\"version\": 1}", &out), {"exactly one node"});
   expectError(deserializeNode("{\"version\": 1, \"nodes\": [{\"host\": \"a\"}, {\"host\": \"b\"}]}", &out),
               {"exactly one node"});

@@ -7,9 +7,9 @@
 #include "algorithms/registry.h"
 #include "build_info.h"
 #include "hoccl.h"
-#include "src/core/config.h"
+#include "src/base/config.h"
 #include "src/exec/dataops.h"
-#include "src/tune/cli.h"
+#include "tools/machine_args.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;

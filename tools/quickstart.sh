@@ -10,6 +10,7 @@ require_begin quickstart
 require_cmd cmake cmake
 require_cmd make make
 require_cmd c++ g++
+require_library_deps
 require_end
 build=$root/build-release
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHOCCL_BUILD_TESTS=OFF >/dev/null

@@ -6,6 +6,8 @@
 #   require_begin NAME
 #   require_cmd COMMAND PACKAGE        a program on PATH
 #   require_header HEADER PACKAGE      a C++ header the compiler finds
+#   require_library_deps               what building the library needs
+#                                      besides cmake, make and g++
 #   require_end                        prints what is missing and exits 2
 #
 # Keep the lists in step with README.md's table (tools/newcomer-check.sh
@@ -32,6 +34,12 @@ require_cmd() {
 require_header() {
   command -v c++ >/dev/null 2>&1 || return 0  # reported by require_cmd c++
   printf '#include <%s>\n' "$1" | c++ -x c++ -E - >/dev/null 2>&1 || _require_add "$2"
+}
+
+# The library's required packages (header only, so only the build needs them):
+# every command that builds hoccl calls this.
+require_library_deps() {
+  require_header nlohmann/json.hpp nlohmann-json3-dev
 }
 
 require_end() {

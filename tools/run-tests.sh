@@ -16,6 +16,7 @@ require_cmd cc gcc
 require_cmd c++ g++
 require_cmd pkg-config pkg-config
 require_header gtest/gtest.h libgtest-dev
+require_library_deps
 require_end
 jobs=$(nproc)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${HOCCL_CMAKE_ARGS:-}

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <strings.h>
 
-#include "src/core/log.h"
+#include "src/base/log.h"
 
 namespace hoccl {
 namespace ncclplugin {

@@ -15,7 +15,7 @@
 #include "plugin/tuner/fabric.h"
 #include "plugin/tuner/nccl_model.h"
 #include "plugin/tuner/rules.h"
-#include "src/core/config.h"
+#include "src/base/config.h"
 
 namespace hoccl {
 namespace ncclplugin {

@@ -6,7 +6,7 @@
 
 #include "hoccl.h"
 #include "src/api/api_internal.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 
 using namespace hoccl;
 
@@ -77,8 +77,10 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
     return errorf(hocclInvalidArgument, "%s: datatype %d is not a valid hocclDataType_t (0..%d)", fn, dtype,
                   hocclNumTypes - 1);
   bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
-  if (reduces && (op < 0 || op >= hocclNumOps))
-    return errorf(hocclInvalidArgument, "%s: op %d is not a valid hocclRedOp_t (0..%d)", fn, op, hocclNumOps - 1);
+  if (reduces && op < 0)
+    return errorf(hocclInvalidArgument, "%s: op %d is not a valid hocclRedOp_t (0..%d or an op made by "
+                  "hocclRedOpCreatePreMulSum)", fn, op, hocclNumOps - 1);
+  if (reduces && op >= hocclNumOps) HOCCL_TRY(userOpFor(comm, fn, op, static_cast<DType>(dtype), call));
   bool rooted = coll == CollKind::Broadcast || coll == CollKind::Reduce;
   if (rooted && (root < 0 || root >= comm->nranks))
     return errorf(hocclInvalidArgument, "%s: root %d is out of range [0, %d)", fn, root, comm->nranks);
@@ -108,7 +110,11 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   if (coll == CollKind::ReduceScatter) expectedSend = r - comm->rank * count * esize;
   if (coll == CollKind::AllGather) expectedSend = r + comm->rank * count * esize;
   key->inPlace = needSend && needRecv && count > 0 && s == expectedSend;
-  if (count > 0 && needSend && needRecv && !key->inPlace && s < r + outBytes && r < s + inBytes)
+  const bool inPlaceCall = key->inPlace;
+  // PreMulSum reads a scaled copy of the input, so its schedule is the
+  // out-of-place one whatever the caller passed.
+  if (reduces && op >= hocclNumOps) key->inPlace = false;
+  if (count > 0 && needSend && needRecv && !inPlaceCall && s < r + outBytes && r < s + inBytes)
     return errorf(hocclInvalidArgument,
                   "%s: sendbuff and recvbuff overlap but the call is not in place (in place means %s)", fn,
                   coll == CollKind::ReduceScatter ? "recvbuff == sendbuff + rank*recvcount"
@@ -119,50 +125,9 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   call->recvbuff = recvbuff;
   call->count = count;
   call->dtype = static_cast<DType>(dtype);
-  call->op = reduces ? static_cast<RedOp>(op) : RedOp::Sum;
+  call->op = !reduces ? RedOp::Sum : op >= hocclNumOps ? RedOp::PreMulSum : static_cast<RedOp>(op);
   call->root = key->root;
   return Status();
-}
-
-Status runCalls(const std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>>& calls) {
-  // Schedules first. One that needs new connections sets them up with its
-  // peers over the bootstrap, which waits for them to do the same; when one
-  // thread drives several ranks (a group over several communicators), the
-  // ranks that must connect do so on threads of their own.
-  const size_t n = calls.size();
-  std::vector<std::shared_ptr<const Schedule>> scheds(n);
-  std::vector<Status> sts(n);
-  auto prep = [&](size_t i) {
-    const auto& [comm, call, key] = calls[i];
-    sts[i] = comm->prepare(key, dtypeSize(call.dtype), &scheds[i]);
-  };
-  std::vector<size_t> uncached;
-  for (size_t i = 0; i < n; ++i) {
-    const auto& [comm, call, key] = calls[i];
-    if (n > 1 && !comm->hasSchedule(key, dtypeSize(call.dtype))) uncached.push_back(i);
-    else prep(i);
-  }
-  if (uncached.size() == 1) prep(uncached[0]);
-  if (uncached.size() > 1) {
-    std::vector<std::thread> threads;
-    for (size_t i : uncached) threads.emplace_back(prep, i);
-    for (std::thread& t : threads) t.join();
-  }
-  std::vector<std::unique_ptr<CollTask>> owned;
-  std::vector<std::pair<hocclComm*, CollTask*>> tasks;
-  for (size_t i = 0; i < n; ++i) {
-    const auto& [comm, call0, key] = calls[i];
-    CollCall call = call0;
-    call.opSeq = ++comm->opSeq;
-    if (!sts[i].ok()) {
-      comm->fail(sts[i], true);
-      return sts[i];
-    }
-    owned.push_back(std::make_unique<CollTask>(call, scheds[i], comm, comm->settings.sliceBytes,
-                                               comm->settings.checkCalls, comm->settings.directBytes));
-    tasks.emplace_back(comm, owned.back().get());
-  }
-  return runTasks(tasks);
 }
 
 }  // namespace hoccl

@@ -2,7 +2,7 @@
 // and the registry of live communicators.
 #pragma once
 
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 
 namespace hoccl {
 
@@ -31,12 +31,13 @@ void unregisterComm(hocclComm* comm);
 Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
                        size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key);
 
+// The op made by hocclRedOpCreatePreMulSum with value `op` on comm, for a
+// call of `dtype`: fills the call's scalar (redop.cc).
+Status userOpFor(hocclComm* comm, const char* fn, int op, DType dtype, CollCall* call);
+
 // Group support (group.cc): true if the call was queued for hocclGroupEnd.
 bool groupActive();
 void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key);
-
-// Builds the task of a validated call and runs it, with the others of its
-// group if any.
-Status runCalls(const std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>>& calls);
+// (Calls run through runCalls, src/comm/comm.h.)
 
 }  // namespace hoccl

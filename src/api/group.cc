@@ -9,13 +9,13 @@ using namespace hoccl;
 namespace hoccl {
 namespace {
 thread_local int groupDepth = 0;
-thread_local std::vector<std::tuple<hocclComm*, CollCall, ScheduleKey>> pending;
+thread_local std::vector<CommCall> pending;
 }  // namespace
 
 bool groupActive() { return groupDepth > 0; }
 
 void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key) {
-  pending.emplace_back(comm, call, key);
+  pending.push_back(CommCall{comm, call, key});
 }
 
 }  // namespace hoccl
@@ -36,12 +36,12 @@ hocclResult_t hocclGroupEnd(void) {
   if (calls.empty()) return hocclSuccess;
   std::vector<CommUse> uses(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
-    Status st = enterComm(std::get<0>(calls[i]), "hocclGroupEnd");
+    Status st = enterComm(calls[i].comm, "hocclGroupEnd");
     if (!st.ok()) return report(nullptr, st);
-    uses[i].comm = std::get<0>(calls[i]);
+    uses[i].comm = calls[i].comm;
   }
   Status st = runCalls(calls);
-  return report(st.ok() ? nullptr : std::get<0>(calls[0]), st);
+  return report(st.ok() ? nullptr : calls[0].comm, st);
 }
 
 }  // extern "C"

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
-#include "src/core/error.h"
+#include "src/base/socket.h"
+#include "src/base/error.h"
 
 namespace hoccl {
 

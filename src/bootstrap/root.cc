@@ -14,7 +14,7 @@
 
 #include "hoccl.h"
 #include "src/bootstrap/wire.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 
 namespace hoccl {
 

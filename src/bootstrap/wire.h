@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/bootstrap/socket.h"
+#include "src/base/socket.h"
 
 namespace hoccl {
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "src/exec/dataops_kernels.h"
 
@@ -48,6 +49,7 @@ const char* redOpName(RedOp op) {
     case RedOp::Max: return "max";
     case RedOp::Min: return "min";
     case RedOp::Avg: return "avg";
+    case RedOp::PreMulSum: return "premulsum";
   }
   return "unknown";
 }
@@ -74,6 +76,59 @@ float fp8e4m3ToFloat(uint8_t x) { return fpbits::fp8ToFloat<fpbits::E4m3>(x); }
 float fp8e5m2ToFloat(uint8_t x) { return fpbits::fp8ToFloat<fpbits::E5m2>(x); }
 uint8_t floatToFp8e4m3(float f) { return fpbits::floatToFp8<fpbits::E4m3>(f); }
 uint8_t floatToFp8e5m2(float f) { return fpbits::floatToFp8<fpbits::E5m2>(f); }
+
+namespace {
+
+// Integers multiply as unsigned, so they wrap without undefined behaviour.
+template <typename T>
+void scaleInts(void* out, const void* in, size_t n, const void* scalar) {
+  using U = std::make_unsigned_t<T>;
+  U s;
+  memcpy(&s, scalar, sizeof s);
+  const T* src = static_cast<const T*>(in);
+  T* dst = static_cast<T*>(out);
+  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(static_cast<U>(static_cast<U>(src[i]) * s));
+}
+
+template <typename T>
+void scaleFloats(void* out, const void* in, size_t n, const void* scalar) {
+  T s;
+  memcpy(&s, scalar, sizeof s);
+  const T* src = static_cast<const T*>(in);
+  T* dst = static_cast<T*>(out);
+  for (size_t i = 0; i < n; ++i) dst[i] = src[i] * s;
+}
+
+// 8- and 16-bit floats: the product of two of them is exact in fp32, so
+// one rounding to the type gives the correctly rounded product.
+template <typename Bits, float (*toFloat)(Bits), Bits (*fromFloat)(float)>
+void scaleNarrow(void* out, const void* in, size_t n, const void* scalar) {
+  Bits sb;
+  memcpy(&sb, scalar, sizeof sb);
+  const float s = toFloat(sb);
+  const Bits* src = static_cast<const Bits*>(in);
+  Bits* dst = static_cast<Bits*>(out);
+  for (size_t i = 0; i < n; ++i) dst[i] = fromFloat(toFloat(src[i]) * s);
+}
+
+}  // namespace
+
+void scaleElements(DType t, void* out, const void* in, size_t n, const void* scalar) {
+  switch (t) {
+    case DType::Int8: return scaleInts<int8_t>(out, in, n, scalar);
+    case DType::Uint8: return scaleInts<uint8_t>(out, in, n, scalar);
+    case DType::Int32: return scaleInts<int32_t>(out, in, n, scalar);
+    case DType::Uint32: return scaleInts<uint32_t>(out, in, n, scalar);
+    case DType::Int64: return scaleInts<int64_t>(out, in, n, scalar);
+    case DType::Uint64: return scaleInts<uint64_t>(out, in, n, scalar);
+    case DType::Float16: return scaleNarrow<uint16_t, halfToFloat, floatToHalf>(out, in, n, scalar);
+    case DType::Float32: return scaleFloats<float>(out, in, n, scalar);
+    case DType::Float64: return scaleFloats<double>(out, in, n, scalar);
+    case DType::Bfloat16: return scaleNarrow<uint16_t, bf16ToFloat, floatToBf16>(out, in, n, scalar);
+    case DType::Float8e4m3: return scaleNarrow<uint8_t, fp8e4m3ToFloat, floatToFp8e4m3>(out, in, n, scalar);
+    case DType::Float8e5m2: return scaleNarrow<uint8_t, fp8e5m2ToFloat, floatToFp8e5m2>(out, in, n, scalar);
+  }
+}
 
 void copyBytes(void* dst, const void* src, size_t bytes) {
   if (bytes != 0 && dst != src) std::memcpy(dst, src, bytes);

@@ -18,9 +18,12 @@ enum class DType : uint8_t {
 };
 constexpr int kNumDTypes = 12;
 
-// Numbering matches hocclRedOp_t / ncclRedOp_t.
-enum class RedOp : uint8_t { Sum = 0, Prod = 1, Max = 2, Min = 3, Avg = 4 };
-constexpr int kNumRedOps = 5;
+// Numbering matches hocclRedOp_t / ncclRedOp_t for the built-in ops.
+// PreMulSum (a user's hocclRedOpCreatePreMulSum op) sums inputs that were
+// first multiplied by the rank's scalar: between ranks it is a sum, but it
+// travels as its own value so a rank using it and one using sum disagree.
+enum class RedOp : uint8_t { Sum = 0, Prod = 1, Max = 2, Min = 3, Avg = 4, PreMulSum = 5 };
+constexpr int kNumRedOps = 5;  // the reduce table's ops (PreMulSum uses Sum's)
 
 size_t dtypeSize(DType t);
 const char* dtypeName(DType t);  // nccl-tests spelling: int8 ... half float double bfloat16 f8e4m3 f8e5m2
@@ -50,6 +53,12 @@ const DataOps& dataOps();
 // The table for one ISA, or nullptr if the CPU (or the build) lacks it.
 const DataOps* dataOpsFor(Isa isa);
 Isa bestSupportedIsa();
+
+// out[i] = in[i] * scalar, with *scalar of type t: integers wrap, floating
+// types multiply in their own precision (fp16, bf16 and fp8 in fp32, exact,
+// rounded once to the type; fp8 saturating as its sums do). `out` may equal
+// `in`. PreMulSum's local step.
+void scaleElements(DType t, void* out, const void* in, size_t n, const void* scalar);
 
 // Copy that the compiler may not elide; plain memcpy is already vectorised by
 // libc, so copies go through it.

@@ -137,7 +137,8 @@ Status CollTask::checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer
 Status CollTask::advance(int c, bool* progressed) {
   ChannelState& cs = chans_[c];
   const std::vector<Step>& steps = sched_->channels[c].steps;
-  const ReduceFn reduce = ops_.reduce[static_cast<int>(call_.dtype)][static_cast<int>(call_.op)];
+  const RedOp op = call_.op == RedOp::PreMulSum ? RedOp::Sum : call_.op;  // inputs were scaled before
+  const ReduceFn reduce = ops_.reduce[static_cast<int>(call_.dtype)][static_cast<int>(op)];
   while (cs.step < steps.size()) {
     const Step& s = steps[cs.step];
     if (s.depChannel >= 0 && !stepDone(s.depChannel, s.depStep)) return Status();

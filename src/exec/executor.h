@@ -2,7 +2,7 @@
 // CollTask; progress() advances every channel as far as it can without
 // blocking (a channel waiting on one peer never holds up another channel),
 // slice by slice. A host call with a NULL stream runs its task to
-// completion in the caller's thread through runTasks(); a GPU backend will
+// completion in the caller's thread (engine.h: hostExecutor()); a GPU backend will
 // enqueue the same task on a stream instead.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/exec/dataops.h"
 #include "transport/connection.h"
 
@@ -74,6 +74,10 @@ struct CollCall {
   RedOp op = RedOp::Sum;
   int root = 0;
   uint64_t opSeq = 0;
+  // PreMulSum: this rank's scalar, one element of dtype, read from
+  // scalarAt when the call runs if that is set, else kept in scalar.
+  const void* scalarAt = nullptr;
+  alignas(8) unsigned char scalar[8] = {};
 };
 
 // "AllReduce(count=1000, float, sum)" as it appears in messages.

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/json.h"
+#include "src/base/json.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {

@@ -1,6 +1,5 @@
 // Our topology file (JSON, docs/topology-file.md) -> TopoOverrides.
 #include <algorithm>
-#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <map>
@@ -9,7 +8,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "src/core/json.h"
+#include "src/base/json.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {
@@ -62,14 +61,19 @@ class Reader {
   }
 
   Status integer(const Member& m, long long lo, long long hi, long long* out) const {
-    double d = m.value.asNumber();
-    if (!m.value.isNumber() || d != std::floor(d) || d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
+    int64_t i = 0;
+    bool exact = m.value.asInteger(&i);
+    if (!exact || i < lo || i > hi) {
       char want[96];
       snprintf(want, sizeof want, "an integer from %lld to %lld", lo, hi);
       if (!m.value.isNumber()) return typeError(m, want);
-      return at(m.value.line, m.value.column, "\"%s\" must be %s, not %.17g", m.key.c_str(), want, d);
+      if (exact)
+        return at(m.value.line, m.value.column, "\"%s\" must be %s, not %lld", m.key.c_str(), want,
+                  static_cast<long long>(i));
+      return at(m.value.line, m.value.column, "\"%s\" must be %s, not %.17g", m.key.c_str(), want,
+                m.value.asNumber());
     }
-    *out = static_cast<long long>(d);
+    *out = i;
     return Status();
   }
 

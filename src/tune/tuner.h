@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/tune/model.h"
 
 namespace hoccl {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "src/bootstrap/socket.h"
-#include "src/core/error.h"
+#include "src/base/socket.h"
+#include "src/base/error.h"
 
 namespace hoccl {
 

@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/core/clock.h"
-#include "src/core/log.h"
+#include "src/base/clock.h"
+#include "src/base/log.h"
 
 namespace hoccl {
 namespace {

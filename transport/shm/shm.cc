@@ -16,7 +16,7 @@
 #include <ctime>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 
 namespace hoccl {
 namespace {

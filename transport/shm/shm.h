@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "transport/connection.h"
 
 namespace hoccl {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/core/log.h"
+#include "src/base/log.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/ib_select.h"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
+#include "src/base/socket.h"
 #include "transport/net/ib/ib_stats.h"
 #include "transport/net/ib/ib_verbs.h"
 #include "transport/net/net.h"

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "build_info.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/ib_select.h"
 

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 #include "transport/net/socket/socket_net.h"
 
 namespace hoccl {

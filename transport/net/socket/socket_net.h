@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
+#include "src/base/socket.h"
 #include "transport/net/net.h"
 
 namespace hoccl {

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/core/log.h"
+#include "src/base/log.h"
 #include "transport/net/socket/socket_net.h"
 
 namespace hoccl {

@@ -1,4 +1,4 @@
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "algorithms/executable.h"
-#include "src/core/clock.h"
-#include "src/core/log.h"
+#include "src/base/clock.h"
+#include "src/base/log.h"
 
 namespace hoccl {
 namespace {
@@ -137,9 +137,10 @@ Status finishInit(hocclComm* c) {
   c->algo = forcedAlgorithm(c->settings);
   HOCCL_TRY(makeTuner(c, double(onMachine) / std::max(1, onlineCpus())));
   int spin = c->settings.spinIters;
-  c->yieldWhileSpinning = onMachine > onlineCpus();
-  if (spin < 0) spin = c->yieldWhileSpinning ? kYieldSpins : kBusySpins;
-  c->spinIters = spin;
+  c->policy.timeoutSec = c->settings.timeoutSec;
+  c->policy.yieldWhileSpinning = onMachine > onlineCpus();
+  if (spin < 0) spin = c->policy.yieldWhileSpinning ? kYieldSpins : kBusySpins;
+  c->policy.spinIters = spin;
   HINFO(kSubInit, "rank %d/%d: %zu local ranks, %d cpus, algorithm %s, slice %llu B x %d slots, spin %d, "
         "transport setup %.1f ms",
         c->rank, c->nranks, c->localRanks.size(), onlineCpus(), c->algo ? c->algo->name : "auto",
@@ -401,129 +402,3 @@ Status hocclComm::lostPeer() {
   }
   return Status();
 }
-
-namespace hoccl {
-
-namespace {
-
-// "; rank 1 is pid 123 on hostB" for each peer waited on.
-std::string describePeers(hocclComm* c, const std::vector<int>& peers) {
-  std::string out;
-  for (int p : std::set<int>(peers.begin(), peers.end())) {
-    const RankInfo& info = c->boot->table()[p];
-    out += "; rank " + std::to_string(p) + " is pid " + std::to_string(info.pid) + " on " + info.hostId;
-  }
-  return out;
-}
-
-Status deadPeer(hocclComm* c, const CollTask& t) {
-  std::string call = describeCall(t.call().coll, t.call().count, t.call().dtype, t.call().op, t.call().root);
-  for (int peer : t.waitingOn()) {
-    ControlBlock* cb = c->isLocal[peer] ? c->shm->control(peer) : nullptr;
-    if (cb && c->shm->pidVisible(peer) && !processAlive(cb->pid))
-      return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s (call #%llu)",
-                    c->rank, peer, cb->pid, c->hostId.c_str(), call.c_str(),
-                    static_cast<unsigned long long>(t.call().opSeq));
-    for (int ch = 0; ch < t.channelCount(); ++ch) {
-      std::string why;
-      if (SendConn* s = c->sendConn(peer, ch)) why = s->failure();
-      if (RecvConn* r = why.empty() ? c->recvConn(peer, ch) : nullptr) why = r->failure();
-      if (!why.empty())
-        return errorf(hocclRemoteError, "rank %d: lost peer rank %d (on %s) during %s (call #%llu): %s", c->rank, peer,
-                      c->boot->table()[peer].hostId, call.c_str(), static_cast<unsigned long long>(t.call().opSeq),
-                      why.c_str());
-    }
-  }
-  return Status();
-}
-
-}  // namespace
-
-Status runTasks(const std::vector<std::pair<hocclComm*, CollTask*>>& tasks) {
-  if (tasks.empty()) return Status();
-  hocclComm* first = tasks[0].first;
-  bool multiComm = false;
-  for (const auto& [c, t] : tasks) multiComm |= c != first;
-  double lastProgress = nowSec();
-  double lastHealthCheck = lastProgress;
-  int spins = 0;
-  for (;;) {
-    uint32_t seen = first->shm->self()->doorbell.load(std::memory_order_acquire);
-    bool allDone = true, progressed = false;
-    // Calls on one communicator share its connections, so they run one
-    // after another; calls on different communicators run together.
-    std::vector<hocclComm*> busy;
-    for (const auto& [c, t] : tasks) {
-      if (t->done()) continue;
-      allDone = false;
-      if (std::find(busy.begin(), busy.end(), c) != busy.end()) continue;
-      busy.push_back(c);
-      if (c->abortRequested.load(std::memory_order_relaxed))
-        return errorf(hocclInvalidUsage, "rank %d: communicator aborted by hocclCommAbort during %s (call #%llu)",
-                      c->rank, describeCall(t->call().coll, t->call().count, t->call().dtype, t->call().op, t->call().root).c_str(),
-                      static_cast<unsigned long long>(t->call().opSeq));
-      Status st = c->peerAbort();
-      if (!st.ok()) {
-        c->fail(st, false);
-        return st;
-      }
-      st = t->progress(&progressed);
-      if (!st.ok()) {
-        c->fail(st, true);
-        return st;
-      }
-    }
-    if (allDone) return Status();
-    if (progressed) {
-      lastProgress = nowSec();
-      spins = 0;
-      continue;
-    }
-    if (++spins < first->spinIters) {
-      if (first->yieldWhileSpinning) sched_yield();
-#if defined(__x86_64__)
-      else __builtin_ia32_pause();
-#endif
-      continue;
-    }
-    double now = nowSec();
-    for (const auto& [c, t] : tasks) {
-      if (t->done()) continue;
-      double limit = c->settings.timeoutSec;
-      // A rank that waits only on live local peers is usually waiting for
-      // one that waits on the network; it gives that one a head start to
-      // time out first, so the first report names the remote peer (a cut
-      // link, a hung node) rather than a neighbour in the chain.
-      bool remoteWait = false;
-      for (int p : t->waitingOn()) remoteWait |= !c->isLocal[p];
-      if (!remoteWait && c->net) limit += std::min(5.0, 0.2 * limit);
-      if (now - lastProgress > limit) {
-        Status st = errorf(hocclTimeout,
-                           "rank %d (pid %d on %s) made no progress for %.0f s (HOCCL_TIMEOUT) in %s, call #%llu: %s%s",
-                           c->rank, getpid(), c->hostId.c_str(), limit,
-                           describeCall(t->call().coll, t->call().count, t->call().dtype, t->call().op, t->call().root).c_str(),
-                           static_cast<unsigned long long>(t->call().opSeq), t->describeWait().c_str(),
-                           describePeers(c, t->waitingOn()).c_str());
-        c->fail(st, true);
-        return st;
-      }
-      if (now - lastHealthCheck > 0.1) {
-        Status st = c->peerAbort(true);
-        if (!st.ok()) {
-          c->fail(st, false);
-          return st;
-        }
-        st = deadPeer(c, *t);
-        if (!st.ok()) {
-          c->fail(st, true);
-          return st;
-        }
-      }
-    }
-    if (now - lastHealthCheck > 0.1) lastHealthCheck = now;
-    int sleepMs = multiComm ? 1 : 100;
-    waitDoorbell(first->shm->self(), seen, sleepMs);
-  }
-}
-
-}  // namespace hoccl

@@ -1,4 +1,4 @@
-#include "src/core/log.h"
+#include "src/base/log.h"
 
 #include <strings.h>
 #include <sys/syscall.h>
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "src/core/config.h"
+#include "src/base/config.h"
 
 namespace hoccl {
 namespace {

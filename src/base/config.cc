@@ -1,4 +1,4 @@
-#include "src/core/config.h"
+#include "src/base/config.h"
 
 #include <cctype>
 #include <cerrno>
@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/core/log.h"
-#include "src/core/name_rule.h"
+#include "src/base/log.h"
+#include "src/base/name_rule.h"
 
 namespace hoccl {
 namespace {
@@ -137,7 +137,7 @@ std::string hostPort(const std::string& v) {
   return "";
 }
 
-// HOCCL_IB_HCA: the grammar the IB transport applies (src/core/name_rule.h),
+// HOCCL_IB_HCA: the grammar the IB transport applies (src/base/name_rule.h),
 // checked here so that a bad rule fails init even in a build without IB.
 std::string hcaRule(const std::string& v) {
   NameRule rule;

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 
 namespace hoccl {
 

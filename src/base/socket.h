@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "src/core/clock.h"
-#include "src/core/error.h"
+#include "src/base/clock.h"
+#include "src/base/error.h"
 
 namespace hoccl {
 

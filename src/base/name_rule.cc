@@ -1,4 +1,4 @@
-#include "src/core/name_rule.h"
+#include "src/base/name_rule.h"
 
 #include <cctype>
 #include <cstdlib>

@@ -1,5 +1,6 @@
-// The communicator: what one rank knows about its job, and the loop that
-// runs collective tasks to completion with bounded waits.
+// The communicator: what one rank knows about its job. It builds each
+// call's schedule and connections and hands the call to the executor
+// (src/exec/engine.h), which owns the progress loop.
 #pragma once
 
 #include <atomic>
@@ -14,9 +15,9 @@
 #include "algorithms/registry.h"
 #include "hoccl.h"
 #include "src/bootstrap/bootstrap.h"
-#include "src/core/config.h"
-#include "src/core/error.h"
-#include "src/exec/executor.h"
+#include "src/base/config.h"
+#include "src/base/error.h"
+#include "src/exec/engine.h"
 #include "src/topo/topology.h"
 #include "src/tune/tuner.h"
 #include "transport/net/net_conn.h"
@@ -34,7 +35,7 @@ std::string localMachineId();
 
 }  // namespace hoccl
 
-struct hocclComm : public hoccl::ExecLinks {
+struct hocclComm : public hoccl::TaskOwner {
   static constexpr uint32_t kLiveMagic = 0x484f434d;  // "HOCM"
 
   uint32_t liveMagic = kLiveMagic;
@@ -54,8 +55,7 @@ struct hocclComm : public hoccl::ExecLinks {
   const hoccl::AlgoInfo* algo = nullptr;  // HOCCL_ALGO, or null for auto
   std::unique_ptr<hoccl::tune::Tuner> tuner;
   std::set<std::pair<int, int>> loggedChoices;  // (collective, log2 of bytes) already logged
-  int spinIters = 0;
-  bool yieldWhileSpinning = false;
+  hoccl::ProgressPolicy policy;  // spinning and timeout of this rank's waits
   uint64_t opSeq = 0;
 
   // A fatal error (mismatch, dead peer, timeout, abort) leaves the
@@ -80,6 +80,18 @@ struct hocclComm : public hoccl::ExecLinks {
   std::string lastError;
 
   std::map<std::tuple<int, uint64_t, int, bool, uint64_t, size_t>, std::shared_ptr<const hoccl::Schedule>> schedules;
+
+  // Ops made by hocclRedOpCreatePreMulSum: op value hocclNumOps + i is
+  // userOps[i]. Destroyed entries stay (not live) so a stale value is named
+  // as such, and their slots are reused.
+  struct UserOp {
+    bool live = false;
+    hoccl::DType dtype = hoccl::DType::Float32;
+    const void* scalarAt = nullptr;  // hocclScalarDevice: read when a call runs
+    alignas(8) unsigned char scalar[8] = {};  // hocclScalarHostImmediate
+  };
+  std::mutex opsMutex;
+  std::vector<UserOp> userOps;
 
   hoccl::SendConn* sendConn(int peer, int channel) override {
     return isLocal[peer] ? shm->sendConn(peer, channel) : net->sendConn(peer, channel);
@@ -107,11 +119,25 @@ struct hocclComm : public hoccl::ExecLinks {
   void fail(const hoccl::Status& st, bool tellPeers, double budgetSec = 0.5);
   // An abort a peer told us about, if any: through shared memory only
   // (cheap: every poll), or through the network too (a syscall or two).
-  hoccl::Status peerAbort(bool network = false);
+  hoccl::Status peerAbort(bool network) override;
   // A peer found gone between calls (hocclCommGetAsyncError): a local
   // rank's process that exited without freeing its communicator, or a
   // network connection that broke other than by an orderly close.
   hoccl::Status lostPeer();
+
+  // What the executor asks while it runs this communicator's calls
+  // (src/exec/engine.h; comm_run.cc).
+  int ownRank() const override { return rank; }
+  const hoccl::ProgressPolicy& progressPolicy() const override { return policy; }
+  std::string describeSelf() const override;
+  hoccl::PeerInfo peerInfo(int peer) const override;
+  bool remotePeer(int peer) const override { return !isLocal[peer]; }
+  bool usesNetwork() const override { return net != nullptr; }
+  bool abortPending() const override { return abortRequested.load(std::memory_order_relaxed); }
+  bool peerProcessGone(int peer) override;
+  void recordFailure(const hoccl::Status& st, bool tellPeers) override { fail(st, tellPeers); }
+  uint32_t doorbellToken() override;
+  void sleepOnDoorbell(uint32_t token, int timeoutMs) override;
 };
 
 namespace hoccl {
@@ -125,10 +151,16 @@ Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_
 Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out);
 void commFree(hocclComm* comm);
 
-// Runs tasks (possibly of several communicators) to completion: polls,
-// spins briefly, then sleeps on the doorbell; ends with an error on a
-// mismatch, a peer's abort, a dead peer, an abort request or a stall longer
-// than the timeout.
-Status runTasks(const std::vector<std::pair<hocclComm*, CollTask*>>& tasks);
+// One validated call of the C API, with the key of its schedule.
+struct CommCall {
+  hocclComm* comm;
+  CollCall call;
+  ScheduleKey key;
+};
+// Runs calls (one, or a group's, possibly of several communicators): builds
+// or reuses each schedule and its connections, numbers the calls and hands
+// them to the executor. A failure is recorded as the communicator's fatal
+// error.
+Status runCalls(const std::vector<CommCall>& calls);
 
 }  // namespace hoccl

@@ -1,5 +1,5 @@
 // Command-line machines for the tools (cli.h).
-#include "src/tune/cli.h"
+#include "tools/machine_args.h"
 
 #include <cstdio>
 #include <cstdlib>

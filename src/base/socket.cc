@@ -1,4 +1,4 @@
-#include "src/bootstrap/socket.h"
+#include "src/base/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/core/name_rule.h"
+#include "src/base/name_rule.h"
 
 namespace hoccl {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/tune/tuner.h"
 
 namespace hoccl {

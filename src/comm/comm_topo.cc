@@ -8,8 +8,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "src/core/comm.h"
-#include "src/core/log.h"
+#include "src/comm/comm.h"
+#include "src/base/log.h"
 
 namespace hoccl {
 namespace {

@@ -1,0 +1,86 @@
+// The executor boundary. The communicator hands the executor calls, each
+// with the schedule it built and connected, and the executor runs them to
+// completion: the host executor in the caller's thread today, a CUDA
+// executor on the user's stream next. Everything the engine needs from the
+// communicator goes through TaskOwner, so exec knows nothing of bootstrap,
+// shared memory or sockets.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/exec/executor.h"
+
+namespace hoccl {
+
+// How a waiting rank spends its time: polls before sleeping (yielding the
+// core between polls when ranks outnumber cores) and how long it waits
+// without progress before giving up.
+struct ProgressPolicy {
+  double timeoutSec = 1800;
+  int spinIters = 0;
+  bool yieldWhileSpinning = false;
+};
+
+// Who a peer is, for messages.
+struct PeerInfo {
+  int pid = 0;
+  std::string host;
+};
+
+// What the progress engine needs from the communicator that owns a call,
+// besides its connections.
+class TaskOwner : public ExecLinks {
+ public:
+  virtual int ownRank() const = 0;
+  virtual const ProgressPolicy& progressPolicy() const = 0;
+  // "rank 0 (pid 12 on hostA)": this rank, as timeout messages name it.
+  virtual std::string describeSelf() const = 0;
+  virtual PeerInfo peerInfo(int peer) const = 0;
+  // True if `peer` is reached over the network, not shared memory.
+  virtual bool remotePeer(int peer) const = 0;
+  // True if some peer is (the network may stall longer than a neighbour).
+  virtual bool usesNetwork() const = 0;
+  // hocclCommAbort was called on this communicator.
+  virtual bool abortPending() const = 0;
+  // An abort a peer told this rank about: through shared memory only
+  // (cheap, every poll), or through the network too (a system call or two).
+  virtual Status peerAbort(bool network) = 0;
+  // True if `peer`'s process is known to have exited (same machine only).
+  virtual bool peerProcessGone(int peer) = 0;
+  // Records a fatal error; with tellPeers, tells the other ranks so none of
+  // them waits for the timeout.
+  virtual void recordFailure(const Status& st, bool tellPeers) = 0;
+  // The rank's doorbell: a token now, then a sleep until it changes (a
+  // connection moved) or timeoutMs passes.
+  virtual uint32_t doorbellToken() = 0;
+  virtual void sleepOnDoorbell(uint32_t token, int timeoutMs) = 0;
+};
+
+// One validated, numbered call with its schedule, ready to run.
+struct Work {
+  TaskOwner* owner = nullptr;
+  CollCall call;
+  std::shared_ptr<const Schedule> schedule;
+  size_t sliceBytes = 0;
+  bool checkCalls = true;
+  size_t directBytes = 0;  // slices this large go by reference where allowed
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Runs the calls, of one communicator or several, until all are done or
+  // one fails: a mismatch, a peer's abort, a dead peer, an abort request or
+  // no progress for longer than the timeout. The failing call's owner has
+  // recorded the error when this returns it.
+  virtual Status run(const std::vector<Work>& work) = 0;
+};
+
+// Host buffers: progresses the calls in the caller's thread, polling, then
+// sleeping on the doorbell of the first call's communicator.
+Executor& hostExecutor();
+
+}  // namespace hoccl

@@ -1,0 +1,176 @@
+// The host executor's progress engine: polls every call's task, spins
+// briefly when nothing moves, then sleeps on the doorbell; checks the
+// health of the peers a stuck task waits on, and turns a stall longer than
+// the timeout into an error naming the step and the peers.
+#include <sched.h>
+
+#include <algorithm>
+#include <set>
+
+#include "src/base/clock.h"
+#include "src/exec/engine.h"
+
+namespace hoccl {
+namespace {
+
+std::string callText(const CollCall& c) { return describeCall(c.coll, c.count, c.dtype, c.op, c.root); }
+
+// "; rank 1 is pid 123 on hostB" for each peer waited on.
+std::string describePeers(const TaskOwner& o, const std::vector<int>& peers) {
+  std::string out;
+  for (int p : std::set<int>(peers.begin(), peers.end())) {
+    PeerInfo info = o.peerInfo(p);
+    out += "; rank " + std::to_string(p) + " is pid " + std::to_string(info.pid) + " on " + info.host;
+  }
+  return out;
+}
+
+// A peer the task waits on that is gone: its process exited, or one of its
+// connections failed.
+Status deadPeer(TaskOwner& o, const CollTask& t) {
+  const CollCall& call = t.call();
+  const auto seq = static_cast<unsigned long long>(call.opSeq);
+  for (int peer : t.waitingOn()) {
+    if (!o.remotePeer(peer) && o.peerProcessGone(peer)) {
+      PeerInfo info = o.peerInfo(peer);
+      return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s (call #%llu)",
+                    o.ownRank(), peer, info.pid, info.host.c_str(), callText(call).c_str(), seq);
+    }
+    for (int ch = 0; ch < t.channelCount(); ++ch) {
+      std::string why;
+      if (SendConn* s = o.sendConn(peer, ch)) why = s->failure();
+      if (RecvConn* r = why.empty() ? o.recvConn(peer, ch) : nullptr) why = r->failure();
+      if (!why.empty())
+        return errorf(hocclRemoteError, "rank %d: lost peer rank %d (on %s) during %s (call #%llu): %s", o.ownRank(),
+                      peer, o.peerInfo(peer).host.c_str(), callText(call).c_str(), seq, why.c_str());
+    }
+  }
+  return Status();
+}
+
+class HostExecutor : public Executor {
+ public:
+  Status run(const std::vector<Work>& work) override {
+    std::vector<std::unique_ptr<CollTask>> tasks;
+    std::vector<ScratchPool::Lease> scaled;  // PreMulSum inputs, alive until the tasks end
+    for (const Work& w : work) {
+      CollCall call = w.call;
+      if (call.op == RedOp::PreMulSum) {
+        Status st = preMultiply(w, &call, &scaled);
+        if (!st.ok()) {
+          w.owner->recordFailure(st, true);
+          return st;
+        }
+      }
+      tasks.push_back(std::make_unique<CollTask>(call, w.schedule, w.owner, w.sliceBytes, w.checkCalls,
+                                                 w.directBytes));
+    }
+    return progress(work, tasks);
+  }
+
+ private:
+  // PreMulSum's local step: the task reads a copy of the input multiplied
+  // by this rank's scalar (the schedule was built out of place for it).
+  static Status preMultiply(const Work& w, CollCall* call, std::vector<ScratchPool::Lease>* keep) {
+    const size_t bytes = inputCount(w.schedule->key) * dtypeSize(call->dtype);
+    if (bytes == 0) return Status();
+    ScratchPool::Lease lease = ScratchPool::take(w.owner->scratchPool(), bytes);
+    if (!lease.data())
+      return errorf(hocclSystemError, "rank %d: out of memory for the %zu-byte scaled input of %s (call #%llu)",
+                    w.owner->ownRank(), bytes, callText(*call).c_str(), static_cast<unsigned long long>(call->opSeq));
+    const void* scalar = call->scalarAt ? call->scalarAt : call->scalar;
+    scaleElements(call->dtype, lease.data(), call->sendbuff, bytes / dtypeSize(call->dtype), scalar);
+    call->sendbuff = lease.data();
+    keep->push_back(std::move(lease));
+    return Status();
+  }
+
+  static Status fail(TaskOwner* o, const Status& st, bool tellPeers) {
+    o->recordFailure(st, tellPeers);
+    return st;
+  }
+
+  static Status progress(const std::vector<Work>& work, std::vector<std::unique_ptr<CollTask>>& tasks) {
+    if (tasks.empty()) return Status();
+    TaskOwner* first = work[0].owner;
+    bool multiComm = false;
+    for (const Work& w : work) multiComm |= w.owner != first;
+    const ProgressPolicy& policy = first->progressPolicy();
+    double lastProgress = nowSec();
+    double lastHealthCheck = lastProgress;
+    int spins = 0;
+    for (;;) {
+      uint32_t seen = first->doorbellToken();
+      bool allDone = true, progressed = false;
+      // Calls on one communicator share its connections, so they run one
+      // after another; calls on different communicators run together.
+      std::vector<TaskOwner*> busy;
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        TaskOwner* o = work[i].owner;
+        CollTask& t = *tasks[i];
+        if (t.done()) continue;
+        allDone = false;
+        if (std::find(busy.begin(), busy.end(), o) != busy.end()) continue;
+        busy.push_back(o);
+        if (o->abortPending())
+          return errorf(hocclInvalidUsage, "rank %d: communicator aborted by hocclCommAbort during %s (call #%llu)",
+                        o->ownRank(), callText(t.call()).c_str(), static_cast<unsigned long long>(t.call().opSeq));
+        Status st = o->peerAbort(false);
+        if (!st.ok()) return fail(o, st, false);
+        st = t.progress(&progressed);
+        if (!st.ok()) return fail(o, st, true);
+      }
+      if (allDone) return Status();
+      if (progressed) {
+        lastProgress = nowSec();
+        spins = 0;
+        continue;
+      }
+      if (++spins < policy.spinIters) {
+        if (policy.yieldWhileSpinning) sched_yield();
+#if defined(__x86_64__)
+        else __builtin_ia32_pause();
+#endif
+        continue;
+      }
+      double now = nowSec();
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        TaskOwner* o = work[i].owner;
+        CollTask& t = *tasks[i];
+        if (t.done()) continue;
+        double limit = o->progressPolicy().timeoutSec;
+        // A rank that waits only on live local peers is usually waiting for
+        // one that waits on the network; it gives that one a head start to
+        // time out first, so the first report names the remote peer (a cut
+        // link, a hung node) rather than a neighbour in the chain.
+        bool remoteWait = false;
+        for (int p : t.waitingOn()) remoteWait |= o->remotePeer(p);
+        if (!remoteWait && o->usesNetwork()) limit += std::min(5.0, 0.2 * limit);
+        if (now - lastProgress > limit) {
+          Status st = errorf(hocclTimeout, "%s made no progress for %.0f s (HOCCL_TIMEOUT) in %s, call #%llu: %s%s",
+                             o->describeSelf().c_str(), limit, callText(t.call()).c_str(),
+                             static_cast<unsigned long long>(t.call().opSeq), t.describeWait().c_str(),
+                             describePeers(*o, t.waitingOn()).c_str());
+          return fail(o, st, true);
+        }
+        if (now - lastHealthCheck > 0.1) {
+          Status st = o->peerAbort(true);
+          if (!st.ok()) return fail(o, st, false);
+          st = deadPeer(*o, t);
+          if (!st.ok()) return fail(o, st, true);
+        }
+      }
+      if (now - lastHealthCheck > 0.1) lastHealthCheck = now;
+      first->sleepOnDoorbell(seen, multiComm ? 1 : 100);
+    }
+  }
+};
+
+}  // namespace
+
+Executor& hostExecutor() {
+  static HostExecutor executor;
+  return executor;
+}
+
+}  // namespace hoccl
