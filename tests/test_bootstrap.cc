@@ -8,7 +8,7 @@
 
 #include "src/base/config.h"
 #include "src/bootstrap/bootstrap.h"
-#include "tests/test_util.h"
+#include "tests/support/harness.h"
 
 using namespace hoccl;
 

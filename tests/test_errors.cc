@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/support/harness.h"
 
 using namespace testutil;
 

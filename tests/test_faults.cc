@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "src/comm/comm.h"
-#include "tests/test_util.h"
+#include "tests/support/harness.h"
 
 namespace {
 

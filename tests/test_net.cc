@@ -14,8 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "src/check/values.h"
 #include "src/comm/comm.h"
-#include "tests/test_util.h"
+#include "tests/support/harness.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;
@@ -105,12 +106,14 @@ TEST(SocketTransport, GroupedReceiveMatchesTagsWithinTheGroup) {
 
 // Ranks as threads on fake nodes: nodes x ranksPerNode, ring over TCP
 // between nodes and shared memory inside them.
-void runOnFakeNodes(int nodes, int perNode, const std::function<void(hocclComm_t, int)>& body) {
+void runOnFakeNodes(int nodes, int perNode, const testutil::Body& body) {
+  testutil::Options o;
+  o.ranks = nodes * perNode;
+  o.nodeSizes.assign(nodes, perNode);
+  o.net = testutil::Net::Socket;
+  o.nodePrefix = "fake-node";
   std::string err;
-  ASSERT_TRUE(testutil::runThreadsWithSetup(
-      nodes * perNode, [&](int rank) { setThreadHostIdOverride("fake-node-" + std::to_string(rank / perNode)); },
-      body, &err))
-      << err;
+  ASSERT_TRUE(testutil::spawn(o, body, &err)) << err;
 }
 
 class FakeNodes : public ::testing::TestWithParam<std::pair<int, int>> {};
@@ -124,19 +127,19 @@ TEST_P(FakeNodes, EveryTypeAndOpAcrossNodes) {
         for (int op = 0; op < hocclNumOps; ++op) {
           auto type = static_cast<hocclDataType_t>(t);
           auto red = static_cast<hocclRedOp_t>(op);
-          size_t es = testutil::typeSize(type);
+          size_t es = checkvals::typeSize(type);
           std::vector<char> buf(count * es + 1);
-          testutil::fillReduceInput(buf.data(), type, red, rank, 0, count);
+          checkvals::fillReduceInput(buf.data(), type, red, rank, 0, count);
           ASSERT_EQ(hocclAllReduce(buf.data(), buf.data(), count, type, red, comm, nullptr), hocclSuccess)
               << hocclGetLastError(comm);
           std::string why;
-          EXPECT_EQ(testutil::countReduceErrors(buf.data(), type, red, n, 0, count, &why), 0u)
-              << testutil::typeName(type) << " " << testutil::opName(red) << " count " << count << ": " << why;
+          EXPECT_EQ(checkvals::countReduceErrors(buf.data(), type, red, n, 0, count, &why), 0u)
+              << checkvals::typeName(type) << " " << checkvals::opName(red) << " count " << count << ": " << why;
           if (count != 1009) continue;
           std::vector<char> in(count * n * es), out(count * es);
-          testutil::fillReduceInput(in.data(), type, red, rank, 0, count * n);
+          checkvals::fillReduceInput(in.data(), type, red, rank, 0, count * n);
           ASSERT_EQ(hocclReduceScatter(in.data(), out.data(), count, type, red, comm, nullptr), hocclSuccess);
-          EXPECT_EQ(testutil::countReduceErrors(out.data(), type, red, n, rank * count, count), 0u);
+          EXPECT_EQ(checkvals::countReduceErrors(out.data(), type, red, n, rank * count, count), 0u);
         }
     std::vector<int32_t> mine(777, rank), all(777 * n);
     ASSERT_EQ(hocclAllGather(mine.data(), all.data(), 777, hocclInt32, comm, nullptr), hocclSuccess) << hocclGetLastError(comm);
@@ -148,111 +151,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FakeNodes, ::testing::Values(std::make_pair(2, 
                          [](const auto& info) {
                            return std::to_string(info.param.first) + "nodes_x" + std::to_string(info.param.second);
                          });
-
-}  // namespace
-
-namespace {
-
-// Hierarchical and HO-Ring end to end: ranks as threads on fake nodes, the
-// algorithm forced through HOCCL_ALGO, every collective they implement
-// checked for several types, ops, counts and placements. Uneven nodes too.
-struct AlgoCase {
-  const char* algo;
-  std::vector<int> nodeSizes;
-  int leaves = 1;  // > 1: a topology file puts node i under leaf i*leaves/N
-};
-
-class AlgorithmsOnFakeNodes : public ::testing::TestWithParam<AlgoCase> {
- protected:
-  void TearDown() override {
-    unsetenv("HOCCL_ALGO");
-    unsetenv("HOCCL_TOPO_FILE");
-    reloadSettingsForTesting();
-    if (!topoFile_.empty()) std::remove(topoFile_.c_str());
-  }
-  std::string topoFile_;
-};
-
-TEST_P(AlgorithmsOnFakeNodes, ReductionsAndGathersAreCorrect) {
-  const AlgoCase& c = GetParam();
-  setenv("HOCCL_ALGO", c.algo, 1);
-  if (c.leaves > 1) {
-    const int N = static_cast<int>(c.nodeSizes.size());
-    topoFile_ = "/tmp/hoccl-test-topo-" + std::to_string(getpid()) + ".json";
-    std::string json = "{\"version\":1,\"switches\":[";
-    for (int l = 0; l < c.leaves; ++l) {
-      json += std::string(l ? "," : "") + "{\"name\":\"leaf" + std::to_string(l) + "\",\"nodes\":[";
-      bool first = true;
-      for (int i = 0; i < N; ++i) {
-        if (i * c.leaves / N != l) continue;
-        json += std::string(first ? "" : ",") + "\"algo-node-" + std::to_string(i) + "\"";
-        first = false;
-      }
-      json += "],\"link_gbps\":1,\"uplink_gbps\":0.5}";
-    }
-    json += "]}";
-    FILE* f = std::fopen(topoFile_.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-    setenv("HOCCL_TOPO_FILE", topoFile_.c_str(), 1);
-  }
-  reloadSettingsForTesting();  // hoccl reads the environment once per process
-  std::vector<int> nodeOf;
-  for (size_t n = 0; n < c.nodeSizes.size(); ++n)
-    for (int i = 0; i < c.nodeSizes[n]; ++i) nodeOf.push_back(static_cast<int>(n));
-  const int n = static_cast<int>(nodeOf.size());
-  std::string err;
-  ASSERT_TRUE(testutil::runThreadsWithSetup(
-      n, [&](int rank) { setThreadHostIdOverride("algo-node-" + std::to_string(nodeOf[rank])); },
-      [&](hocclComm_t comm, int rank) {
-        for (uint64_t count : {1ull, 1009ull, 200003ull})
-          for (auto type : {hocclFloat32, hocclInt8, hocclBfloat16})
-            for (auto red : {hocclSum, hocclMax, hocclAvg}) {
-              bool inPlace = (count + rank) % 2 == 0;
-              size_t es = testutil::typeSize(type);
-              std::string why;
-              std::vector<char> in(count * n * es + 1), out(count * n * es + 1);
-              testutil::fillReduceInput(in.data(), type, red, rank, 0, count);
-              void* recv = inPlace ? in.data() : out.data();
-              ASSERT_EQ(hocclAllReduce(in.data(), recv, count, type, red, comm, nullptr), hocclSuccess)
-                  << hocclGetLastError(comm);
-              EXPECT_EQ(testutil::countReduceErrors(recv, type, red, n, 0, count, &why), 0u)
-                  << c.algo << " AllReduce " << testutil::typeName(type) << " count " << count << ": " << why;
-              testutil::fillReduceInput(in.data(), type, red, rank, 0, count * n);
-              recv = inPlace ? in.data() + rank * count * es : out.data();
-              ASSERT_EQ(hocclReduceScatter(in.data(), recv, count, type, red, comm, nullptr), hocclSuccess)
-                  << hocclGetLastError(comm);
-              EXPECT_EQ(testutil::countReduceErrors(recv, type, red, n, rank * count, count, &why), 0u)
-                  << c.algo << " ReduceScatter " << testutil::typeName(type) << " count " << count << ": " << why;
-            }
-        const uint64_t count = 50021;
-        std::vector<int32_t> mine(count), all(count * n);
-        for (uint64_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(rank * 1000003 + i);
-        ASSERT_EQ(hocclAllGather(mine.data(), all.data(), count, hocclInt32, comm, nullptr), hocclSuccess)
-            << hocclGetLastError(comm);
-        uint64_t wrong = 0;
-        for (int r = 0; r < n; ++r)
-          for (uint64_t i = 0; i < count; ++i) wrong += all[r * count + i] != static_cast<int32_t>(r * 1000003 + i);
-        EXPECT_EQ(wrong, 0u) << c.algo << " AllGather";
-      },
-      &err))
-      << err;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, AlgorithmsOnFakeNodes,
-    ::testing::Values(AlgoCase{"hierarchical", {2, 2}}, AlgoCase{"hierarchical", {3, 1, 2}},
-                      AlgoCase{"horing", {2, 2}}, AlgoCase{"horing", {2, 2, 2}}, AlgoCase{"horing", {3, 1, 2}},
-                      AlgoCase{"horing", {1, 1, 1}}, AlgoCase{"horing", {2, 2, 2, 2}, 2},
-                      AlgoCase{"horing", {1, 1, 1, 1}, 2}, AlgoCase{"doubling", {2, 2, 1}},
-                      AlgoCase{"auto", {2, 2, 2, 2}, 2}, AlgoCase{"auto", {3, 2}}),
-    [](const auto& info) {
-      std::string name = info.param.algo;
-      for (int s : info.param.nodeSizes) name += "_" + std::to_string(s);
-      if (info.param.leaves > 1) name += "_leaves" + std::to_string(info.param.leaves);
-      return name;
-    });
 
 }  // namespace
 
@@ -380,6 +278,42 @@ TEST_F(ConfigAlgorithm, SplitMembersMustAgree) {
     }
     EXPECT_EQ(after[r], 4.0f) << r;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// config->netName takes NCCL's names over HOCCL_NET; an unknown one is a
+// named error.
+TEST(ConfigNet, UnknownNameIsANamedError) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  config.netName = "carrier-pigeon";
+  hocclComm_t comm = nullptr;
+  EXPECT_EQ(hocclCommInitRankConfig(&comm, 1, id, 0, &config), hocclInvalidArgument);
+  std::string why = hocclGetLastError(nullptr);
+  EXPECT_NE(why.find("config->netName=\"carrier-pigeon\""), std::string::npos) << why;
+}
+
+// Where no verbs port is active, "IB" between two nodes fails at init (as
+// HOCCL_NET=ib does) instead of falling back to TCP as the default would:
+// the name reaches the choice of network. "Socket" is every TCP case of
+// test_coll_matrix.cc.
+TEST(ConfigNet, IbWithoutAPortFailsInit) {
+  if (testutil::ibUnavailable().empty()) GTEST_SKIP() << "an IB port is active here";
+  testutil::Options o;
+  o.ranks = 2;
+  o.nodeSizes = {1, 1};
+  o.net = testutil::Net::Ib;
+  o.nodePrefix = "net-node";
+  o.timeoutSec = 30;
+  std::string err;
+  EXPECT_FALSE(testutil::spawn(o, [](hocclComm_t, int) {}, &err));
+  EXPECT_NE(err.find("IB is unavailable"), std::string::npos) << err;
+  o.net = testutil::Net::Socket;
+  EXPECT_TRUE(testutil::spawn(o, [](hocclComm_t, int) {}, &err)) << err;
 }
 
 }  // namespace

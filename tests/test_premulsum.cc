@@ -8,9 +8,11 @@
 #include <cstring>
 #include <vector>
 
+#include "src/check/values.h"
 #include "src/exec/dataops.h"
-#include "tests/test_util.h"
+#include "tests/support/harness.h"
 
+using namespace checkvals;
 using namespace testutil;
 using hoccl::DType;
 

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "perf/common/values.h"
+#include "src/check/values.h"
 
-using namespace benchvals;
+using namespace checkvals;
 
 namespace {
 

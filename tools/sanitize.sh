@@ -20,4 +20,9 @@ for t in test_errors test_faults test_bootstrap test_collectives test_multiproce
   echo "== $kind: $t"
   "$build/tests/$t" --gtest_brief=1
 done
+# Every algorithm on 4 ranks of one node and on 2 nodes of 2 (all pairs of
+# collective, type, op, placement and count): the sweep that the test of
+# every rank count was before it became part of test_coll_matrix.
+echo "== $kind: test_coll_matrix (4 ranks; 2x2 over TCP)"
+"$build/tests/test_coll_matrix" --gtest_brief=1 --gtest_filter='*_n4_c*:*_n2_2_tcp_c*'
 echo "sanitize: $kind clean"

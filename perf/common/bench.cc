@@ -15,12 +15,12 @@
 #include <mutex>
 #include <thread>
 
-#include "perf/common/values.h"
+#include "src/check/values.h"
 
 namespace bench {
 namespace {
 
-using namespace benchvals;
+using namespace checkvals;
 
 double nowSec() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

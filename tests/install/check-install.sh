@@ -115,7 +115,7 @@ cc "$root/examples/allreduce_procs.c" -o "$scratch/allreduce_pc" $(pkg-config --
 "$scratch/allreduce_pc" 4 16 2
 
 # The worker includes only <hoccl.h> (from the prefix) and the test helpers.
-c++ -std=c++20 -O2 -I"$root" "$root/tests/test_worker.cc" "$root/perf/common/values.cc" -o "$scratch/worker" \
+c++ -std=c++20 -O2 -I"$root" "$root/tests/test_worker.cc" "$root/src/check/values.cc" -o "$scratch/worker" \
     $(pkg-config --cflags --libs hoccl) $rpath -pthread
 pids=()
 for r in 0 1 2 3; do

@@ -1,9 +1,9 @@
-#include "perf/common/values.h"
+#include "src/check/values.h"
 
 #include <cmath>
 #include <cstring>
 
-namespace benchvals {
+namespace checkvals {
 namespace {
 
 // Test-local fp16/bf16 conversions (the library's are internal).
@@ -240,4 +240,4 @@ uint64_t countReduceErrors(const void* buf, hocclDataType_t t, hocclRedOp_t op, 
   return wrong;
 }
 
-}  // namespace benchvals
+}  // namespace checkvals

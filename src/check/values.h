@@ -1,6 +1,8 @@
-// Closed-form data for checking collectives, shared by the benchmarks and
-// the tests: each rank's inputs and the exact expected results for every
-// type and op. Public API enums only.
+// Closed-form data for checking collectives, shared by the benchmarks
+// (perf/) and the tests (tests/): each rank's inputs and the exact expected
+// results for every type and op. It depends on include/hoccl.h only (public
+// enums), so perf and tests both link it (target hoccl_check) and neither
+// depends on the other.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +12,7 @@
 
 #include "hoccl.h"
 
-namespace benchvals {
+namespace checkvals {
 
 size_t typeSize(hocclDataType_t t);
 const char* typeName(hocclDataType_t t);
@@ -37,4 +39,4 @@ void fillReduceInput(void* buf, hocclDataType_t t, hocclRedOp_t op, int rank, ui
 uint64_t countReduceErrors(const void* buf, hocclDataType_t t, hocclRedOp_t op, int nranks, uint64_t first,
                            uint64_t n, std::string* firstError = nullptr);
 
-}  // namespace benchvals
+}  // namespace checkvals
