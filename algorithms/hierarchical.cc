@@ -44,6 +44,20 @@ void forRuns(uint64_t count, int P, Range r, F fn) {
   for (int b = 0; b < P; ++b) fn(uint64_t(b) * count + r.base, r.len);
 }
 
+// The leaders' passes: pass c moves, through a ring of the leaders, the
+// block of every group q's member c (rank b), as block(c, q, b) makes it.
+template <class MakeBlock, class Ring>
+void railPasses(const Hierarchy& h, MakeBlock block, Ring ring) {
+  for (int c = 0; c < h.rails; ++c) {
+    std::vector<Block> blocks(h.ngroups());
+    for (int q = 0; q < h.ngroups(); ++q) {
+      const int b = h.owner(q, c);
+      if (b >= 0) blocks[q] = block(c, q, b);
+    }
+    ring(blocks);
+  }
+}
+
 void allReduce(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part) {
   const SubGroup group = h.group();
   const Slice dst = out(part.base);
@@ -78,17 +92,10 @@ void reduceScatter(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range p
     });
   }
   if (h.myLocal == 0) {
-    // Pass c moves the blocks of every group's member c.
-    for (int c = 0; c < h.rails; ++c) {
-      std::vector<Block> blocks(h.ngroups());
-      for (int q = 0; q < h.ngroups(); ++q) {
-        const int b = h.owner(q, c);
-        if (b < 0) continue;
-        const Slice dst = q != h.myGroup ? Slice{} : c == 0 ? out(part.base) : sum(b);
-        blocks[q] = Block{sum(b), dst, part.len};
-      }
-      ringReduceScatter(lane, h.leaders(), blocks, k.maxStepCount);
-    }
+    railPasses(h, [&](int c, int q, int b) {
+      const Slice dst = q != h.myGroup ? Slice{} : c == 0 ? out(part.base) : sum(b);
+      return Block{sum(b), dst, part.len};
+    }, [&](const std::vector<Block>& blocks) { ringReduceScatter(lane, h.leaders(), blocks, k.maxStepCount); });
   }
   if (!alone) {
     std::vector<Block> blocks(group.size());
@@ -112,16 +119,10 @@ void allGather(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part)
     starGather(lane, group, blocks);
   }
   if (h.myLocal == 0) {
-    for (int c = 0; c < h.rails; ++c) {
-      std::vector<Block> blocks(h.ngroups());
-      for (int q = 0; q < h.ngroups(); ++q) {
-        const int b = h.owner(q, c);
-        if (b < 0) continue;
-        // Gathered into Output already unless the leader is alone.
-        blocks[q] = Block{b == h.rank && group.size() == 1 ? mine : blockOf(b), blockOf(b), part.len};
-      }
-      ringAllGather(lane, h.leaders(), blocks, k.maxStepCount);
-    }
+    railPasses(h, [&](int, int, int b) {
+      // Gathered into Output already unless the leader is alone.
+      return Block{b == h.rank && group.size() == 1 ? mine : blockOf(b), blockOf(b), part.len};
+    }, [&](const std::vector<Block>& blocks) { ringAllGather(lane, h.leaders(), blocks, k.maxStepCount); });
   }
   if (group.size() > 1) {
     forRuns(n, k.nranks, part,

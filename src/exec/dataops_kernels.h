@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 
 #include "src/exec/dataops.h"
@@ -207,30 +208,25 @@ using UnsignedVec = typename VecOf<std::make_unsigned_t<T>, sizeof(V)>::type;
 template <class V>
 inline V nanFirst(V a, V b) { return (a != a) ? a : b; }
 
-template <class T>
-struct OpSum {
+// Sum and product: integers wrap (computed unsigned, so no overflow UB),
+// floats keep the NaN order rule above. Fn is std::plus<> or
+// std::multiplies<>, inlined like the operator it names.
+template <class T, class Fn>
+struct OpArith {
   template <class V>
   static V apply(V a, V b) {
     if constexpr (std::is_integral_v<T>) {
       using UV = UnsignedVec<V, T>;
-      return (V)((UV)a + (UV)b);
+      return (V)Fn{}((UV)a, (UV)b);
     } else {
-      return a + nanFirst(a, b);
+      return Fn{}(a, nanFirst(a, b));
     }
   }
 };
 template <class T>
-struct OpProd {
-  template <class V>
-  static V apply(V a, V b) {
-    if constexpr (std::is_integral_v<T>) {
-      using UV = UnsignedVec<V, T>;
-      return (V)((UV)a * (UV)b);
-    } else {
-      return a * nanFirst(a, b);
-    }
-  }
-};
+using OpSum = OpArith<T, std::plus<>>;
+template <class T>
+using OpProd = OpArith<T, std::multiplies<>>;
 template <class T>
 struct OpMax {
   template <class V>

@@ -53,4 +53,16 @@ Status acceptStep(Step step, Adopt adopt, void** recvComm) {
   return Status();
 }
 
+// A request tested done: the comm stops counting it and frees it (comm has
+// `inflight` and `requests`, a vector of unique_ptr owning its requests).
+template <class Comm, class Request>
+void retireRequest(Comm* c, const Request* r) {
+  --c->inflight;
+  for (auto it = c->requests.begin(); it != c->requests.end(); ++it)
+    if (it->get() == r) {
+      c->requests.erase(it);
+      return;
+    }
+}
+
 }  // namespace hoccl

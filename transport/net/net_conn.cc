@@ -13,13 +13,31 @@ namespace {
 
 constexpr uint32_t kTagNetHandle = 0x40000000;
 
-class NetSend : public SendConn {
- public:
-  NetSend(NetTransport* net, void* comm, int peer, size_t slotBytes, int slots)
+// What both ends of a network connection hold: the comm and a registered
+// ring of `slots` buffers, each a SlotHeader followed by slotBytes.
+class NetSlotRing {
+ protected:
+  NetSlotRing(NetTransport* net, void* comm, int peer, size_t slotBytes, int slots)
       : net_(net), comm_(comm), peer_(peer), slotBytes_(slotBytes), slots_(slots),
         buf_(static_cast<size_t>(slots) * stride()) {
     net_->regMr(comm_, buf_.data(), buf_.size(), kPtrHost, &mr_);
   }
+  size_t stride() const { return sizeof(SlotHeader) + slotBytes_; }
+
+  NetTransport* net_;
+  void* comm_;
+  int peer_;
+  size_t slotBytes_;
+  int slots_;
+  std::vector<char> buf_;
+  void* mr_ = nullptr;
+  std::string failure_;
+};
+
+class NetSend : public SendConn, private NetSlotRing {
+ public:
+  NetSend(NetTransport* net, void* comm, int peer, size_t slotBytes, int slots)
+      : NetSlotRing(net, comm, peer, slotBytes, slots) {}
   ~NetSend() override {
     net_->deregMr(comm_, mr_);
     net_->closeSend(comm_);
@@ -50,7 +68,6 @@ class NetSend : public SendConn {
   std::string health() const override { return net_->health(comm_).message(); }
 
  private:
-  size_t stride() const { return sizeof(SlotHeader) + slotBytes_; }
   void reap() {
     while (!inflight_.empty()) {
       int done = 0;
@@ -63,24 +80,14 @@ class NetSend : public SendConn {
       inflight_.pop_front();
     }
   }
-  NetTransport* net_;
-  void* comm_;
-  int peer_;
-  size_t slotBytes_;
-  int slots_;
-  std::vector<char> buf_;
-  void* mr_ = nullptr;
   std::deque<void*> inflight_;
   uint64_t head_ = 0;
-  std::string failure_;
 };
 
-class NetRecv : public RecvConn {
+class NetRecv : public RecvConn, private NetSlotRing {
  public:
   NetRecv(NetTransport* net, void* comm, int peer, size_t slotBytes, int slots)
-      : net_(net), comm_(comm), peer_(peer), slotBytes_(slotBytes), slots_(slots),
-        buf_(static_cast<size_t>(slots) * stride()), reqs_(slots, nullptr) {
-    net_->regMr(comm_, buf_.data(), buf_.size(), kPtrHost, &mr_);
+      : NetSlotRing(net, comm, peer, slotBytes, slots), reqs_(slots, nullptr) {
     for (int i = 0; i < slots_; ++i) postSlot(i);
   }
   ~NetRecv() override {
@@ -116,7 +123,6 @@ class NetRecv : public RecvConn {
   std::string health() const override { return net_->health(comm_).message(); }
 
  private:
-  size_t stride() const { return sizeof(SlotHeader) + slotBytes_; }
   void postSlot(int i) {
     void* data = buf_.data() + i * stride();
     size_t size = stride();
@@ -124,17 +130,9 @@ class NetRecv : public RecvConn {
     Status st = net_->irecv(comm_, 1, &data, &size, &tag, &mr_, &reqs_[i]);
     if (!st.ok() || !reqs_[i]) failure_ = st.ok() ? "network transport refused a receive" : st.message();
   }
-  NetTransport* net_;
-  void* comm_;
-  int peer_;
-  size_t slotBytes_;
-  int slots_;
-  std::vector<char> buf_;
   std::vector<void*> reqs_;
-  void* mr_ = nullptr;
   uint64_t tail_ = 0;
   bool ready_ = false;
-  std::string failure_;
 };
 
 }  // namespace

@@ -182,12 +182,7 @@ Status IbTransport::test(void* request, int* done, int* sizes) {
   if (!r->done) return c->failed;
   *done = 1;
   if (sizes) *sizes = static_cast<int>(r->isSend ? r->size : r->received);
-  --c->inflight;
-  for (auto it = c->requests.begin(); it != c->requests.end(); ++it)
-    if (it->get() == r) {
-      c->requests.erase(it);
-      break;
-    }
+  retireRequest(c, r);
   return Status();
 }
 

@@ -179,12 +179,7 @@ class SocketTransport : public NetTransport {
     if (sizes)
       for (int i = 0; i < r->n; ++i) sizes[i] = static_cast<int>(r->slots[i].size);
     Comm* c = r->comm;
-    --c->inflight;
-    for (auto it = c->requests.begin(); it != c->requests.end(); ++it)
-      if (it->get() == r) {
-        c->requests.erase(it);
-        break;
-      }
+    retireRequest(c, r);
     return Status();
   }
 
