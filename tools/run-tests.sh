@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the include layers (tools/layers.py: no library folder includes one
-# above or beside it), builds hoccl and runs every test: the GoogleTest
+# above or beside it, and library files stay small), builds hoccl and runs every test: the GoogleTest
 # suites through ctest, then a check that a program built only against the
 # installed package
 # (pkg-config and find_package) runs 4 ranks as 4 processes. Ends by naming
@@ -22,9 +22,10 @@ require_header gtest/gtest.h libgtest-dev
 require_library_deps
 require_end
 jobs=$(nproc)
-# Fast (no build): an include that points up or sideways fails here, named.
-python3 "$root/tools/layers.py" >/dev/null
-echo "run-tests: layers: every include points down"
+# Fast (no build): an include that points up or sideways fails here, named;
+# so does a library file over 600 lines or a median over 150.
+python3 "$root/tools/layers.py" --sizes >/dev/null
+echo "run-tests: layers: every include points down, library files small"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${HOCCL_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs"
 junit=$(cd "$build" && pwd)/ctest-junit.xml
