@@ -217,18 +217,44 @@ ProcessGroupHoccl::ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& stor
   if (!algorithm_.empty()) config.algorithm = algorithm_.c_str();
   check(hocclCommInitRankConfig(&comm_, size, id, rank, &config), "hocclCommInitRankConfig");
   worker_ = std::thread([this] { workerLoop(); });
+  std::lock_guard<std::mutex> lock(liveMutex());
+  liveGroups().insert(this);
+}
+
+std::mutex& ProcessGroupHoccl::liveMutex() {
+  static std::mutex* mu = new std::mutex;  // never destroyed: used until the very end
+  return *mu;
+}
+
+std::set<ProcessGroupHoccl*>& ProcessGroupHoccl::liveGroups() {
+  static auto* live = new std::set<ProcessGroupHoccl*>;
+  return *live;
+}
+
+void ProcessGroupHoccl::stopWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  std::lock_guard<std::mutex> join(joinMutex_);
+  if (worker_.joinable()) worker_.join();  // queued work finishes (or times out) first
+}
+
+void ProcessGroupHoccl::stopAllWorkers() {
+  std::lock_guard<std::mutex> lock(liveMutex());
+  for (ProcessGroupHoccl* pg : liveGroups()) pg->stopWorker();
 }
 
 ProcessGroupHoccl::~ProcessGroupHoccl() {
+  {
+    std::lock_guard<std::mutex> lock(liveMutex());
+    liveGroups().erase(this);
+  }
   // A future's Python callbacks take the GIL on the worker: never wait for
   // the worker while holding it.
   auto shutdown = [this] {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (worker_.joinable()) worker_.join();  // queued work finishes (or times out) first
+    stopWorker();
     std::lock_guard<std::mutex> lock(mutex_);
     if (comm_ && !aborted_) {
       if (failed_)
@@ -278,7 +304,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vect
   auto work = c10::make_intrusive<HocclWork>(rank_, type, std::move(outputs));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.emplace_back(work, std::move(fn));
+    if (!stop_) {
+      queue_.emplace_back(work, std::move(fn));
+    } else {  // no worker any more (the process is exiting): fail, never wait
+      work->complete(std::make_exception_ptr(
+          std::runtime_error("hoccl: the process group's worker has stopped (interpreter exit); it runs no more collectives")));
+      return work;
+    }
   }
   cv_.notify_one();
   return work;
@@ -719,6 +751,8 @@ PYBIND11_MODULE(_C, m) {
       .def("abort", &ProcessGroupHoccl::abort, py::call_guard<py::gil_scoped_release>(),
            "hocclCommAbort: running and queued work fails, the peers are told, later calls raise")
       .def_property_readonly("timeout_sec", &ProcessGroupHoccl::timeoutSec);
+  m.def("_stop_all_workers", &ProcessGroupHoccl::stopAllWorkers, py::call_guard<py::gil_scoped_release>(),
+        "finish queued work and end every group's worker thread (run at exit, before the interpreter finalises)");
   int version = 0;
   hocclGetVersion(&version);
   m.attr("hoccl_version") = version;

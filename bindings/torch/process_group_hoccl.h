@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,11 +104,20 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   void abort();
   // The hoccl communicator's rank and size, and its timeout in seconds.
   int timeoutSec() const { return timeoutSec_; }
+  // Lets queued work finish and ends the worker thread (later calls run
+  // nothing and fail). Call without the GIL: the worker may need it.
+  void stopWorker();
+  // stopWorker() for every live group: run at interpreter exit (atexit),
+  // before finalisation, when a worker that still held work would be
+  // killed taking the GIL to free a tensor's Python object.
+  static void stopAllWorkers();
 
  private:
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<void()> fn);
   void workerLoop();
+  static std::mutex& liveMutex();
+  static std::set<ProcessGroupHoccl*>& liveGroups();
   // Throws std::runtime_error with hoccl's message when `r` is not success.
   void check(hocclResult_t r, const char* call) const;
   std::function<void(hocclResult_t, const char*)> checker() const;
@@ -124,6 +134,7 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   bool aborted_ = false;
   mutable std::atomic<bool> failed_{false};  // a hoccl call failed: the communicator is unusable
   std::thread worker_;
+  std::mutex joinMutex_;  // stopWorker from atexit and from the destructor
 };
 
 }  // namespace hoccl_torch

@@ -20,12 +20,19 @@ all_to_all_single through all-gather / broadcast (correct, but they move
 n times the bytes of a point-to-point version). send and recv raise until
 hoccl's C API has point-to-point calls.
 """
+import atexit
 import datetime
 
 import torch  # noqa: F401  (loads libtorch before the extension)
 import torch.distributed as dist
 
-from ._C import ProcessGroupHoccl, hoccl_version
+from ._C import ProcessGroupHoccl, _stop_all_workers, hoccl_version
+
+# Groups that are still alive at exit (an optimizer or a module can keep one
+# after destroy_process_group) must stop their worker threads before the
+# interpreter finalises: a worker freeing a tensor then would be killed
+# taking the GIL, and the process would abort.
+atexit.register(_stop_all_workers)
 
 __all__ = ["ProcessGroupHoccl", "Options", "abort", "hoccl_version"]
 
