@@ -7,11 +7,4 @@
 #define HOCCL_KERNEL_F16C 1
 #include "src/exec/dataops_kernels.h"
 
-namespace hoccl {
-
-const DataOps& dataOpsAvx2() {
-  static constexpr DataOps table = makeDataOps(Isa::Avx2);
-  return table;
-}
-
-}  // namespace hoccl
+HOCCL_DATAOPS_INSTANCE(dataOpsAvx2, Isa::Avx2)

@@ -8,11 +8,4 @@
 #define HOCCL_KERNEL_F16C 2
 #include "src/exec/dataops_kernels.h"
 
-namespace hoccl {
-
-const DataOps& dataOpsAvx512() {
-  static constexpr DataOps table = makeDataOps(Isa::Avx512);
-  return table;
-}
-
-}  // namespace hoccl
+HOCCL_DATAOPS_INSTANCE(dataOpsAvx512, Isa::Avx512)

@@ -507,4 +507,14 @@ constexpr DataOps makeDataOps(Isa isa) {
 
 }  // namespace
 }  // namespace hoccl
+
+// The one line each ISA's file has after including this header: the
+// accessor dataops.cc calls for that ISA's table.
+#define HOCCL_DATAOPS_INSTANCE(accessor, isa)                 \
+  namespace hoccl {                                           \
+  const DataOps& accessor() {                                 \
+    static constexpr DataOps table = makeDataOps(isa);        \
+    return table;                                             \
+  }                                                           \
+  }
 #endif  // HOCCL_KERNEL_VEC_BYTES

@@ -4,11 +4,4 @@
 #define HOCCL_KERNEL_F16C 0
 #include "src/exec/dataops_kernels.h"
 
-namespace hoccl {
-
-const DataOps& dataOpsScalar() {
-  static constexpr DataOps table = makeDataOps(Isa::Scalar);
-  return table;
-}
-
-}  // namespace hoccl
+HOCCL_DATAOPS_INSTANCE(dataOpsScalar, Isa::Scalar)
