@@ -19,7 +19,6 @@
 namespace hoccl {
 namespace {
 
-constexpr uint32_t kSplitTag = 0x30000000;
 // Polls before sleeping: yielding polls when ranks outnumber cores (each
 // hands the core to a peer that may be the one we wait for), busy polls
 // otherwise. Measured on 2 cores, 4 ranks: 8-byte all-reduce 60-100 us with
@@ -213,7 +212,6 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
   HOCCL_TRY(Bootstrap::fromTable(c->commHash, newRank, std::move(table), std::move(listener),
                                  c->settings.timeoutSec, &c->boot));
   HOCCL_TRY(finishInit(c.get()).context("hocclCommSplit"));
-  (void)kSplitTag;
   *out = c.release();
   return Status();
 }
