@@ -64,6 +64,13 @@ Status enterComm(hocclComm* comm, const char* fn) {
   return Status();
 }
 
+Status checkDatatype(const char* fn, int dtype) {
+  if (dtype < 0 || dtype >= hocclNumTypes)
+    return errorf(hocclInvalidArgument, "%s: datatype %d is not a valid hocclDataType_t (0..%d)", fn, dtype,
+                  hocclNumTypes - 1);
+  return Status();
+}
+
 Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
                        size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key) {
   const char* fn = collName(coll);
@@ -74,9 +81,7 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   if (!fatal.ok())
     return Status(fatal.code(), std::string(fn) + ": the communicator is unusable after an earlier error (" +
                                     fatal.message() + "); destroy or abort it");
-  if (dtype < 0 || dtype >= hocclNumTypes)
-    return errorf(hocclInvalidArgument, "%s: datatype %d is not a valid hocclDataType_t (0..%d)", fn, dtype,
-                  hocclNumTypes - 1);
+  HOCCL_TRY(checkDatatype(fn, dtype));
   bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
   if (reduces && op < 0)
     return errorf(hocclInvalidArgument, "%s: op %d is not a valid hocclRedOp_t (0..%d or an op made by "

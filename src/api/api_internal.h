@@ -26,6 +26,9 @@ struct CommUse {
 };
 void unregisterComm(hocclComm* comm);
 
+// The datatype is one of hocclDataType_t, or an error naming it and fn.
+Status checkDatatype(const char* fn, int dtype);
+
 // Validates a collective's arguments and fills `call` and `key`; comm must
 // already be entered (enterComm), which checked that it is live.
 Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,

@@ -39,9 +39,8 @@ hocclResult_t hocclRedOpCreatePreMulSum(hocclRedOp_t* op, void* scalar, hocclDat
   use.comm = comm;
   if (!op) return report(comm, errorf(hocclInvalidArgument, "%s: op is NULL", fn));
   if (!scalar) return report(comm, errorf(hocclInvalidArgument, "%s: scalar is NULL", fn));
-  if (datatype < 0 || datatype >= hocclNumTypes)
-    return report(comm, errorf(hocclInvalidArgument, "%s: datatype %d is not a valid hocclDataType_t (0..%d)", fn,
-                               static_cast<int>(datatype), hocclNumTypes - 1));
+  st = checkDatatype(fn, datatype);
+  if (!st.ok()) return report(comm, st);
   if (residence != hocclScalarDevice && residence != hocclScalarHostImmediate)
     return report(comm, errorf(hocclInvalidArgument,
                                "%s: residence %d is neither hocclScalarDevice (0) nor hocclScalarHostImmediate (1)", fn,
