@@ -13,6 +13,9 @@ const char* collName(CollKind k) {
     case CollKind::AllGather: return "AllGather";
     case CollKind::Broadcast: return "Broadcast";
     case CollKind::Reduce: return "Reduce";
+    case CollKind::AllToAll: return "AllToAll";
+    case CollKind::AllToAllv: return "AllToAllv";
+    case CollKind::SendRecv: return "SendRecv";
   }
   return "unknown";
 }
@@ -59,6 +62,7 @@ const char* bufName(Buf b) {
     case Buf::Input: return "in";
     case Buf::Output: return "out";
     case Buf::Scratch: return "scr";
+    case Buf::Part: return "part";
   }
   return "?";
 }
@@ -68,7 +72,9 @@ void putSlice(std::ostringstream& os, const Slice& s, uint64_t count) {
     os << '-';
     return;
   }
-  os << bufName(s.buf) << '[' << s.offset << '+' << count << ']';
+  os << bufName(s.buf);
+  if (s.buf == Buf::Part) os << s.part;
+  os << '[' << s.offset << '+' << count << ']';
 }
 
 void putPeer(std::ostringstream& os, int32_t peer) {
@@ -92,7 +98,9 @@ std::string Schedule::toString() const {
     const std::vector<Step>& steps = channels[c].steps;
     for (size_t i = 0; i < steps.size(); ++i) {
       const Step& s = steps[i];
-      os << "rank " << key.rank << " ch " << c << " step " << i << ' ' << stepKindName(s)
+      os << "rank " << key.rank << " ch " << c;
+      if (channels[c].link >= 0) os << " link " << channels[c].link;
+      os << " step " << i << ' ' << stepKindName(s)
          << " from ";
       putPeer(os, s.recvPeer);
       os << " to ";
@@ -109,14 +117,40 @@ std::string Schedule::toString() const {
   return os.str();
 }
 
+namespace {
+
+// AllToAllv: the end of the furthest block of one half of the layout
+// (0: sends, 2: receives).
+uint64_t layoutExtent(const ScheduleKey& k, int half) {
+  if (!k.vlayout || k.vlayout->size() != 4 * static_cast<size_t>(k.nranks)) return 0;
+  const std::vector<uint64_t>& v = *k.vlayout;
+  const size_t P = static_cast<size_t>(k.nranks);
+  uint64_t end = 0;
+  for (size_t p = 0; p < P; ++p)
+    if (v[half * P + p]) end = std::max(end, v[(half + 1) * P + p] + v[half * P + p]);
+  return end;
+}
+
+}  // namespace
+
 uint64_t inputCount(const ScheduleKey& k) {
-  if (k.coll == CollKind::ReduceScatter) return static_cast<uint64_t>(k.nranks) * k.count;
-  return k.count;
+  switch (k.coll) {
+    case CollKind::ReduceScatter:
+    case CollKind::AllToAll: return static_cast<uint64_t>(k.nranks) * k.count;
+    case CollKind::AllToAllv: return layoutExtent(k, 0);
+    case CollKind::SendRecv: return 0;
+    default: return k.count;
+  }
 }
 
 uint64_t outputCount(const ScheduleKey& k) {
-  if (k.coll == CollKind::AllGather) return static_cast<uint64_t>(k.nranks) * k.count;
-  return k.count;
+  switch (k.coll) {
+    case CollKind::AllGather:
+    case CollKind::AllToAll: return static_cast<uint64_t>(k.nranks) * k.count;
+    case CollKind::AllToAllv: return layoutExtent(k, 2);
+    case CollKind::SendRecv: return 0;
+    default: return k.count;
+  }
 }
 
 uint64_t inPlaceOffset(const ScheduleKey& k) {
@@ -138,16 +172,10 @@ namespace hoccl {
 
 namespace {
 
-// A buffer range in terms of the memory behind it: in-place calls alias
-// Input and Output, so both map to one space.
-struct Span {
-  int space;  // 0: output memory, 1: input memory (out of place), 2: scratch
-  uint64_t begin, end;
-};
-
-Span spanOf(const ScheduleKey& k, const Slice& sl, uint64_t count) {
+MemSpan memorySpan(const ScheduleKey& k, const Slice& sl, uint64_t count) {
   uint64_t off = sl.offset;
   if (sl.buf == Buf::Scratch) return {2, off, off + count};
+  if (sl.buf == Buf::Part) return {3 + int64_t{sl.part}, off, off + count};
   if (!k.inPlace) return {sl.buf == Buf::Output ? 0 : 1, off, off + count};
   // In place both buffers are one memory: all-gather's Input is Output
   // shifted by rank*count, reduce-scatter's Output is Input shifted by it.
@@ -156,8 +184,6 @@ Span spanOf(const ScheduleKey& k, const Slice& sl, uint64_t count) {
   if (k.coll == CollKind::ReduceScatter && sl.buf == Buf::Output) off += shift;
   return {0, off, off + count};
 }
-
-}  // namespace
 
 int Grouping::ngroups() const {
   int n = 0;
@@ -170,7 +196,7 @@ namespace {
 // A union of spans, per memory space, as disjoint merged intervals.
 class SpanSet {
  public:
-  void add(Span s) {
+  void add(MemSpan s) {
     if (s.begin >= s.end) return;
     auto& m = m_[s.space];
     auto it = m.upper_bound(s.begin);
@@ -182,15 +208,17 @@ class SpanSet {
     }
     m.emplace(s.begin, s.end);
   }
-  bool overlaps(const Span& s) const {
-    const auto& m = m_[s.space];
+  bool overlaps(const MemSpan& s) const {
+    auto found = m_.find(s.space);
+    if (found == m_.end()) return false;
+    const auto& m = found->second;
     auto it = m.upper_bound(s.begin);
     if (it != m.begin() && std::prev(it)->second > s.begin) return true;
     return it != m.end() && it->first < s.end;
   }
 
  private:
-  std::map<uint64_t, uint64_t> m_[3];
+  std::map<int64_t, std::map<uint64_t, uint64_t>> m_;
 };
 
 }  // namespace
@@ -203,7 +231,7 @@ void markStableValues(Schedule* s) {
   std::vector<SpanSet> written(nch);  // everything each channel writes
   for (size_t c = 0; c < nch; ++c)
     for (const Step& st : s->channels[c].steps)
-      if (st.dst.present() && st.count) written[c].add(spanOf(k, st.dst, st.count));
+      if (st.dst.present() && st.count) written[c].add(memorySpan(k, st.dst, st.count));
   for (size_t c = 0; c < nch; ++c) {
     SpanSet later;  // what this channel writes after the step at hand
     std::vector<Step>& steps = s->channels[c].steps;
@@ -212,12 +240,12 @@ void markStableValues(Schedule* s) {
       st.stable = false;
       const Slice* where = st.dst.present() ? &st.dst : (st.recvPeer < 0 && st.src.present() ? &st.src : nullptr);
       if (st.sendPeer >= 0 && st.count && where) {
-        const Span v = spanOf(k, *where, st.count);
+        const MemSpan v = memorySpan(k, *where, st.count);
         bool clobbered = later.overlaps(v);
         for (size_t d = 0; d < nch && !clobbered; ++d) clobbered = d != c && written[d].overlaps(v);
         st.stable = !clobbered;
       }
-      if (st.dst.present() && st.count) later.add(spanOf(k, st.dst, st.count));
+      if (st.dst.present() && st.count) later.add(memorySpan(k, st.dst, st.count));
     }
   }
 }

@@ -19,17 +19,24 @@ enum class CollKind : uint8_t {
   AllGather = 2,
   Broadcast = 3,
   Reduce = 4,
+  // Point-to-point family (algorithms/pairwise.cc): every rank exchanges
+  // its own messages with the peers it names; no reduction.
+  AllToAll = 5,   // count per peer: Input and Output hold nranks x count
+  AllToAllv = 6,  // per-peer counts and displacements (ScheduleKey::vlayout)
+  SendRecv = 7,   // a group's hocclSend/hocclRecv on one communicator
 };
 const char* collName(CollKind k);
 
 // The buffers a step can name. Input is the caller's send buffer, Output its
 // receive buffer (they may alias: in-place calls), Scratch is owned by the
-// executor and sized by Schedule::scratchCount.
-enum class Buf : uint8_t { None = 0, Input = 1, Output = 2, Scratch = 3 };
+// executor and sized by Schedule::scratchCount. Part is one of the buffers
+// a point-to-point call names (Slice::part indexes the call's list).
+enum class Buf : uint8_t { None = 0, Input = 1, Output = 2, Scratch = 3, Part = 4 };
 
 struct Slice {
   Buf buf = Buf::None;
   uint64_t offset = 0;  // elements
+  uint32_t part = 0;    // Buf::Part only
   bool present() const { return buf != Buf::None; }
 };
 
@@ -60,12 +67,23 @@ struct Step {
 };
 const char* stepKindName(const Step& s);
 
-// Channels run concurrently; the steps of one channel run in order. Two
-// channels never exchange messages with each other: a message sent by
-// channel c of rank a is received by channel c of rank b.
+// Channels run concurrently; the steps of one channel run in order. A
+// channel's messages travel on the connections of its link, which is its
+// own index unless `link` says otherwise: a message sent by a channel of
+// rank a on link l is received by the channel of rank b that receives from
+// a on link l. Collective builders leave `link` unset (channel c of rank a
+// talks to channel c of rank b); point-to-point builders run one channel
+// per peer and direction, all on link 0, so no send waits behind another.
+// At most one channel of a rank sends to a given peer on a given link, and
+// at most one receives from it, so each connection carries one ordered
+// stream (the verifier checks this).
 struct Channel {
   std::vector<Step> steps;
+  int32_t link = -1;
 };
+inline int linkOf(const std::vector<Channel>& chs, size_t c) {
+  return chs[c].link >= 0 ? chs[c].link : static_cast<int>(c);
+}
 
 // How ranks are grouped, for hierarchical builders: group (node) of each
 // rank and super-group (leaf switch) of each group. Flat builders ignore it.
@@ -95,6 +113,9 @@ struct ScheduleKey {
   int pipelineChunks = 0;
   // Hierarchical builders need it; null means every rank in one group.
   std::shared_ptr<const Grouping> groups;
+  // AllToAllv only: this rank's layout, 4 x nranks elements counts:
+  // sendcounts, sdispls, recvcounts, rdispls (MPI_Alltoallv's meaning).
+  std::shared_ptr<const std::vector<uint64_t>> vlayout;
 };
 
 struct Schedule {
@@ -108,6 +129,15 @@ struct Schedule {
   //   rank 1 ch 0 step 2 recvReduceSend  from 0 to 2 src in[6+3] dst - n 3
   std::string toString() const;
 };
+
+// The memory behind `count` elements at a slice. In-place calls alias
+// Input and Output, so both map to one space: 0 output memory, 1 input
+// memory (out of place), 2 scratch, 3 + i part i of a point-to-point call.
+struct MemSpan {
+  int64_t space;
+  uint64_t begin, end;
+};
+MemSpan memorySpan(const ScheduleKey& k, const Slice& sl, uint64_t count);
 
 // Sets Step::stable on every sending step whose value lives in the
 // caller's buffers (dst, or src of a step that receives nothing) and is

@@ -6,7 +6,9 @@
 #include "algorithms/verifier.h"
 
 #include <deque>
+#include <map>
 #include <optional>
+#include <tuple>
 
 #include "algorithms/executable.h"
 #include "algorithms/verifier_detail.h"
@@ -52,9 +54,11 @@ class Verifier {
     const Step& s = sch_[r].channels[c].steps[i];
     return cat("rank ", r, " ch ", c, " step ", i, " (", stepKindName(s), " n ", s.count, ")");
   }
-  uint64_t edge(int from, int to, int c) const {
-    return (uint64_t(from) * key_.nranks + to) * maxCh_ + c;
+  // The queue of messages from `from` to `to` on link l.
+  uint64_t edge(int from, int to, int l) const {
+    return (uint64_t(from) * key_.nranks + to) * maxCh_ + l;
   }
+  int link(int r, int c) const { return linkOf(sch_[r].channels, c); }
   uint64_t bufSize(int r, Buf b) const {
     if (b == Buf::Input) return inputCount(sch_[r].key);
     if (b == Buf::Output) return outputCount(sch_[r].key);
@@ -83,6 +87,9 @@ class Verifier {
   };
   template <class F>
   bool checkOutput(int r, uint64_t blockLen, F expect);
+  // Rank r's Output[offset, offset+len) holds rank `from`'s input from idx.
+  bool checkRange(int r, uint64_t offset, uint64_t len, uint32_t from, uint64_t idx);
+  bool checkAllToAllv(int r);
 
   const std::vector<Schedule>& sch_;
   const int slots_;
@@ -115,6 +122,9 @@ bool Verifier::checkKeys() {
     if (k.coll != key_.coll || k.nranks != P || k.count != key_.count || (rooted && k.root != key_.root)) {
       return fail(cat("rank ", r, " has a different key from rank 0"));
     }
+    if (k.coll == CollKind::SendRecv) return fail("SendRecv schedules name the caller's buffers: not verifiable");
+    if (k.coll == CollKind::AllToAllv && (!k.vlayout || k.vlayout->size() != 4 * size_t(P)))
+      return fail(cat("rank ", r, " has no all-to-all-v layout of 4 x ", P, " counts"));
     maxCh_ = std::max(maxCh_, static_cast<int>(sch_[r].channels.size()));
   }
   return true;
@@ -124,8 +134,21 @@ bool Verifier::checkSteps() {
   const int P = key_.nranks;
   for (int r = 0; r < P; ++r) {
     const std::vector<Channel>& chs = sch_[r].channels;
+    // One ordered stream per connection: a second channel sending to the
+    // same peer on the same link would interleave with the first.
+    std::map<std::tuple<int, int, bool>, int> owner;  // (peer, link, send) -> channel
     for (int c = 0; c < static_cast<int>(chs.size()); ++c) {
+      if (chs[c].link >= maxCh_) return fail(cat("rank ", r, " ch ", c, ": link ", chs[c].link, " is out of range"));
       for (size_t i = 0; i < chs[c].steps.size(); ++i) {
+        const Step& st = chs[c].steps[i];
+        for (bool send : {true, false}) {
+          const int peer = send ? st.sendPeer : st.recvPeer;
+          if (peer < 0) continue;
+          auto [it, fresh] = owner.emplace(std::make_tuple(peer, link(r, c), send), c);
+          if (!fresh && it->second != c)
+            return fail(cat(where(r, c, i), ": ch ", it->second, " also ", send ? "sends to" : "receives from",
+                            " rank ", peer, " on link ", link(r, c)));
+        }
         const Step& s = chs[c].steps[i];
         if (std::string(stepKindName(s)) == "invalid") return fail(where(r, c, i) + ": invalid step kind");
         for (int32_t peer : {s.recvPeer, s.sendPeer}) {
@@ -245,7 +268,7 @@ Progress Verifier::tryStep(int r, int c) {
   if (s.depChannel >= 0 && pc_[r][s.depChannel] <= static_cast<size_t>(s.depStep)) return Progress::Blocked;
   std::deque<Msg>* in = nullptr;
   if (s.recvPeer >= 0) {
-    in = &queues_[edge(s.recvPeer, r, c)];
+    in = &queues_[edge(s.recvPeer, r, link(r, c))];
     if (in->empty()) return Progress::Blocked;
     if (in->front().count != s.count) {
       fail(cat(where(r, c, i), ": count mismatch: receives ", s.count, " elements from rank ", s.recvPeer,
@@ -253,7 +276,7 @@ Progress Verifier::tryStep(int r, int c) {
       return Progress::Failed;
     }
   }
-  std::deque<Msg>* out = s.sendPeer >= 0 ? &queues_[edge(r, s.sendPeer, c)] : nullptr;
+  std::deque<Msg>* out = s.sendPeer >= 0 ? &queues_[edge(r, s.sendPeer, link(r, c))] : nullptr;
   if (out && slots_ > 0 && out->size() >= static_cast<size_t>(slots_)) return Progress::Blocked;
 
   Segs local, vals;
@@ -275,12 +298,17 @@ Progress Verifier::tryStep(int r, int c) {
   ++pc_[r][c];
 
   auto wake = [&](int rank, int ch) {
-    if (ch >= static_cast<int>(sch_[rank].channels.size())) return;
     char& q = queued_[size_t(rank) * maxCh_ + ch];
     if (!q) q = 1, work_.emplace_back(rank, ch);
   };
-  if (s.recvPeer >= 0) wake(s.recvPeer, c);
-  if (s.sendPeer >= 0) wake(s.sendPeer, c);
+  // The peers' channels on this link (the one talking to this rank).
+  const int l = link(r, c);
+  for (int peer : {s.recvPeer, s.sendPeer}) {
+    if (peer < 0) continue;
+    const auto& pch = sch_[peer].channels;
+    for (int d = 0; d < static_cast<int>(pch.size()); ++d)
+      if (linkOf(pch, d) == l) wake(peer, d);
+  }
   for (int d = 0; d < static_cast<int>(sch_[r].channels.size()); ++d) {
     if (d != c) wake(r, d);
   }
@@ -294,10 +322,10 @@ std::string Verifier::blockedReason(int r, int c) {
   if (s.depChannel >= 0 && pc_[r][s.depChannel] <= static_cast<size_t>(s.depStep)) {
     return cat(why, " waits for ch ", s.depChannel, " step ", s.depStep);
   }
-  if (s.recvPeer >= 0 && queues_[edge(s.recvPeer, r, c)].empty()) {
+  if (s.recvPeer >= 0 && queues_[edge(s.recvPeer, r, link(r, c))].empty()) {
     return cat(why, " waits for a message from rank ", s.recvPeer);
   }
-  return cat(why, " waits for room to send to rank ", s.sendPeer, " (", queues_[edge(r, s.sendPeer, c)].size(),
+  return cat(why, " waits for room to send to rank ", s.sendPeer, " (", queues_[edge(r, s.sendPeer, link(r, c))].size(),
              " queued)");
 }
 
@@ -342,7 +370,7 @@ bool Verifier::execute() {
   for (auto& [e, q] : queues_) {
     if (q.empty()) continue;
     const uint64_t c = e % maxCh_, to = (e / maxCh_) % P, from = e / maxCh_ / P;
-    return fail(cat("rank ", from, " ch ", c, " step ", q.front().step, " sends ", q.front().count,
+    return fail(cat("rank ", from, " link ", c, " step ", q.front().step, " sends ", q.front().count,
                     " elements to rank ", to, " that are never received"));
   }
   return true;
@@ -374,6 +402,41 @@ bool Verifier::checkOutput(int r, uint64_t blockLen, F expect) {
   return true;
 }
 
+bool Verifier::checkRange(int r, uint64_t offset, uint64_t len, uint32_t from, uint64_t idx) {
+  const View& v = views_[r][size_t(Buf::Output)];
+  Segs got;
+  stores_[r][v.store].read(v.base + offset, len, got);
+  uint64_t pos = offset, want = idx;
+  for (const Seg& g : got) {
+    if (g.set != from || g.idx != want) {
+      std::string detail = g.set == kUndef ? "it was never written"
+                           : g.set != from ? pool_->difference(from, g.set)
+                                           : cat("it holds element ", g.idx);
+      return fail(cat("rank ", r, " Output[", pos, "] should hold element ", want, " of ", pool_->describe(from),
+                      ", but ", detail));
+    }
+    pos += g.len;
+    want += g.len;
+  }
+  return true;
+}
+
+// Rank r's block from rank j sits at its rdispls[j] and holds rank j's
+// input from j's sdispls[r], recvcounts[j] elements (which must equal j's
+// sendcounts[r]: the message counts were checked as they were received).
+bool Verifier::checkAllToAllv(int r) {
+  const size_t P = static_cast<size_t>(key_.nranks);
+  const std::vector<uint64_t>& mine = *sch_[r].key.vlayout;
+  for (size_t j = 0; j < P; ++j) {
+    const std::vector<uint64_t>& theirs = *sch_[j].key.vlayout;
+    if (mine[2 * P + j] != theirs[r])
+      return fail(cat("rank ", r, " expects ", mine[2 * P + j], " elements from rank ", j, " which sends it ",
+                      theirs[r]));
+    if (!checkRange(r, mine[3 * P + j], mine[2 * P + j], static_cast<uint32_t>(j), theirs[P + r])) return false;
+  }
+  return true;
+}
+
 bool Verifier::checkFinal() {
   const int P = key_.nranks;
   const uint64_t n = key_.count;
@@ -396,6 +459,11 @@ bool Verifier::checkFinal() {
       case CollKind::Reduce:
         if (r == key_.root) ok = checkOutput(r, n, [&](uint64_t) { return Expect{all, 0}; });
         break;
+      case CollKind::AllToAll:
+        ok = checkOutput(r, n, [&](uint64_t j) { return Expect{static_cast<uint32_t>(j), uint64_t(r) * n}; });
+        break;
+      case CollKind::AllToAllv: ok = checkAllToAllv(r); break;
+      case CollKind::SendRecv: ok = fail("SendRecv is not verifiable"); break;
     }
     if (!ok) return false;
   }

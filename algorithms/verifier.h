@@ -50,4 +50,11 @@ VerifyResult verifyBuilder(Schedule (*build)(const ScheduleKey&), ScheduleKey ke
 VerifyResult verifyExecutable(const AlgoInfo& algo, ScheduleKey key, bool syncSteps,
                               const std::vector<bool>& inPlace = {}, int slotsPerEdge = 2);
 
+// Races between the channels of one rank, which verifySchedules cannot
+// see (it runs one interleaving): "" if every two steps of different
+// channels that touch overlapping memory, one of them writing, are ordered
+// by channel order and dependencies; else the first such pair. Quadratic
+// in the steps: for tests on small schedules (verifier_races.cc).
+std::string firstUnorderedConflict(const Schedule& s);
+
 }  // namespace hoccl

@@ -178,6 +178,41 @@ HOCCL_API hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t
                                     hocclDataType_t datatype, hocclRedOp_t op, int root,
                                     hocclComm_t comm, hocclStream_t stream);
 
+/* Each rank sends count elements to every rank: the block for rank j is
+ * taken from sendbuff + j*count, and the block from rank i lands at
+ * recvbuff + i*count. In place when sendbuff == recvbuff. */
+HOCCL_API hocclResult_t hocclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                      hocclDataType_t datatype, hocclComm_t comm, hocclStream_t stream);
+
+/* hoccl extension, MPI_Alltoallv's shape: sendcounts[j] elements from
+ * sendbuff + sdispls[j] go to rank j, and recvcounts[i] elements from rank
+ * i land at recvbuff + rdispls[i] (counts and displacements in elements,
+ * nranks entries each). recvcounts[i] must equal rank i's sendcounts[this
+ * rank]. Out of place only. */
+HOCCL_API hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                                       void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                                       hocclDataType_t datatype, hocclComm_t comm, hocclStream_t stream);
+
+/* Point-to-point. Rank peer must post the matching hocclRecv (hocclSend)
+ * with the same count and datatype; the k-th send from a to b is received
+ * by b's k-th receive from a. Outside a group each call returns once its
+ * message is delivered (a send may wait for the receiver). Inside
+ * hocclGroupStart/End, a communicator's sends and receives run together,
+ * after its collectives of that group, in any order without deadlock; a
+ * rank may send to itself there (paired in order with its receives from
+ * itself). */
+HOCCL_API hocclResult_t hocclSend(const void* sendbuff, size_t count, hocclDataType_t datatype, int peer,
+                                  hocclComm_t comm, hocclStream_t stream);
+HOCCL_API hocclResult_t hocclRecv(void* recvbuff, size_t count, hocclDataType_t datatype, int peer,
+                                  hocclComm_t comm, hocclStream_t stream);
+
+/* Where this rank sits: its node (0..nnodes-1, as hoccl's topology sees
+ * it, HOCCL_TOPO_FILE included) and its index among the localRanks ranks
+ * of that node. hocclCommSplit(comm, node, rank, ...) gives the intra-node
+ * communicator; hocclCommSplit(comm, localRank, node, ...) the rails. */
+HOCCL_API hocclResult_t hocclCommNodeInfo(const hocclComm_t comm, int* node, int* nnodes, int* localRank,
+                                          int* localRanks);
+
 /* A reduction that multiplies this rank's input by *scalar (of type
  * datatype) before summing with the other ranks' (each rank has its own
  * scalar). The new op is valid for calls on comm with that datatype. */

@@ -34,6 +34,8 @@ class HocclBackend : public bench::Backend {
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
   bool supports(Coll, hocclDataType_t, hocclRedOp_t) const override { return true; }
+  // Sending from and receiving into one buffer in one group is not defined.
+  bool timesInPlace(Coll c) const override { return c != Coll::SendRecv; }
 
   std::string run(Coll c, const void* send, void* recv, size_t count, hocclDataType_t t, hocclRedOp_t op,
                   int root) override {
@@ -44,6 +46,17 @@ class HocclBackend : public bench::Backend {
       case Coll::AllGather: rc = hocclAllGather(send, recv, count, t, comm_, nullptr); break;
       case Coll::Broadcast: rc = hocclBroadcast(send, recv, count, t, root, comm_, nullptr); break;
       case Coll::Reduce: rc = hocclReduce(send, recv, count, t, op, root, comm_, nullptr); break;
+      case Coll::AllToAll: rc = hocclAlltoAll(send, recv, count, t, comm_, nullptr); break;
+      case Coll::SendRecv:
+        // A ring shift, as nccl-tests' sendrecv_perf: to rank+1, from rank-1.
+        rc = hocclGroupStart();
+        if (rc == hocclSuccess) rc = hocclSend(send, count, t, (rank_ + 1) % nranks_, comm_, nullptr);
+        if (rc == hocclSuccess) rc = hocclRecv(recv, count, t, (rank_ + nranks_ - 1) % nranks_, comm_, nullptr);
+        {
+          hocclResult_t end = hocclGroupEnd();
+          if (rc == hocclSuccess) rc = end;
+        }
+        break;
     }
     return rc == hocclSuccess ? "" : errorText(rc);
   }

@@ -194,69 +194,6 @@ TEST(HoRingPipeline, RailsStartAfterTheirChunk) {
   for (const Step& st : intra) EXPECT_EQ(st.depChannel, -1);
 }
 
-// The verifier runs one interleaving of the channels; this checks all of
-// them: two steps of different channels of a rank that touch the same
-// memory (one writing) must be ordered by channel order and dependencies.
-struct Access {
-  int space;  // 0 output memory, 1 input memory (out of place), 2 scratch
-  uint64_t begin, end;
-};
-
-Access accessOf(const ScheduleKey& k, Slice sl, uint64_t n) {
-  uint64_t off = sl.offset;
-  if (sl.buf == Buf::Scratch) return {2, off, off + n};
-  if (!k.inPlace) return {sl.buf == Buf::Output ? 0 : 1, off, off + n};
-  if (k.coll == CollKind::AllGather && sl.buf == Buf::Input) off += inPlaceOffset(k);
-  if (k.coll == CollKind::ReduceScatter && sl.buf == Buf::Output) off += inPlaceOffset(k);
-  return {0, off, off + n};
-}
-
-std::string firstRace(const Schedule& s) {
-  const size_t nch = s.channels.size();
-  // seen[c][i][d]: steps of channel d known done before step i of channel c starts (count).
-  std::vector<std::vector<std::vector<int>>> seen(nch);
-  std::vector<std::vector<char>> state(nch);
-  for (size_t c = 0; c < nch; ++c) seen[c].resize(s.channels[c].steps.size()), state[c].resize(seen[c].size());
-  auto clock = [&](auto& self, size_t c, size_t i) -> const std::vector<int>& {
-    std::vector<int>& v = seen[c][i];
-    if (state[c][i]) return v;
-    state[c][i] = 1;
-    v.assign(nch, 0);
-    auto merge = [&](size_t d, size_t j) {  // step j of channel d is done
-      const std::vector<int>& w = self(self, d, j);
-      for (size_t x = 0; x < nch; ++x) v[x] = std::max(v[x], w[x]);
-      v[d] = std::max(v[d], int(j) + 1);
-    };
-    if (i > 0) merge(c, i - 1);
-    const Step& st = s.channels[c].steps[i];
-    if (st.depChannel >= 0) merge(st.depChannel, st.depStep);
-    return v;
-  };
-  struct Use {
-    size_t c, i;
-    Access a;
-    bool write;
-  };
-  std::vector<Use> uses;
-  for (size_t c = 0; c < nch; ++c) {
-    for (size_t i = 0; i < s.channels[c].steps.size(); ++i) {
-      const Step& st = s.channels[c].steps[i];
-      if (st.src.present() && (st.recvPeer < 0 || st.reduce)) uses.push_back({c, i, accessOf(s.key, st.src, st.count), false});
-      if (st.dst.present()) uses.push_back({c, i, accessOf(s.key, st.dst, st.count), true});
-    }
-  }
-  for (const Use& x : uses) {
-    for (const Use& y : uses) {
-      if (x.c >= y.c || !(x.write || y.write) || x.a.space != y.a.space) continue;
-      if (x.a.end <= y.a.begin || y.a.end <= x.a.begin) continue;
-      if (clock(clock, y.c, y.i)[x.c] > int(x.i) || clock(clock, x.c, x.i)[y.c] > int(y.i)) continue;
-      return "ch " + std::to_string(x.c) + " step " + std::to_string(x.i) + " and ch " + std::to_string(y.c) +
-             " step " + std::to_string(y.i) + " touch the same memory unordered";
-    }
-  }
-  return "";
-}
-
 TEST(Channels, NoUnorderedConflictingAccess) {
   const Builder builders[] = {buildHierarchical, buildHoRing, pipelined<3>};
   for (const Shape& shape : smallShapes()) {
@@ -266,7 +203,7 @@ TEST(Channels, NoUnorderedConflictingAccess) {
           for (bool inPlace : {false, true}) {
             const uint64_t maxStep = count > uint64_t(shape.nranks) + 1 ? 3 : 0;
             for (const Schedule& s : buildAll(build, makeKey(coll, shape, count, inPlace, 2, maxStep))) {
-              ASSERT_EQ(firstRace(s), "") << collName(coll) << " " << shape.name << " rank " << s.key.rank << " count "
+              ASSERT_EQ(firstUnorderedConflict(s), "") << collName(coll) << " " << shape.name << " rank " << s.key.rank << " count "
                                           << count << " inPlace " << inPlace;
             }
           }
@@ -280,9 +217,9 @@ TEST(Channels, DroppedDependencyIsARace) {
   ScheduleKey key = makeKey(CollKind::AllReduce, rect(2, 4), 64, true);
   key.rank = 1;
   Schedule s = buildHoRingPipelined(key, 2);
-  ASSERT_EQ(firstRace(s), "");
+  ASSERT_EQ(firstUnorderedConflict(s), "");
   s.channels[2].steps[0].depChannel = -1;  // the all-gather no longer waits for the rail
-  EXPECT_NE(firstRace(s), "");
+  EXPECT_NE(firstUnorderedConflict(s), "");
 }
 
 // -------------------------------------------------------- degenerate shapes

@@ -33,7 +33,8 @@ double busFactor(Coll c, int n) {
   switch (c) {
     case Coll::AllReduce: return 2.0 * (n - 1) / n;
     case Coll::ReduceScatter:
-    case Coll::AllGather: return static_cast<double>(n - 1) / n;
+    case Coll::AllGather:
+    case Coll::AllToAll: return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }
 }
@@ -53,6 +54,11 @@ Shape shapeFor(Coll c, size_t size, size_t es, int n) {
       s.recvCount = s.sendCount * n;
       s.paramCount = s.sendCount;
       s.bytes = s.recvCount * es;
+      break;
+    case Coll::AllToAll:
+      s.paramCount = (count / n) / align * align;
+      s.sendCount = s.recvCount = s.paramCount * n;
+      s.bytes = s.sendCount * es;
       break;
     case Coll::ReduceScatter:
       s.recvCount = (count / n) / align * align;
@@ -238,7 +244,9 @@ class Runner {
         *recv = rb;
         break;
       }
-      case Coll::Broadcast: {
+      case Coll::Broadcast:
+      case Coll::AllToAll:
+      case Coll::SendRecv: {
         char* mine = inPlace ? rb : sb;
         for (size_t i = 0; i < s.sendCount; ++i) store(mine, t, i, gatherValue(t, rank_, i));
         *send = mine;
@@ -265,6 +273,20 @@ class Runner {
       case Coll::Broadcast: {
         long long w = 0;
         for (size_t i = 0; i < s.recvCount; ++i) w += load(recv, t, i) != gatherValue(t, root, i);
+        return w;
+      }
+      case Coll::AllToAll: {
+        // Block r of this rank's output is block `rank` of rank r's input.
+        long long w = 0;
+        const size_t pc = s.paramCount;
+        for (int r = 0; r < n_; ++r)
+          for (size_t i = 0; i < pc; ++i) w += load(recv, t, r * pc + i) != gatherValue(t, r, rank_ * pc + i);
+        return w;
+      }
+      case Coll::SendRecv: {
+        long long w = 0;
+        const int from = (rank_ + n_ - 1) % n_;
+        for (size_t i = 0; i < s.recvCount; ++i) w += load(recv, t, i) != gatherValue(t, from, i);
         return w;
       }
     }

@@ -13,7 +13,9 @@
 
 namespace bench {
 
-enum class Coll { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce };
+// AllToAll and SendRecv (each rank sends to rank+1, receives from rank-1)
+// are hoccl's only: the peer benchmarks do not offer them.
+enum class Coll { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
 const char* collTestName(Coll c);  // "all_reduce_perf", ...
 const char* collShortName(Coll c); // "all_reduce", ...
 

@@ -52,6 +52,8 @@ const char* collTestName(Coll c) {
     case Coll::AllGather: return "all_gather_perf";
     case Coll::Broadcast: return "broadcast_perf";
     case Coll::Reduce: return "reduce_perf";
+    case Coll::AllToAll: return "alltoall_perf";
+    case Coll::SendRecv: return "sendrecv_perf";
   }
   return "?";
 }
@@ -63,6 +65,8 @@ const char* collShortName(Coll c) {
     case Coll::AllGather: return "all_gather";
     case Coll::Broadcast: return "broadcast";
     case Coll::Reduce: return "reduce";
+    case Coll::AllToAll: return "alltoall";
+    case Coll::SendRecv: return "sendrecv";
   }
   return "?";
 }

@@ -180,7 +180,8 @@ class GlooBackend : public bench::Backend {
   int rank() const override { return ctx_->rank; }
   int nranks() const override { return ctx_->size; }
   // Every type but bfloat16 and fp8 (Gloo has none); sum, prod, max, min (no avg).
-  bool supports(Coll, hocclDataType_t t, hocclRedOp_t op) const override {
+  bool supports(Coll c, hocclDataType_t t, hocclRedOp_t op) const override {
+    if (c == Coll::AllToAll || c == Coll::SendRecv) return false;  // not driven here
     return t != hocclBfloat16 && t != hocclFloat8e4m3 && t != hocclFloat8e5m2 && (op == hocclSum || op == hocclProd || op == hocclMax || op == hocclMin);
   }
 
@@ -352,6 +353,7 @@ class GlooBackend : public bench::Backend {
         gloo::reduce(o);
         return "";
       }
+      default: break;
     }
     return "unknown collective";
   }

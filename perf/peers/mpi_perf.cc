@@ -81,7 +81,8 @@ class MpiBackend : public bench::Backend {
   std::string algorithm() const override { return "default"; }
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
-  bool supports(Coll, hocclDataType_t t, hocclRedOp_t op) const override {
+  bool supports(Coll c, hocclDataType_t t, hocclRedOp_t op) const override {
+    if (c == Coll::AllToAll || c == Coll::SendRecv) return false;  // not driven here
     return mpiType(t) != MPI_DATATYPE_NULL && mpiOp(op) != MPI_OP_NULL;
   }
   bool timesInPlace(Coll) const override { return inPlace_; }
@@ -131,6 +132,7 @@ class MpiBackend : public bench::Backend {
         rc = MPI_Reduce(send == recv && rank_ == root ? MPI_IN_PLACE : send, recv, n, type, mop, root,
                         MPI_COMM_WORLD);
         break;
+      default: return "not driven here";
     }
     return rc == MPI_SUCCESS ? "" : mpiError(rc);
   }

@@ -71,9 +71,7 @@ Status checkDatatype(const char* fn, int dtype) {
   return Status();
 }
 
-Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
-                       size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key) {
-  const char* fn = collName(coll);
+Status checkUsable(hocclComm* comm, const char* fn) {
   if (comm->initPending.load(std::memory_order_acquire))
     return errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress; wait until "
                   "hocclCommGetAsyncError returns hocclSuccess", fn);
@@ -81,6 +79,13 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   if (!fatal.ok())
     return Status(fatal.code(), std::string(fn) + ": the communicator is unusable after an earlier error (" +
                                     fatal.message() + "); destroy or abort it");
+  return Status();
+}
+
+Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, void* recvbuff,
+                       size_t count, int dtype, int op, int root, CollCall* call, ScheduleKey* key) {
+  const char* fn = collName(coll);
+  HOCCL_TRY(checkUsable(comm, fn));
   HOCCL_TRY(checkDatatype(fn, dtype));
   bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
   if (reduces && op < 0)
@@ -91,7 +96,8 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   if (rooted && (root < 0 || root >= comm->nranks))
     return errorf(hocclInvalidArgument, "%s: root %d is out of range [0, %d)", fn, root, comm->nranks);
   size_t esize = dtypeSize(static_cast<DType>(dtype));
-  size_t factor = (coll == CollKind::ReduceScatter || coll == CollKind::AllGather) ? comm->nranks : 1;
+  size_t factor =
+      (coll == CollKind::ReduceScatter || coll == CollKind::AllGather || coll == CollKind::AllToAll) ? comm->nranks : 1;
   // Keep every byte offset well inside size_t and ptrdiff_t.
   if (count > (static_cast<size_t>(1) << 62) / esize / factor)
     return errorf(hocclInvalidArgument, "%s: count %zu is too large: %zu x %zu-byte elements x %zu overflows",
@@ -418,6 +424,11 @@ hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
 hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
                           hocclRedOp_t op, int root, hocclComm_t comm, hocclStream_t stream) {
   return collective(CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+hocclResult_t hocclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
+                            hocclComm_t comm, hocclStream_t stream) {
+  return collective(CollKind::AllToAll, sendbuff, recvbuff, count, datatype, hocclSum, 0, comm, stream);
 }
 
 }  // extern "C"

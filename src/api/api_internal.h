@@ -26,6 +26,8 @@ struct CommUse {
 };
 void unregisterComm(hocclComm* comm);
 
+// comm has finished a non-blocking init and has no fatal error.
+Status checkUsable(hocclComm* comm, const char* fn);
 // The datatype is one of hocclDataType_t, or an error naming it and fn.
 Status checkDatatype(const char* fn, int dtype);
 
@@ -41,6 +43,14 @@ Status userOpFor(hocclComm* comm, const char* fn, int op, DType dtype, CollCall*
 // Group support (group.cc): true if the call was queued for hocclGroupEnd.
 bool groupActive();
 void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key);
+// Queues a hocclSend/hocclRecv: at hocclGroupEnd a communicator's sends and
+// receives run as one call, after its collectives of the group.
+void groupEnqueuePeer(hocclComm* comm, const PeerPart& part);
+
+// Point-to-point calls (p2p.cc): the key of a communicator's SendRecv call,
+// and the check that its sends to itself pair with its receives.
+ScheduleKey peerCallKey(const hocclComm* comm);
+Status checkSelfPairs(const CollCall& call, int rank);
 // (Calls run through runCalls, src/comm/comm.h.)
 
 }  // namespace hoccl

@@ -10,12 +10,27 @@ namespace hoccl {
 namespace {
 thread_local int groupDepth = 0;
 thread_local std::vector<CommCall> pending;
+thread_local std::vector<CommCall> pendingPeers;  // one SendRecv call per communicator
 }  // namespace
 
 bool groupActive() { return groupDepth > 0; }
 
 void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key) {
   pending.push_back(CommCall{comm, call, key});
+}
+
+void groupEnqueuePeer(hocclComm* comm, const PeerPart& part) {
+  for (CommCall& c : pendingPeers) {
+    if (c.comm == comm) {
+      c.call.parts.push_back(part);
+      return;
+    }
+  }
+  CommCall c{comm, CollCall{}, peerCallKey(comm)};
+  c.call.coll = CollKind::SendRecv;
+  c.call.dtype = DType::Uint8;
+  c.call.parts.push_back(part);
+  pendingPeers.push_back(std::move(c));
 }
 
 }  // namespace hoccl
@@ -33,7 +48,13 @@ hocclResult_t hocclGroupEnd(void) {
   if (--groupDepth > 0) return hocclSuccess;
   auto calls = std::move(pending);
   pending.clear();
+  for (CommCall& c : pendingPeers) calls.push_back(std::move(c));
+  pendingPeers.clear();
   if (calls.empty()) return hocclSuccess;
+  for (const CommCall& c : calls) {
+    Status st = c.call.coll == CollKind::SendRecv ? checkSelfPairs(c.call, c.comm->rank) : Status();
+    if (!st.ok()) return report(nullptr, st);
+  }
   std::vector<CommUse> uses(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
     Status st = enterComm(calls[i].comm, "hocclGroupEnd");

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "algorithms/executable.h"
+#include "algorithms/pairwise.h"
 #include "src/comm/comm_settings.h"
 #include "src/base/clock.h"
 #include "src/base/log.h"
@@ -225,21 +226,16 @@ void commFree(hocclComm* comm) {
 
 using namespace hoccl;
 
-Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr<const Schedule>* out) {
-  auto k = std::make_tuple(static_cast<int>(key0.coll), key0.count, key0.root, key0.inPlace, key0.maxStepCount,
-                           esize);
-  auto it = schedules.find(k);
-  if (it != schedules.end()) {
-    *out = it->second;
-    return Status();
-  }
+// The tuner picks the algorithm, channels and pipeline depth for a
+// collective's size; what executes is built by the same function the
+// verifier tests check (algorithms/executable.h).
+Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize) {
   const uint64_t bytes = (inputCount(key0) > outputCount(key0) ? inputCount(key0) : outputCount(key0)) * esize;
   const tune::Choice choice = tuner->choose(key0.coll, bytes);
   ScheduleKey key = key0;
   key.nchannels = choice.nchannels;
   key.pipelineChunks = choice.pipelineChunks;
   const AlgoInfo& use = algorithmInfo(choice.algo);
-  // The same function the verifier tests check (algorithms/executable.h).
   Schedule built = buildExecutable(use, key, settings.checkCalls);
   int bucket = 0;
   while (bucket < 63 && (uint64_t{2} << bucket) <= bytes) ++bucket;
@@ -248,17 +244,63 @@ Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr
           static_cast<unsigned long long>(bytes), built.algorithm, key.nchannels, key.pipelineChunks,
           choice.predictedUs, choice.why.c_str());
   }
-  auto sched = std::make_shared<const Schedule>(std::move(built));
+  return built;
+}
+
+Status hocclComm::connectFor(const Schedule& sched) {
   std::set<EdgeRequest> edges;
-  for (size_t ch = 0; ch < sched->channels.size(); ++ch) {
-    for (const Step& s : sched->channels[ch].steps) {
-      if (s.recvPeer >= 0 && !links->recvConn(s.recvPeer, static_cast<int>(ch)))
-        edges.insert({s.recvPeer, static_cast<int>(ch), false});
-      if (s.sendPeer >= 0 && !links->sendConn(s.sendPeer, static_cast<int>(ch)))
-        edges.insert({s.sendPeer, static_cast<int>(ch), true});
+  for (size_t ch = 0; ch < sched.channels.size(); ++ch) {
+    const int link = linkOf(sched.channels, ch);
+    for (const Step& s : sched.channels[ch].steps) {
+      if (s.recvPeer >= 0 && !links->recvConn(s.recvPeer, link)) edges.insert({s.recvPeer, link, false});
+      if (s.sendPeer >= 0 && !links->sendConn(s.sendPeer, link)) edges.insert({s.sendPeer, link, true});
     }
   }
-  if (!edges.empty()) HOCCL_TRY(links->connect(std::vector<EdgeRequest>(edges.begin(), edges.end())));
+  if (edges.empty()) return Status();
+  return links->connect(std::vector<EdgeRequest>(edges.begin(), edges.end()));
+}
+
+Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, std::shared_ptr<const Schedule>* out) {
+  if (key.coll != CollKind::SendRecv && key.coll != CollKind::AllToAllv) return prepare(key, dtypeSize(call.dtype), out);
+  Schedule built;
+  if (key.coll == CollKind::AllToAllv) {
+    built = buildAllToAll(key);
+  } else {
+    // The schedule counts bytes: the parts may differ in type.
+    std::vector<PointOp> ops(call.parts.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const PeerPart& p = call.parts[i];
+      ops[i].peer = p.peer;
+      ops[i].send = p.send;
+      ops[i].count = p.count * dtypeSize(p.dtype);
+      ops[i].at = Slice{Buf::Part, 0, static_cast<uint32_t>(i)};
+    }
+    built = buildPointToPoint(key, ops, "pairwise");
+  }
+  markStableValues(&built);
+  auto sched = std::make_shared<const Schedule>(std::move(built));
+  HOCCL_TRY(connectFor(*sched));
+  *out = sched;
+  return Status();
+}
+
+Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr<const Schedule>* out) {
+  auto k = std::make_tuple(static_cast<int>(key0.coll), key0.count, key0.root, key0.inPlace, key0.maxStepCount,
+                           esize);
+  auto it = schedules.find(k);
+  if (it != schedules.end()) {
+    *out = it->second;
+    return Status();
+  }
+  std::shared_ptr<const Schedule> sched;
+  if (key0.coll == CollKind::AllToAll) {
+    Schedule built = buildAllToAll(key0);
+    markStableValues(&built);
+    sched = std::make_shared<const Schedule>(std::move(built));
+  } else {
+    sched = std::make_shared<const Schedule>(tunedSchedule(key0, esize));
+  }
+  HOCCL_TRY(connectFor(*sched));
   if (schedules.size() > 256) schedules.clear();
   schedules[k] = sched;
   *out = sched;

@@ -56,7 +56,9 @@ struct hocclComm : public hoccl::TaskOwner {
   std::unique_ptr<hoccl::tune::Tuner> tuner;
   std::set<std::pair<int, int>> loggedChoices;  // (collective, log2 of bytes) already logged
   hoccl::ProgressPolicy policy;  // spinning and timeout of this rank's waits
-  uint64_t opSeq = 0;
+  uint64_t opSeq = 0;  // collectives run so far (point-to-point calls are not counted)
+  // Point-to-point messages so far, per peer: sends to it, receives from it.
+  std::vector<uint64_t> sendSeq, recvSeq;
 
   // A fatal error (mismatch, dead peer, timeout, abort) leaves the
   // communicator unusable; every later call returns it.
@@ -99,7 +101,18 @@ struct hocclComm : public hoccl::TaskOwner {
   // connection it uses exists. The tuner picks the algorithm, channels and
   // pipeline depth for the call's size in bytes (esize: element size).
   hoccl::Status prepare(const hoccl::ScheduleKey& key, size_t esize, std::shared_ptr<const hoccl::Schedule>* out);
+  // The same for any call: point-to-point ones (all-to-all(-v), a group's
+  // sends and receives) get the pairwise schedules of
+  // algorithms/pairwise.h; all-to-all's is cached, the others are built
+  // for the call.
+  hoccl::Status prepareCall(const hoccl::CollCall& call, const hoccl::ScheduleKey& key,
+                            std::shared_ptr<const hoccl::Schedule>* out);
+  // A collective's schedule as the tuner chooses it (not cached).
+  hoccl::Schedule tunedSchedule(const hoccl::ScheduleKey& key, size_t esize);
+  // Creates the connections `sched` uses that do not exist yet.
+  hoccl::Status connectFor(const hoccl::Schedule& sched);
   bool hasSchedule(const hoccl::ScheduleKey& key, size_t esize) const {
+    if (key.coll == hoccl::CollKind::SendRecv || key.coll == hoccl::CollKind::AllToAllv) return false;
     return schedules.count(std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace,
                                            key.maxStepCount, esize)) != 0;
   }

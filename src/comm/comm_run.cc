@@ -2,6 +2,8 @@
 // the executor; and what the executor may ask the communicator meanwhile.
 #include <unistd.h>
 
+#include <algorithm>
+#include <functional>
 #include <thread>
 
 #include "src/comm/comm.h"
@@ -34,18 +36,29 @@ Status runCalls(const std::vector<CommCall>& calls) {
   std::vector<Status> sts(n);
   auto prep = [&](size_t i) {
     const CommCall& c = calls[i];
-    sts[i] = c.comm->prepare(c.key, dtypeSize(c.call.dtype), &scheds[i]);
+    sts[i] = c.comm->prepareCall(c.call, c.key, &scheds[i]);
   };
-  std::vector<size_t> uncached;
+  // Calls still to build, per communicator: one thread per communicator
+  // builds its calls in order (a communicator's schedule cache and
+  // connections are not shared between threads).
+  std::vector<std::pair<hocclComm*, std::vector<size_t>>> uncached;
   for (size_t i = 0; i < n; ++i) {
     const CommCall& c = calls[i];
-    if (n > 1 && !c.comm->hasSchedule(c.key, dtypeSize(c.call.dtype))) uncached.push_back(i);
-    else prep(i);
+    if (n == 1 || c.comm->hasSchedule(c.key, dtypeSize(c.call.dtype))) {
+      prep(i);
+      continue;
+    }
+    auto it = std::find_if(uncached.begin(), uncached.end(), [&](const auto& u) { return u.first == c.comm; });
+    if (it == uncached.end()) it = uncached.insert(uncached.end(), {c.comm, {}});
+    it->second.push_back(i);
   }
-  if (uncached.size() == 1) prep(uncached[0]);
+  auto prepAll = [&](const std::vector<size_t>& idx) {
+    for (size_t i : idx) prep(i);
+  };
+  if (uncached.size() == 1) prepAll(uncached[0].second);
   if (uncached.size() > 1) {
     std::vector<std::thread> threads;
-    for (size_t i : uncached) threads.emplace_back(prep, i);
+    for (const auto& u : uncached) threads.emplace_back(prepAll, std::cref(u.second));
     for (std::thread& t : threads) t.join();
   }
   std::vector<Work> work(n);
@@ -58,7 +71,15 @@ Status runCalls(const std::vector<CommCall>& calls) {
     Work& w = work[i];
     w.owner = comm;
     w.call = calls[i].call;
-    w.call.opSeq = ++comm->opSeq;
+    if (w.call.coll == CollKind::SendRecv) {
+      // Each message names its place in the stream between its two ranks.
+      comm->sendSeq.resize(comm->nranks);
+      comm->recvSeq.resize(comm->nranks);
+      for (PeerPart& p : w.call.parts) p.seq = ++(p.send ? comm->sendSeq : comm->recvSeq)[p.peer];
+      w.call.opSeq = comm->opSeq;
+    } else {
+      w.call.opSeq = ++comm->opSeq;
+    }
     w.schedule = scheds[i];
     w.sliceBytes = comm->settings.sliceBytes;
     w.checkCalls = comm->settings.checkCalls;

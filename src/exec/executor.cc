@@ -11,6 +11,10 @@ namespace hoccl {
 
 std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, int root) {
   char buf[160];
+  if (coll == CollKind::SendRecv) {
+    snprintf(buf, sizeof buf, "hocclSend/hocclRecv group");
+    return buf;
+  }
   bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
   bool rooted = coll == CollKind::Broadcast || coll == CollKind::Reduce;
   int n = snprintf(buf, sizeof buf, "%s(count=%llu, %s", collName(coll),
@@ -101,6 +105,7 @@ char* CollTask::bufferAt(const Slice& s) {
     case Buf::Input: return const_cast<char*>(static_cast<const char*>(call_.sendbuff)) + s.offset * esize_;
     case Buf::Output: return static_cast<char*>(call_.recvbuff) + s.offset * esize_;
     case Buf::Scratch: return scratch_.data() + s.offset * esize_;
+    case Buf::Part: return static_cast<char*>(call_.parts[s.part].ptr) + s.offset * esize_;
     case Buf::None: break;
   }
   return nullptr;
@@ -110,10 +115,51 @@ bool CollTask::stepDone(int channel, int step) const {
   return chans_[channel].step > static_cast<size_t>(step);
 }
 
+namespace {
+
+std::string describePart(const char* fn, uint64_t count, uint8_t dtype) {
+  char buf[96];
+  snprintf(buf, sizeof buf, "%s(count=%llu, %s)", fn, static_cast<unsigned long long>(count),
+           dtypeName(static_cast<DType>(dtype)));
+  return buf;
+}
+
+}  // namespace
+
+// A receive of a point-to-point call: the k-th receive from a peer takes
+// that peer's k-th send to this rank, which must agree on count and type.
+Status CollTask::checkPeerHeader(const SlotHeader& h, const PeerPart& mine) const {
+  const auto seq = static_cast<unsigned long long>(mine.seq);
+  const std::string want = describePart("hocclRecv", mine.count, static_cast<uint8_t>(mine.dtype));
+  if (h.coll != static_cast<uint8_t>(CollKind::SendRecv))
+    return errorf(hocclInvalidUsage,
+                  "point-to-point mismatch: rank %d posted %s from rank %d (its receive #%llu from that rank), but "
+                  "rank %d sent a message of %s (call #%llu) instead",
+                  sched_->key.rank, want.c_str(), mine.peer, seq, mine.peer,
+                  describeCall(static_cast<CollKind>(h.coll), h.count, static_cast<DType>(h.dtype),
+                               static_cast<RedOp>(h.op), h.root).c_str(),
+                  static_cast<unsigned long long>(h.opSeq));
+  if (h.opSeq != mine.seq || h.count != mine.count || h.dtype != static_cast<uint8_t>(mine.dtype))
+    return errorf(hocclInvalidUsage,
+                  "point-to-point mismatch: rank %d's receive #%llu from rank %d is %s, but rank %d's send #%llu to "
+                  "rank %d is %s; a send and its receive must have the same count and datatype",
+                  sched_->key.rank, seq, mine.peer, want.c_str(), mine.peer, static_cast<unsigned long long>(h.opSeq),
+                  sched_->key.rank, describePart("hocclSend", h.count, h.dtype).c_str());
+  return Status();
+}
+
 Status CollTask::checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer) const {
-  bool same = h.opSeq == call_.opSeq && h.coll == static_cast<uint8_t>(call_.coll) &&
+  if (checkCalls_ && call_.coll != CollKind::SendRecv && h.coll == static_cast<uint8_t>(CollKind::SendRecv))
+    return errorf(hocclInvalidUsage,
+                  "collective mismatch: rank %d called %s as call #%llu, but rank %d sent it %s (its send #%llu to "
+                  "that rank) instead",
+                  sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
+                  static_cast<unsigned long long>(call_.opSeq), peer, describePart("hocclSend", h.count, h.dtype).c_str(),
+                  static_cast<unsigned long long>(h.opSeq));
+  // (A point-to-point receive was checked by checkPeerHeader.)
+  bool same = call_.coll == CollKind::SendRecv || (h.opSeq == call_.opSeq && h.coll == static_cast<uint8_t>(call_.coll) &&
               h.count == call_.count && h.dtype == static_cast<uint8_t>(call_.dtype) &&
-              h.op == static_cast<uint8_t>(call_.op) && h.root == call_.root;
+              h.op == static_cast<uint8_t>(call_.op) && h.root == call_.root);
   if (checkCalls_ && !same) {
     std::string mine = describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root);
     std::string theirs = describeCall(static_cast<CollKind>(h.coll), h.count,
@@ -139,6 +185,7 @@ Status CollTask::advance(int c, bool* progressed) {
   const std::vector<Step>& steps = sched_->channels[c].steps;
   const RedOp op = call_.op == RedOp::PreMulSum ? RedOp::Sum : call_.op;  // inputs were scaled before
   const ReduceFn reduce = ops_.reduce[static_cast<int>(call_.dtype)][static_cast<int>(op)];
+  const int link = linkOf(sched_->channels, c);
   while (cs.step < steps.size()) {
     const Step& s = steps[cs.step];
     if (s.depChannel >= 0 && !stepDone(s.depChannel, s.depStep)) return Status();
@@ -148,19 +195,20 @@ Status CollTask::advance(int c, bool* progressed) {
     const void* rdata = nullptr;
     RecvConn* rc = nullptr;
     if (s.recvPeer >= 0) {
-      rc = links_->recvConn(s.recvPeer, c);
+      rc = links_->recvConn(s.recvPeer, link);
       if (!rc->tryPeek(&rh, &rdata)) {
         cs.waitPeer = s.recvPeer;
         cs.waitSend = false;
         return Status();
       }
+      if (s.dst.buf == Buf::Part && checkCalls_) HOCCL_TRY(checkPeerHeader(*rh, call_.parts[s.dst.part]));
       HOCCL_TRY(checkHeader(*rh, static_cast<uint32_t>(bytes), s.recvPeer));
     }
     SlotHeader* sh = nullptr;
     void* sdata = nullptr;
     SendConn* sc = nullptr;
     if (s.sendPeer >= 0) {
-      sc = links_->sendConn(s.sendPeer, c);
+      sc = links_->sendConn(s.sendPeer, link);
       if (!sc->tryAcquire(&sh, &sdata)) {
         cs.waitPeer = s.sendPeer;
         cs.waitSend = true;
@@ -218,11 +266,12 @@ Status CollTask::advance(int c, bool* progressed) {
       } else if (value != sdata && bytes) {
         copyBytes(sdata, value, bytes);
       }
-      sh->opSeq = call_.opSeq;
-      sh->count = call_.count;
+      const PeerPart* part = s.src.buf == Buf::Part ? &call_.parts[s.src.part] : nullptr;
+      sh->opSeq = part ? part->seq : call_.opSeq;
+      sh->count = part ? part->count : call_.count;
       sh->bytes = static_cast<uint32_t>(bytes);
       sh->coll = static_cast<uint8_t>(call_.coll);
-      sh->dtype = static_cast<uint8_t>(call_.dtype);
+      sh->dtype = static_cast<uint8_t>(part ? part->dtype : call_.dtype);
       sh->op = static_cast<uint8_t>(call_.op);
       sh->flags = flags;
       sh->root = call_.root;

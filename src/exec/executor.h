@@ -55,6 +55,19 @@ class ScratchPool {
   std::vector<std::pair<size_t, std::unique_ptr<char[]>>> idle_;
 };
 
+// One buffer of a point-to-point call (CollKind::SendRecv), which the
+// schedule's Buf::Part slices index. The schedule counts bytes; the
+// caller's count and type travel in the messages' headers so that a send
+// and a receive that disagree are caught.
+struct PeerPart {
+  void* ptr = nullptr;
+  uint64_t count = 0;
+  DType dtype = DType::Uint8;
+  int peer = -1;
+  bool send = false;
+  uint64_t seq = 0;  // this rank's n-th send to (receive from) peer, from 1
+};
+
 struct CollCall {
   CollKind coll = CollKind::AllReduce;
   const void* sendbuff = nullptr;
@@ -68,6 +81,7 @@ struct CollCall {
   // scalarAt when the call runs if that is set, else kept in scalar.
   const void* scalarAt = nullptr;
   alignas(8) unsigned char scalar[8] = {};
+  std::vector<PeerPart> parts;  // SendRecv only
 };
 
 // "AllReduce(count=1000, float, sum)" as it appears in messages.
@@ -104,6 +118,7 @@ class CollTask {
   Status advance(int channel, bool* progressed);
   char* bufferAt(const Slice& s);
   Status checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer) const;
+  Status checkPeerHeader(const SlotHeader& h, const PeerPart& mine) const;
   Status directFailure(int peer) const;
   void finish();
 

@@ -1,0 +1,4 @@
+// sendrecv_perf: nccl-tests' sendrecv_perf for hoccl (same flags, same table).
+#include "perf/hoccl_main.h"
+
+int main(int argc, char** argv) { return hocclPerfMain(argc, argv, bench::Coll::SendRecv); }
