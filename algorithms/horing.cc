@@ -122,18 +122,15 @@ class Builder {
   }
   // Rail s's servers under this rank's switch (switch level only), and
   // those with this rank's index under its switch, one per switch.
-  SubGroup swGroup(int s) const {
+  SubGroup swGroup(int s) const { return railMembers(s, n_, myW_ * n_, 1, myJ_); }
+  SubGroup topGroup(int s) const { return railMembers(s, W_, myJ_, n_, myW_); }
+  // Members first, first + stride, ... (count of them) of rail s; this
+  // rank is the one at `pos`.
+  SubGroup railMembers(int s, int count, int first, int stride, int pos) const {
     const SubGroup r = h_.rail(s);
     SubGroup g;
-    for (int j = 0; j < n_; ++j) g.members.push_back(r.members[size_t(myW_ * n_ + j)]);
-    g.pos = myJ_;
-    return g;
-  }
-  SubGroup topGroup(int s) const {
-    const SubGroup r = h_.rail(s);
-    SubGroup g;
-    for (int w = 0; w < W_; ++w) g.members.push_back(r.members[size_t(w * n_ + myJ_)]);
-    g.pos = myW_;
+    for (int i = 0; i < count; ++i) g.members.push_back(r.members[size_t(first + i * stride)]);
+    g.pos = pos;
     return g;
   }
   // Group passes of the intra phases: member i of the group reduces
