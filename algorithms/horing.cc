@@ -53,6 +53,19 @@ Range partOf(Range r, uint64_t parts, uint64_t i) {
 
 Slice out(uint64_t offset) { return Slice{Buf::Output, offset}; }
 
+// The blocks of a ring pass over `whole` cut into n parts:
+// part j goes from src(part) to the output at the part's offset.
+template <typename Src>
+std::vector<Block> partBlocks(Range whole, int n, Src src) {
+  std::vector<Block> blocks(n);
+  for (int j = 0; j < n; ++j) {
+    const Range r = partOf(whole, n, j);
+    blocks[j] = Block{src(r), out(r.base), r.len};
+  }
+  return blocks;
+}
+Slice outPart(Range r) { return out(r.base); }
+
 // The phases of one lane, in pipeline order; absent ones are null.
 struct Lanes {
   Lane* intra = nullptr;   // reduce-scatter inside the group
@@ -109,18 +122,15 @@ class Builder {
   }
   // Rail s's servers under this rank's switch (switch level only), and
   // those with this rank's index under its switch, one per switch.
-  SubGroup swGroup(int s) const {
+  SubGroup swGroup(int s) const { return railMembers(s, n_, myW_ * n_, 1, myJ_); }
+  SubGroup topGroup(int s) const { return railMembers(s, W_, myJ_, n_, myW_); }
+  // Members first, first + stride, ... (count of them) of rail s; this
+  // rank is the one at `pos`.
+  SubGroup railMembers(int s, int count, int first, int stride, int pos) const {
     const SubGroup r = h_.rail(s);
     SubGroup g;
-    for (int j = 0; j < n_; ++j) g.members.push_back(r.members[size_t(myW_ * n_ + j)]);
-    g.pos = myJ_;
-    return g;
-  }
-  SubGroup topGroup(int s) const {
-    const SubGroup r = h_.rail(s);
-    SubGroup g;
-    for (int w = 0; w < W_; ++w) g.members.push_back(r.members[size_t(w * n_ + myJ_)]);
-    g.pos = myW_;
+    for (int i = 0; i < count; ++i) g.members.push_back(r.members[size_t(first + i * stride)]);
+    g.pos = pos;
     return g;
   }
   // Group passes of the intra phases: member i of the group reduces
@@ -192,12 +202,7 @@ void Builder::groupPasses(Lane& lane, bool reduce, Range chunk) {
 void Builder::allReduce(Range chunk, const Lanes& l) {
   if (plainRing()) {  // one group, or groups of one: a plain ring
     const SubGroup ring = N_ == 1 ? h_.group() : h_.rail(0);
-    std::vector<Block> blocks(ring.size());
-    for (int j = 0; j < ring.size(); ++j) {
-      const Range r = partOf(chunk, ring.size(), j);
-      blocks[j] = Block{in(r), out(r.base), r.len};
-    }
-    ringAllReduce(*l.rail, ring, blocks, maxMsg_);
+    ringAllReduce(*l.rail, ring, partBlocks(chunk, ring.size(), [&](Range r) { return in(r); }), maxMsg_);
     return;
   }
   auto shard = [&](int s) { return partOf(chunk, S_, s); };
@@ -208,13 +213,7 @@ void Builder::allReduce(Range chunk, const Lanes& l) {
   if (!sw_) {
     if (l.intra) l.rail->after(l.intra->done());
     for (int s = 0; s < S_; ++s) {
-      if (!h_.serves(s)) continue;
-      std::vector<Block> blocks(N_);
-      for (int q = 0; q < N_; ++q) {
-        const Range r = partOf(shard(s), N_, q);
-        blocks[q] = Block{operand(r), out(r.base), r.len};
-      }
-      ringAllReduce(*l.rail, h_.rail(s), blocks, maxMsg_);
+      if (h_.serves(s)) ringAllReduce(*l.rail, h_.rail(s), partBlocks(shard(s), N_, operand), maxMsg_);
     }
     if (l.gather) {
       l.gather->after(l.rail->done());
@@ -227,34 +226,15 @@ void Builder::allReduce(Range chunk, const Lanes& l) {
   // servers with index j, and gathered back under each switch.
   if (l.intra) l.swRS->after(l.intra->done());
   for (int s = 0; s < S_; ++s) {
-    if (!h_.serves(s)) continue;
-    std::vector<Block> blocks(n_);
-    for (int j = 0; j < n_; ++j) {
-      const Range r = partOf(shard(s), n_, j);
-      blocks[j] = Block{operand(r), out(r.base), r.len};
-    }
-    ringReduceScatter(*l.swRS, swGroup(s), blocks, maxMsg_);
+    if (h_.serves(s)) ringReduceScatter(*l.swRS, swGroup(s), partBlocks(shard(s), n_, operand), maxMsg_);
   }
   l.rail->after(l.swRS->done());
   for (int s = 0; s < S_; ++s) {
-    if (!h_.serves(s)) continue;
-    const Range part = partOf(shard(s), n_, myJ_);
-    std::vector<Block> blocks(W_);
-    for (int w = 0; w < W_; ++w) {
-      const Range r = partOf(part, W_, w);
-      blocks[w] = Block{out(r.base), out(r.base), r.len};
-    }
-    ringAllReduce(*l.rail, topGroup(s), blocks, maxMsg_);
+    if (h_.serves(s)) ringAllReduce(*l.rail, topGroup(s), partBlocks(partOf(shard(s), n_, myJ_), W_, outPart), maxMsg_);
   }
   l.swAG->after(l.rail->done());
   for (int s = 0; s < S_; ++s) {
-    if (!h_.serves(s)) continue;
-    std::vector<Block> blocks(n_);
-    for (int j = 0; j < n_; ++j) {
-      const Range r = partOf(shard(s), n_, j);
-      blocks[j] = Block{out(r.base), out(r.base), r.len};
-    }
-    ringAllGather(*l.swAG, swGroup(s), blocks, maxMsg_);
+    if (h_.serves(s)) ringAllGather(*l.swAG, swGroup(s), partBlocks(shard(s), n_, outPart), maxMsg_);
   }
   if (l.gather) {
     l.gather->after(l.swAG->done());

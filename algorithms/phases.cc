@@ -55,13 +55,7 @@ Token Lane::done() const {
 
 void Lane::add(int from, int to, bool reduce, Slice src, Slice dst, uint64_t n) {
   if (n == 0) return;
-  Step s;
-  s.recvPeer = from;
-  s.sendPeer = to;
-  s.reduce = reduce;
-  s.src = src;
-  s.dst = dst;
-  s.count = n;
+  Step s{.recvPeer = from, .sendPeer = to, .reduce = reduce, .src = src, .dst = dst, .count = n};
   if (pending_.channel >= 0) {
     s.depChannel = pending_.channel;
     s.depStep = pending_.step;

@@ -60,16 +60,23 @@ TEST(Harness, ProcessRanksAreProcesses) {
   }
 }
 
-// A rank process that exits early or dies is reported, naming it.
-TEST(Harness, AFailedRankProcessFailsSpawn) {
+// Runs `body` on two rank processes, expecting spawn to fail; returns its
+// error.
+std::string spawnFailureOfTwoProcesses(const Body& body) {
   Options o;
   o.ranks = 2;
   o.mode = Mode::Processes;
   o.timeoutSec = 10;
   std::string err;
-  EXPECT_FALSE(spawn(o, [](hocclComm_t, int rank) {
+  EXPECT_FALSE(spawn(o, body, &err));
+  return err;
+}
+
+// A rank process that exits early or dies is reported, naming it.
+TEST(Harness, AFailedRankProcessFailsSpawn) {
+  const std::string err = spawnFailureOfTwoProcesses([](hocclComm_t, int rank) {
     if (rank == 1) _exit(7);
-  }, &err));
+  });
   EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
   EXPECT_NE(err.find("exited with 7"), std::string::npos) << err;
 }
@@ -78,14 +85,9 @@ TEST(Harness, AFailedRankProcessFailsSpawn) {
 // child exits non-zero and spawn fails, or such failures would pass
 // unseen. (The child prints its failure; this test expects it.)
 TEST(Harness, AFailedAssertionInARankProcessFailsSpawn) {
-  Options o;
-  o.ranks = 2;
-  o.mode = Mode::Processes;
-  o.timeoutSec = 10;
-  std::string err;
-  EXPECT_FALSE(spawn(o, [](hocclComm_t, int rank) {
+  const std::string err = spawnFailureOfTwoProcesses([](hocclComm_t, int rank) {
     if (rank == 1) ADD_FAILURE() << "deliberate failure in rank process 1 (Harness.AFailedAssertionInARankProcessFailsSpawn)";
-  }, &err));
+  });
   EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
   EXPECT_NE(err.find("failed (its failures are printed above)"), std::string::npos) << err;
 }

@@ -52,12 +52,7 @@ std::vector<Shape> largeShapes() {
 
 ScheduleKey makeKey(CollKind coll, const Shape& shape, uint64_t count, bool inPlace = false, int nch = 1,
                     uint64_t maxStep = 0) {
-  ScheduleKey k;
-  k.coll = coll;
-  k.nranks = shape.nranks;
-  k.count = count;
-  k.inPlace = inPlace;
-  k.nchannels = nch;
+  ScheduleKey k = test_shapes::makeKey(coll, shape.nranks, count, inPlace, nch);
   k.maxStepCount = maxStep;
   k.groups = shape.groups;
   return k;

@@ -17,17 +17,15 @@
 #include "src/check/values.h"
 #include "src/comm/comm.h"
 #include "tests/support/harness.h"
+#include "tests/support/net_pair.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;
 
 namespace {
 
-struct Pair {
-  std::unique_ptr<NetTransport> net;
-  void* send = nullptr;
-  void* recv = nullptr;
-};
+using Pair = testsupport::NetPair;
+using testsupport::waitDone;
 
 // One transport, one connection to itself over loopback.
 Pair loopbackPair(int streams) {
@@ -36,29 +34,8 @@ Pair loopbackPair(int streams) {
   o.ifnameRule = "lo";
   o.streams = streams;
   EXPECT_TRUE(createSocketTransport(o, &p.net).ok());
-  char handle[kNetHandleBytes];
-  void* lc = nullptr;
-  EXPECT_TRUE(p.net->listen(0, handle, &lc).ok());
-  for (int i = 0; i < 100000 && (!p.send || !p.recv); ++i) {
-    if (!p.send) {
-      EXPECT_TRUE(p.net->connect(0, handle, &p.send).ok());
-    }
-    if (!p.recv) {
-      EXPECT_TRUE(p.net->accept(lc, &p.recv).ok());
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  EXPECT_TRUE(p.net->closeListen(lc).ok());
+  testsupport::connectToSelf(&p, 0, 0);
   return p;
-}
-
-void waitDone(NetTransport& net, void* req, int* size = nullptr) {
-  int done = 0;
-  for (int i = 0; !done; ++i) {
-    ASSERT_TRUE(net.test(req, &done, size).ok());
-    ASSERT_LT(i, 10000000);
-    if (!done) std::this_thread::yield();
-  }
 }
 
 // The contract every transport keeps (sizes, outstanding requests, errors)
@@ -156,6 +133,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FakeNodes, ::testing::Values(std::make_pair(2, 
 
 namespace {
 
+// Init of one rank with `config` must fail as an invalid argument; returns
+// the last error, which should say why.
+std::string oneRankInitError(hocclConfig_t* config) {
+  hocclUniqueId id;
+  EXPECT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclComm_t comm = nullptr;
+  EXPECT_EQ(hocclCommInitRankConfig(&comm, 1, id, 0, config), hocclInvalidArgument);
+  return hocclGetLastError(nullptr);
+}
+
 // config->algorithm: per communicator, over HOCCL_ALGO, at init and at split.
 // Ranks as threads on two fake nodes of 2 so hierarchical and horing build
 // their own schedules (not the ring fallback of a single node).
@@ -221,17 +208,15 @@ TEST_F(ConfigAlgorithm, InitAndSplitOverrideTheEnvironment) {
 }
 
 TEST_F(ConfigAlgorithm, UnknownNameIsANamedError) {
-  hocclUniqueId id;
-  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
   hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
   config.algorithm = "bogus";
-  hocclComm_t comm = nullptr;
-  EXPECT_EQ(hocclCommInitRankConfig(&comm, 1, id, 0, &config), hocclInvalidArgument);
-  std::string why = hocclGetLastError(nullptr);
+  const std::string why = oneRankInitError(&config);
   EXPECT_NE(why.find("config->algorithm=\"bogus\""), std::string::npos) << why;
   // A caller built against a header without the field passes a smaller
   // size: the field is not read.
   config.size = offsetof(hocclConfig_t, algorithm);
+  hocclUniqueId id;
+  hocclComm_t comm = nullptr;
   ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
   ASSERT_EQ(hocclCommInitRankConfig(&comm, 1, id, 0, &config), hocclSuccess) << hocclGetLastError(nullptr);
   EXPECT_EQ(comm->algo, nullptr);
@@ -287,13 +272,9 @@ namespace {
 // config->netName takes NCCL's names over HOCCL_NET; an unknown one is a
 // named error.
 TEST(ConfigNet, UnknownNameIsANamedError) {
-  hocclUniqueId id;
-  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
   hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
   config.netName = "carrier-pigeon";
-  hocclComm_t comm = nullptr;
-  EXPECT_EQ(hocclCommInitRankConfig(&comm, 1, id, 0, &config), hocclInvalidArgument);
-  std::string why = hocclGetLastError(nullptr);
+  const std::string why = oneRankInitError(&config);
   EXPECT_NE(why.find("config->netName=\"carrier-pigeon\""), std::string::npos) << why;
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/net_pair.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;
@@ -24,12 +25,8 @@ namespace {
 
 enum class Kind { Socket, Ib };
 
-struct Pair {
-  std::unique_ptr<NetTransport> net;
-  void* send = nullptr;
-  void* recv = nullptr;
-  std::string unavailable;  // why this transport cannot run here
-};
+using Pair = testsupport::NetPair;
+using testsupport::waitDone;
 
 IbNetOptions ibOptions(int qps) {
   IbNetOptions o;
@@ -57,30 +54,8 @@ Pair makePair(Kind kind, int lanes) {
     }
   }
   int recvDev = 0, sendDev = p.net->devices() > 1 ? 1 : 0;
-  char handle[kNetHandleBytes];
-  void* lc = nullptr;
-  EXPECT_TRUE(p.net->listen(recvDev, handle, &lc).ok());
-  for (int i = 0; i < 200000 && (!p.send || !p.recv); ++i) {
-    if (!p.send) {
-      EXPECT_TRUE(p.net->connect(sendDev, handle, &p.send).ok());
-    }
-    if (!p.recv) {
-      EXPECT_TRUE(p.net->accept(lc, &p.recv).ok());
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  EXPECT_TRUE(p.net->closeListen(lc).ok());
+  testsupport::connectToSelf(&p, recvDev, sendDev);
   return p;
-}
-
-void waitDone(NetTransport& net, void* req, int* size = nullptr) {
-  int done = 0;
-  for (long i = 0; !done; ++i) {
-    Status st = net.test(req, &done, size);
-    ASSERT_TRUE(st.ok()) << st.message();
-    ASSERT_LT(i, 400000000L) << "request never completed";
-    if (!done) std::this_thread::yield();
-  }
 }
 
 class NetConformance : public ::testing::TestWithParam<Kind> {};

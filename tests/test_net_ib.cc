@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/net_pair.h"
 #include "transport/net/ib/ib_select.h"
 #include "transport/net/ib/ib_stats.h"
 #include "transport/net/net.h"
@@ -166,31 +167,14 @@ TEST(NetSelection, ChoiceFromSettings) {
 }
 
 // A connected IB pair within this process, or a skip saying why not.
-struct IbPair {
-  std::unique_ptr<NetTransport> net;
-  void* send = nullptr;
-  void* recv = nullptr;
-};
+using IbPair = testsupport::NetPair;
 
 std::string connectPair(IbPair* p, int qps = 1) {
   IbNetOptions o = ibOptions();
   o.qpsPerConn = qps;
   Status st = createIbTransport(o, &p->net);
   if (!st.ok()) return "no IB transport here: " + st.message();
-  char handle[kNetHandleBytes];
-  void* lc = nullptr;
-  EXPECT_TRUE(p->net->listen(0, handle, &lc).ok());
-  int sendDev = p->net->devices() > 1 ? 1 : 0;
-  for (int i = 0; i < 200000 && (!p->send || !p->recv); ++i) {
-    if (!p->send) {
-      EXPECT_TRUE(p->net->connect(sendDev, handle, &p->send).ok());
-    }
-    if (!p->recv) {
-      EXPECT_TRUE(p->net->accept(lc, &p->recv).ok());
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  p->net->closeListen(lc);
+  testsupport::connectToSelf(p, 0, p->net->devices() > 1 ? 1 : 0);
   return "";
 }
 

@@ -7,20 +7,18 @@
 
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
+#include "tests/test_shapes.h"
 
 namespace hoccl {
 namespace {
 
-ScheduleKey makeKey(CollKind coll, int nranks, int rank, uint64_t count, bool inPlace = false,
-                    int nchannels = 1, int root = 0) {
-  ScheduleKey k;
-  k.coll = coll;
-  k.nranks = nranks;
+using test_shapes::makeStep;
+
+// The shared key, as rank `rank` sees it.
+ScheduleKey rankKey(CollKind coll, int nranks, int rank, uint64_t count, bool inPlace = false, int nchannels = 1,
+                    int root = 0) {
+  ScheduleKey k = test_shapes::makeKey(coll, nranks, count, inPlace, nchannels, root);
   k.rank = rank;
-  k.count = count;
-  k.inPlace = inPlace;
-  k.nchannels = nchannels;
-  k.root = root;
   return k;
 }
 
@@ -62,14 +60,7 @@ TEST(ScheduleNames, CollectivesAndStepKinds) {
 
   const Slice in{Buf::Input, 0}, out{Buf::Output, 0}, none{};
   auto step = [](int32_t from, int32_t to, bool reduce, Slice src, Slice dst) {
-    Step s;
-    s.recvPeer = from;
-    s.sendPeer = to;
-    s.reduce = reduce;
-    s.src = src;
-    s.dst = dst;
-    s.count = 1;
-    return std::string(stepKindName(s));
+    return std::string(stepKindName(makeStep(from, to, reduce, src, dst, 1)));
   };
   EXPECT_EQ(step(-1, 1, false, in, none), "send");
   EXPECT_EQ(step(1, -1, false, none, out), "recv");
@@ -92,22 +83,22 @@ TEST(ScheduleNames, CollectivesAndStepKinds) {
 }
 
 TEST(ScheduleCounts, InputOutputAndInPlaceOffsets) {
-  EXPECT_EQ(inputCount(makeKey(CollKind::AllReduce, 4, 1, 10)), 10u);
-  EXPECT_EQ(outputCount(makeKey(CollKind::AllReduce, 4, 1, 10)), 10u);
-  EXPECT_EQ(inputCount(makeKey(CollKind::ReduceScatter, 4, 1, 10)), 40u);
-  EXPECT_EQ(outputCount(makeKey(CollKind::ReduceScatter, 4, 1, 10)), 10u);
-  EXPECT_EQ(inputCount(makeKey(CollKind::AllGather, 4, 1, 10)), 10u);
-  EXPECT_EQ(outputCount(makeKey(CollKind::AllGather, 4, 1, 10)), 40u);
-  EXPECT_EQ(inputCount(makeKey(CollKind::Broadcast, 4, 1, 10)), 10u);
-  EXPECT_EQ(outputCount(makeKey(CollKind::Reduce, 4, 1, 10)), 10u);
-  EXPECT_EQ(inPlaceOffset(makeKey(CollKind::ReduceScatter, 4, 3, 10)), 30u);
-  EXPECT_EQ(inPlaceOffset(makeKey(CollKind::AllGather, 4, 2, 10)), 20u);
-  EXPECT_EQ(inPlaceOffset(makeKey(CollKind::AllReduce, 4, 2, 10)), 0u);
-  EXPECT_EQ(inPlaceOffset(makeKey(CollKind::Broadcast, 4, 2, 10)), 0u);
+  EXPECT_EQ(inputCount(rankKey(CollKind::AllReduce, 4, 1, 10)), 10u);
+  EXPECT_EQ(outputCount(rankKey(CollKind::AllReduce, 4, 1, 10)), 10u);
+  EXPECT_EQ(inputCount(rankKey(CollKind::ReduceScatter, 4, 1, 10)), 40u);
+  EXPECT_EQ(outputCount(rankKey(CollKind::ReduceScatter, 4, 1, 10)), 10u);
+  EXPECT_EQ(inputCount(rankKey(CollKind::AllGather, 4, 1, 10)), 10u);
+  EXPECT_EQ(outputCount(rankKey(CollKind::AllGather, 4, 1, 10)), 40u);
+  EXPECT_EQ(inputCount(rankKey(CollKind::Broadcast, 4, 1, 10)), 10u);
+  EXPECT_EQ(outputCount(rankKey(CollKind::Reduce, 4, 1, 10)), 10u);
+  EXPECT_EQ(inPlaceOffset(rankKey(CollKind::ReduceScatter, 4, 3, 10)), 30u);
+  EXPECT_EQ(inPlaceOffset(rankKey(CollKind::AllGather, 4, 2, 10)), 20u);
+  EXPECT_EQ(inPlaceOffset(rankKey(CollKind::AllReduce, 4, 2, 10)), 0u);
+  EXPECT_EQ(inPlaceOffset(rankKey(CollKind::Broadcast, 4, 2, 10)), 0u);
 }
 
 TEST(ScheduleToString, ListsEveryStep) {
-  const Schedule s = buildRing(makeKey(CollKind::AllReduce, 3, 0, 7));
+  const Schedule s = buildRing(rankKey(CollKind::AllReduce, 3, 0, 7));
   const std::string text = s.toString();
   EXPECT_EQ(s.stepCount(), 5u);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6);
@@ -140,7 +131,7 @@ TEST(ScheduleToString, ListsEveryStep) {
 TEST(RingAllReduce, StepsInNcclOrder) {
   const int P = 4;
   for (int r = 0; r < P; ++r) {
-    const Schedule s = buildRing(makeKey(CollKind::AllReduce, P, r, 400));
+    const Schedule s = buildRing(rankKey(CollKind::AllReduce, P, r, 400));
     ASSERT_EQ(s.channels.size(), 1u);
     // 2(P-1) messages each way; the first step only sends and the last only
     // receives, so 2P-1 steps.
@@ -169,21 +160,21 @@ TEST(RingAllReduce, StepsInNcclOrder) {
 }
 
 TEST(RingAllReduce, SingleRankAndEmptyChunks) {
-  const Schedule one = buildRing(makeKey(CollKind::AllReduce, 1, 0, 9));
+  const Schedule one = buildRing(rankKey(CollKind::AllReduce, 1, 0, 9));
   ASSERT_EQ(one.stepCount(), 1u);
   EXPECT_STREQ(stepKindName(one.channels[0].steps[0]), "copy");
-  EXPECT_EQ(buildRing(makeKey(CollKind::AllReduce, 1, 0, 9, true)).stepCount(), 0u);
-  EXPECT_EQ(buildRing(makeKey(CollKind::AllReduce, 4, 2, 0)).stepCount(), 0u);
+  EXPECT_EQ(buildRing(rankKey(CollKind::AllReduce, 1, 0, 9, true)).stepCount(), 0u);
+  EXPECT_EQ(buildRing(rankKey(CollKind::AllReduce, 4, 2, 0)).stepCount(), 0u);
   // count 2 over 4 ranks: chunks 1,1,0,0; zero-element steps are omitted.
   for (int r = 0; r < 4; ++r) {
-    const Schedule s = buildRing(makeKey(CollKind::AllReduce, 4, r, 2));
+    const Schedule s = buildRing(rankKey(CollKind::AllReduce, 4, r, 2));
     EXPECT_LT(s.stepCount(), 7u);
     for (const Step& st : s.channels[0].steps) EXPECT_GT(st.count, 0u);
   }
 }
 
 TEST(RingChannels, SplitTheDataAndSkipEmptyParts) {
-  const Schedule s = buildRing(makeKey(CollKind::AllReduce, 2, 0, 10, false, 3));
+  const Schedule s = buildRing(rankKey(CollKind::AllReduce, 2, 0, 10, false, 3));
   ASSERT_EQ(s.channels.size(), 3u);
   uint64_t perChannel[3] = {};
   for (int c = 0; c < 3; ++c) {
@@ -201,7 +192,7 @@ TEST(RingChannels, SplitTheDataAndSkipEmptyParts) {
   EXPECT_EQ(perChannel[0], 4u);
   EXPECT_EQ(perChannel[1], 3u);
   EXPECT_EQ(perChannel[2], 3u);
-  const Schedule wide = buildRing(makeKey(CollKind::Broadcast, 3, 1, 2, false, 5));
+  const Schedule wide = buildRing(rankKey(CollKind::Broadcast, 3, 1, 2, false, 5));
   ASSERT_EQ(wide.channels.size(), 5u);
   EXPECT_EQ(wide.channels[1].steps.size(), 1u);
   EXPECT_TRUE(wide.channels[2].steps.empty());
@@ -212,14 +203,14 @@ TEST(RingChains, BroadcastAndReduce) {
   const int P = 5, root = 2;
   for (bool inPlace : {false, true}) {
     for (int r = 0; r < P; ++r) {
-      const Schedule b = buildRing(makeKey(CollKind::Broadcast, P, r, 8, inPlace, 1, root));
+      const Schedule b = buildRing(rankKey(CollKind::Broadcast, P, r, 8, inPlace, 1, root));
       ASSERT_EQ(b.stepCount(), 1u);
       const std::string kb = stepKindName(b.channels[0].steps[0]);
       if (r == root) EXPECT_EQ(kb, inPlace ? "send" : "copySend");
       else if (r == (root + P - 1) % P) EXPECT_EQ(kb, "recv");
       else EXPECT_EQ(kb, "recvCopySend");
 
-      const Schedule d = buildRing(makeKey(CollKind::Reduce, P, r, 8, inPlace, 1, root));
+      const Schedule d = buildRing(rankKey(CollKind::Reduce, P, r, 8, inPlace, 1, root));
       ASSERT_EQ(d.stepCount(), 1u);
       const std::string kd = stepKindName(d.channels[0].steps[0]);
       if (r == root) EXPECT_EQ(kd, "recvReduce");
@@ -231,15 +222,15 @@ TEST(RingChains, BroadcastAndReduce) {
 
 TEST(RingGather, ReduceScatterAndAllGatherShapes) {
   const int P = 4;
-  const Schedule rs = buildRing(makeKey(CollKind::ReduceScatter, P, 1, 6));
+  const Schedule rs = buildRing(rankKey(CollKind::ReduceScatter, P, 1, 6));
   const std::vector<std::string> rsWant = {"send", "recvReduceSend", "recvReduceSend", "recvReduce"};
   EXPECT_EQ(kinds(rs.channels[0]), rsWant);
   EXPECT_EQ(rs.channels[0].steps.back().src.offset, 6u);  // reduces block 1 last
-  const Schedule ag = buildRing(makeKey(CollKind::AllGather, P, 1, 6));
+  const Schedule ag = buildRing(rankKey(CollKind::AllGather, P, 1, 6));
   const std::vector<std::string> agWant = {"copySend", "recvCopySend", "recvCopySend", "recv"};
   EXPECT_EQ(kinds(ag.channels[0]), agWant);
   EXPECT_EQ(ag.channels[0].steps[0].dst.offset, 6u);
-  const Schedule agIn = buildRing(makeKey(CollKind::AllGather, P, 1, 6, true));
+  const Schedule agIn = buildRing(rankKey(CollKind::AllGather, P, 1, 6, true));
   EXPECT_STREQ(stepKindName(agIn.channels[0].steps[0]), "send");
 }
 

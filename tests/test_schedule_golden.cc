@@ -49,12 +49,7 @@ const char* shortColl(CollKind c) {
 }
 
 ScheduleKey key(CollKind coll, int P, uint64_t count, int nch, bool inPlace = false, uint64_t maxStep = 0) {
-  ScheduleKey k;
-  k.coll = coll;
-  k.nranks = P;
-  k.count = count;
-  k.nchannels = nch;
-  k.inPlace = inPlace;
+  ScheduleKey k = test_shapes::makeKey(coll, P, count, inPlace, nch);
   k.maxStepCount = maxStep;
   return k;
 }

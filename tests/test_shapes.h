@@ -1,6 +1,7 @@
-// Rank groupings for the schedule tests: N nodes of G ranks, nodes of given
-// sizes, or an explicit rank -> node / node -> switch map. Shared by the
-// builder tests and the verifier sweep so both describe shapes alike.
+// What the schedule tests build schedules from, written once: rank
+// groupings (N nodes of G ranks, nodes of given sizes, or an explicit
+// rank -> node / node -> switch map), keys and hand-made steps. Shared by
+// the builder, golden and verifier tests so all describe them alike.
 #pragma once
 
 #include <memory>
@@ -40,6 +41,26 @@ inline Shape custom(std::vector<int> groupOf, std::vector<int> superOf, const st
   g->groupOf = std::move(groupOf);
   g->superOf = std::move(superOf);
   return Shape{name, int(g->groupOf.size()), g};
+}
+
+// A key for rank 0 of `nranks`; tests set the other fields (rank,
+// maxStepCount, pipelineChunks, groups) by name where they need them.
+inline ScheduleKey makeKey(CollKind coll, int nranks, uint64_t count, bool inPlace = false, int nchannels = 1,
+                           int root = 0) {
+  ScheduleKey k;
+  k.coll = coll;
+  k.nranks = nranks;
+  k.count = count;
+  k.inPlace = inPlace;
+  k.nchannels = nchannels;
+  k.root = root;
+  return k;
+}
+
+// One step written by hand, for the step-kind names and the schedules the
+// verifier must reject.
+inline Step makeStep(int32_t from, int32_t to, bool reduce, Slice src, Slice dst, uint64_t count) {
+  return Step{.recvPeer = from, .sendPeer = to, .reduce = reduce, .src = src, .dst = dst, .count = count};
 }
 
 }  // namespace hoccl::test_shapes

@@ -8,21 +8,13 @@
 
 #include "algorithms/registry.h"
 #include "algorithms/verifier.h"
+#include "tests/test_shapes.h"
 
 namespace hoccl {
 namespace {
 
-ScheduleKey makeKey(CollKind coll, int nranks, uint64_t count, bool inPlace = false, int nchannels = 1,
-                    int root = 0) {
-  ScheduleKey k;
-  k.coll = coll;
-  k.nranks = nranks;
-  k.count = count;
-  k.inPlace = inPlace;
-  k.nchannels = nchannels;
-  k.root = root;
-  return k;
-}
+using test_shapes::makeKey;
+using test_shapes::makeStep;
 
 std::vector<Schedule> buildAll(const ScheduleKey& key) {
   std::vector<Schedule> all;
@@ -32,17 +24,6 @@ std::vector<Schedule> buildAll(const ScheduleKey& key) {
     all.push_back(buildRing(k));
   }
   return all;
-}
-
-Step makeStep(int32_t from, int32_t to, bool reduce, Slice src, Slice dst, uint64_t count) {
-  Step s;
-  s.recvPeer = from;
-  s.sendPeer = to;
-  s.reduce = reduce;
-  s.src = src;
-  s.dst = dst;
-  s.count = count;
-  return s;
 }
 
 // Expects the verifier to reject `all` with an error containing `what`.

@@ -11,21 +11,15 @@
 #include "algorithms/executable.h"
 #include "algorithms/registry.h"
 #include "algorithms/verifier.h"
+#include "tests/test_shapes.h"
 
 namespace hoccl {
 namespace {
 
-Step makeStep(int32_t from, int32_t to, Slice src, Slice dst, uint64_t count) {
-  Step s;
-  s.recvPeer = from;
-  s.sendPeer = to;
-  s.src = src;
-  s.dst = dst;
-  s.count = count;
-  return s;
-}
+using test_shapes::makeKey;
+using test_shapes::makeStep;
 
-Step sync(int32_t from, int32_t to) { return makeStep(from, to, {}, {}, 0); }
+Step sync(int32_t from, int32_t to) { return makeStep(from, to, false, {}, {}, 0); }
 
 void expectError(const std::vector<Schedule>& all, const std::string& what) {
   const VerifyResult res = verifySchedules(all);
@@ -42,34 +36,25 @@ std::vector<Schedule> executables(const AlgoInfo& algo, ScheduleKey key, bool sy
   return all;
 }
 
-ScheduleKey key(CollKind coll, int nranks, uint64_t count, int root = 0) {
-  ScheduleKey k;
-  k.coll = coll;
-  k.nranks = nranks;
-  k.count = count;
-  k.root = root;
-  return k;
-}
-
 // --------------------------------------------------------- zero-count steps
 
 TEST(ZeroCount, SyncStepsPairUp) {
   const AlgoInfo& ring = algorithmInfo(AlgoId::Ring);
   for (CollKind coll : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce}) {
     for (uint64_t count : {0, 5}) {
-      const std::vector<Schedule> all = executables(ring, key(coll, 3, count, 1), true);
+      const std::vector<Schedule> all = executables(ring, makeKey(coll, 3, count, false, 1, 1), true);
       const VerifyResult res = verifySchedules(all);
       EXPECT_TRUE(res.ok) << collName(coll) << " count " << count << ": " << res.error;
     }
   }
   // With count 0 every rank sends its successor an empty message: one
   // missing receive leaves a message behind.
-  std::vector<Schedule> all = executables(ring, key(CollKind::AllReduce, 3, 0), true);
+  std::vector<Schedule> all = executables(ring, makeKey(CollKind::AllReduce, 3, 0), true);
   ASSERT_STREQ(stepKindName(all[0].channels[0].steps.back()), "sync");
   all[0].channels[0].steps.pop_back();
   expectError(all, "rank 2 ch 0 step 0 sends 0 elements to rank 0 that are never received");
   // A missing send leaves its receiver waiting.
-  all = executables(ring, key(CollKind::Broadcast, 3, 4, 0), true);
+  all = executables(ring, makeKey(CollKind::Broadcast, 3, 4), true);
   ASSERT_STREQ(stepKindName(all[2].channels[0].steps.back()), "sync");
   all[2].channels[0].steps.pop_back();
   const size_t wait = all[0].channels[0].steps.size() - 1;
@@ -95,15 +80,15 @@ TEST(ZeroCount, StepKinds) {
 std::vector<Schedule> lendThenWrite(int order, bool stable = true) {
   std::vector<Schedule> all(2);
   for (int r = 0; r < 2; ++r) {
-    all[r].key = key(CollKind::Broadcast, 2, 4);
+    all[r].key = makeKey(CollKind::Broadcast, 2, 4);
     all[r].key.rank = r;
     all[r].channels.resize(2);
   }
   std::vector<Step>& root = all[0].channels[0].steps;
-  root.push_back(makeStep(-1, 1, {Buf::Input, 0}, {Buf::Output, 0}, 4));
+  root.push_back(makeStep(-1, 1, false, {Buf::Input, 0}, {Buf::Output, 0}, 4));
   root.back().stable = stable;
-  all[1].channels[0].steps.push_back(makeStep(0, -1, {}, {Buf::Output, 0}, 4));
-  Step rewrite = makeStep(-1, -1, {Buf::Input, 0}, {Buf::Output, 0}, 4);
+  all[1].channels[0].steps.push_back(makeStep(0, -1, false, {}, {Buf::Output, 0}, 4));
+  Step rewrite = makeStep(-1, -1, false, {Buf::Input, 0}, {Buf::Output, 0}, 4);
   if (order == 1 || order == 3) {
     all[1].channels[0].steps.push_back(sync(-1, 0));
     root.push_back(sync(1, -1));
@@ -136,13 +121,13 @@ TEST(Stable, OverwriteAfterTheReceiverConsumedIsAccepted) {
 
 TEST(Stable, ValueMustLiveInTheSendersBuffers) {
   const AlgoInfo& ring = algorithmInfo(AlgoId::Ring);
-  std::vector<Schedule> all = executables(ring, key(CollKind::AllReduce, 3, 9), false);
+  std::vector<Schedule> all = executables(ring, makeKey(CollKind::AllReduce, 3, 9), false);
   Step& middle = all[1].channels[0].steps[1];
   ASSERT_STREQ(stepKindName(middle), "recvReduceSend");
   EXPECT_FALSE(middle.stable);
   middle.stable = true;
   expectError(all, "rank 1 ch 0 step 1 (recvReduceSend n 3): marked stable, but its value is built in the send slot");
-  all = executables(ring, key(CollKind::AllReduce, 3, 9), false);
+  all = executables(ring, makeKey(CollKind::AllReduce, 3, 9), false);
   Step& last = all[2].channels[0].steps.back();
   ASSERT_EQ(last.sendPeer, -1);
   last.stable = true;
@@ -156,7 +141,7 @@ TEST(Stable, MarkedValuesOfEveryAlgorithmPass) {
   auto nodes = std::make_shared<Grouping>();
   nodes->groupOf = {0, 0, 0, 1, 1, 1};
   for (const AlgoInfo& algo : allAlgorithms()) {
-    ScheduleKey k = key(CollKind::AllReduce, 6, 61);
+    ScheduleKey k = makeKey(CollKind::AllReduce, 6, 61);
     k.nchannels = 2;
     k.groups = nodes;
     for (bool inPlace : {false, true}) {

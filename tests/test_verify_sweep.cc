@@ -119,12 +119,7 @@ void sweepOne(const AlgoInfo& algo, CollKind coll, const Shape& shape, Tally* ta
                 if (g.reduced && (maxStep || !sync) && pattern != 2) continue;
                 if (!sync && (maxStep || pattern == 3)) continue;
                 if (P > 64 && (maxStep || !sync)) continue;
-                ScheduleKey key;
-                key.coll = coll;
-                key.nranks = P;
-                key.count = count;
-                key.root = root;
-                key.nchannels = nch;
+                ScheduleKey key = test_shapes::makeKey(coll, P, count, false, nch, root);
                 key.pipelineChunks = depth;
                 key.maxStepCount = maxStep;
                 key.groups = shape.groups;

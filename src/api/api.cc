@@ -44,25 +44,38 @@ void unregisterComm(hocclComm* comm) {
   registry().erase(comm);
 }
 
-Status checkComm(hocclComm* comm, const char* fn) {
+namespace {
+// checkComm and enterComm; the caller holds registryMutex.
+Status checkLive(hocclComm* comm, const char* fn) {
   if (!comm) return errorf(hocclInvalidArgument, "%s: comm is NULL", fn);
-  std::lock_guard<std::mutex> lock(registryMutex);
   if (!registry().count(comm))
     return errorf(hocclInvalidUsage, "%s: comm %p is not a live communicator (destroyed, aborted or never created)",
                   fn, static_cast<void*>(comm));
   return Status();
+}
+}  // namespace
+
+Status checkComm(hocclComm* comm, const char* fn) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  return checkLive(comm, fn);
 }
 
 Status enterComm(hocclComm* comm, const char* fn) {
-  if (!comm) return errorf(hocclInvalidArgument, "%s: comm is NULL", fn);
   // One lock for the check and the mark: abort cannot slip in between.
   std::lock_guard<std::mutex> lock(registryMutex);
-  if (!registry().count(comm))
-    return errorf(hocclInvalidUsage, "%s: comm %p is not a live communicator (destroyed, aborted or never created)",
-                  fn, static_cast<void*>(comm));
+  HOCCL_TRY(checkLive(comm, fn));
   comm->inFlight.fetch_add(1);
   return Status();
 }
+
+namespace {
+// The communicator queries: a live comm and somewhere to write the answer.
+Status checkQuery(hocclComm* comm, const void* out, const char* fn, const char* outName) {
+  Status st = checkComm(comm, fn);
+  if (st.ok() && !out) st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn, outName);
+  return st;
+}
+}  // namespace
 
 Status checkDatatype(const char* fn, int dtype) {
   if (dtype < 0 || dtype >= hocclNumTypes)
@@ -333,8 +346,7 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
 }
 
 hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError) {
-  Status st = checkComm(comm, "hocclCommGetAsyncError");
-  if (st.ok() && !asyncError) st = errorf(hocclInvalidArgument, "hocclCommGetAsyncError: asyncError is NULL");
+  Status st = checkQuery(comm, asyncError, "hocclCommGetAsyncError", "asyncError");
   if (!st.ok()) return report(nullptr, st);
   if (comm->initPending.load(std::memory_order_acquire)) {
     *asyncError = hocclInProgress;
@@ -364,24 +376,21 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
 }
 
 hocclResult_t hocclCommCount(const hocclComm_t comm, int* count) {
-  Status st = checkComm(comm, "hocclCommCount");
-  if (st.ok() && !count) st = errorf(hocclInvalidArgument, "hocclCommCount: count is NULL");
+  Status st = checkQuery(comm, count, "hocclCommCount", "count");
   if (!st.ok()) return report(nullptr, st);
   *count = comm->nranks;
   return hocclSuccess;
 }
 
 hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
-  Status st = checkComm(comm, "hocclCommCuDevice");
-  if (st.ok() && !device) st = errorf(hocclInvalidArgument, "hocclCommCuDevice: device is NULL");
+  Status st = checkQuery(comm, device, "hocclCommCuDevice", "device");
   if (!st.ok()) return report(nullptr, st);
   *device = -1;  // host-memory communicator
   return hocclSuccess;
 }
 
 hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank) {
-  Status st = checkComm(comm, "hocclCommUserRank");
-  if (st.ok() && !rank) st = errorf(hocclInvalidArgument, "hocclCommUserRank: rank is NULL");
+  Status st = checkQuery(comm, rank, "hocclCommUserRank", "rank");
   if (!st.ok()) return report(nullptr, st);
   *rank = comm->rank;
   return hocclSuccess;

@@ -69,12 +69,16 @@ bridge_in() {
 # again: frames sent in that window are lost. So links come up first, this
 # waits until every link in the namespaces is operationally up, and only then
 # do they join their bridges, which then forward at once and for good.
-wait_links_up() {
-  local ns t waiting
+# Waits up to 5 s until `pending NS` is false for every namespace given;
+# else dies naming the first one still pending and what `show NS` says of
+# it. `why` is the message, with %s for that namespace.
+wait_all_ready() {
+  local pending=$1 show=$2 why=$3 ns t waiting
+  shift 3
   for ((t = 0; t < 100; t++)); do
     waiting=""
     for ns in "$@"; do
-      if ip -n "$ns" -o link show | awk '$2 != "lo:" && $2 != "br0:"' | grep -qv "state UP"; then
+      if "$pending" "$ns"; then
         waiting=$ns
         break
       fi
@@ -82,23 +86,18 @@ wait_links_up() {
     [[ -n $waiting ]] || return 0
     sleep 0.05
   done
-  die "links in $waiting did not come up in 5 s: $(ip -n "$waiting" -o link show 2>&1 | tr '\n' ' ')"
+  # shellcheck disable=SC2059  # why is the format, given by the callers below
+  die "$(printf "$why" "$waiting"): $("$show" "$waiting" 2>&1 | tr '\n' ' ')"
 }
 
+links_not_up() { ip -n "$1" -o link show | awk '$2 != "lo:" && $2 != "br0:"' | grep -qv "state UP"; }
+show_links() { ip -n "$1" -o link show; }
+wait_links_up() { wait_all_ready links_not_up show_links "links in %s did not come up in 5 s" "$@"; }
+
+ports_not_forwarding() { bridge -n "$1" link show | grep -qv "state forwarding"; }
+show_ports() { bridge -n "$1" link show; }
 wait_ports_forwarding() {
-  local ns t waiting
-  for ((t = 0; t < 100; t++)); do
-    waiting=""
-    for ns in "$@"; do
-      if bridge -n "$ns" link show | grep -qv "state forwarding"; then
-        waiting=$ns
-        break
-      fi
-    done
-    [[ -n $waiting ]] || return 0
-    sleep 0.05
-  done
-  die "bridge ports in $waiting do not forward after 5 s: $(bridge -n "$waiting" link show 2>&1 | tr '\n' ' ')"
+  wait_all_ready ports_not_forwarding show_ports "bridge ports in %s do not forward after 5 s" "$@"
 }
 
 write_state() {

@@ -117,6 +117,28 @@ Status IbTransport::regMr(void* comm, void* data, size_t size, int type, void** 
   return Status();
 }
 
+Status IbTransport::newRequest(Comm* c, bool isSend, void* data, size_t size, int tag, Mr* given,
+                               std::unique_ptr<Request>* out) {
+  auto r = std::make_unique<Request>();
+  r->comm = c;
+  r->isSend = isSend;
+  r->data = static_cast<char*>(data);
+  r->size = size;
+  r->tag = tag;
+  HOCCL_TRY(attachMr(c, r.get(), given));
+  r->seq = c->nextSeq++;
+  *out = std::move(r);
+  return Status();
+}
+
+void IbTransport::launch(Comm* c, std::unique_ptr<Request> r, void** request) {
+  ++c->inflight;
+  *request = r.get();
+  c->requests.push_back(std::move(r));
+  pollCq(c);
+  progress(c);
+}
+
 Status IbTransport::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
   *request = nullptr;
   Comm* c = static_cast<Comm*>(sendComm);
@@ -125,21 +147,11 @@ Status IbTransport::isend(void* sendComm, void* data, size_t size, int tag, void
   std::lock_guard<std::mutex> lock(mu_);
   HOCCL_TRY(c->failed);
   if (c->inflight >= kFifoDepth) return Status();
-  auto r = std::make_unique<Request>();
-  r->comm = c;
-  r->isSend = true;
-  r->data = static_cast<char*>(data);
-  r->size = size;
-  r->tag = tag;
-  HOCCL_TRY(attachMr(c, r.get(), static_cast<Mr*>(mhandle)));
-  r->seq = c->nextSeq++;
+  std::unique_ptr<Request> r;
+  HOCCL_TRY(newRequest(c, true, data, size, tag, static_cast<Mr*>(mhandle), &r));
   splitParts(r.get(), static_cast<int>(c->qps.size()));
   c->unposted.push_back(r.get());
-  ++c->inflight;
-  *request = r.get();
-  c->requests.push_back(std::move(r));
-  pollCq(c);
-  progress(c);
+  launch(c, std::move(r), request);
   return Status();
 }
 
@@ -152,20 +164,12 @@ Status IbTransport::irecv(void* recvComm, int n, void** data, size_t* sizes, int
   HOCCL_TRY(c->failed);
   int slot = static_cast<int>(c->nextSeq % kFifoDepth);
   if (c->inflight >= kFifoDepth || c->slots[slot]) return Status();
-  auto r = std::make_unique<Request>();
-  r->comm = c;
-  r->data = static_cast<char*>(data[0]);
-  r->size = sizes[0];
-  r->tag = tags ? tags[0] : 0;
-  HOCCL_TRY(attachMr(c, r.get(), mhandles ? static_cast<Mr*>(mhandles[0]) : nullptr));
-  r->seq = c->nextSeq++;
+  std::unique_ptr<Request> r;
+  HOCCL_TRY(newRequest(c, false, data[0], sizes[0], tags ? tags[0] : 0,
+                       mhandles ? static_cast<Mr*>(mhandles[0]) : nullptr, &r));
   c->slots[slot] = r.get();
   c->fifoPending.push_back(r.get());
-  ++c->inflight;
-  *request = r.get();
-  c->requests.push_back(std::move(r));
-  pollCq(c);
-  progress(c);
+  launch(c, std::move(r), request);
   return Status();
 }
 

@@ -85,6 +85,12 @@ class IbTransport : public NetTransport {
   // The registration covering the request's buffer: the caller's if it
   // covers it, else one taken from the cache for this request (mu_ held).
   Status attachMr(Comm* c, Request* r, Mr* given);
+  // isend and irecv: a request for one message of `size` bytes at `data`,
+  // with its registration and the connection's next sequence number; once
+  // queued, `launch` counts it in flight, hands it to the caller and moves
+  // what can move (mu_ held).
+  Status newRequest(Comm* c, bool isSend, void* data, size_t size, int tag, Mr* given, std::unique_ptr<Request>* out);
+  void launch(Comm* c, std::unique_ptr<Request> r, void** request);
   void finish(Request* r);
 
   // Small messages go whole to one QP (in turn); large ones are cut into one
