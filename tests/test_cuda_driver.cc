@@ -192,3 +192,49 @@ TEST_F(CudaDriverTest, ProcessDriverIsProbedOnceAndCanBeReplaced) {
   setProcessDriverForTesting(nullptr);
   EXPECT_EQ(&processDriver(), &real);
 }
+
+// With a driver that calls one buffer device memory, the collectives refuse
+// it (there is no device executor yet) and refuse a mix; host buffers still
+// run. A host communicator has no CUDA device.
+TEST_F(CudaDriverTest, CollectivesRefuseDeviceBuffersAndRunHostOnes) {
+  static float deviceMemory[8];
+  fake.deviceBegin = deviceMemory;
+  fake.deviceEnd = deviceMemory + 8;
+  Driver d = probeFake();
+  ASSERT_TRUE(d.usable()) << d.status;
+  setProcessDriverForTesting(&d);
+  ASSERT_TRUE(testutil::runThreads(1, [&](hocclComm_t comm, int) {
+    auto lastError = [] { return std::string(hocclGetLastError(nullptr)); };
+    float host[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {0};
+    EXPECT_EQ(hocclAllReduce(deviceMemory, deviceMemory, 8, hocclFloat, hocclSum, comm, nullptr), hocclInvalidUsage);
+    EXPECT_TRUE(contains(lastError(), "sendbuff is CUDA device memory")) << lastError();
+    EXPECT_TRUE(contains(lastError(), "CUDA driver 12.4, 1 device")) << lastError();
+    EXPECT_EQ(hocclAllGather(host, deviceMemory, 8, hocclFloat, comm, nullptr), hocclInvalidUsage);
+    EXPECT_TRUE(contains(lastError(), "sendbuff is host memory but recvbuff is CUDA device memory")) << lastError();
+    EXPECT_EQ(hocclBroadcast(deviceMemory, out, 8, hocclFloat, 0, comm, nullptr), hocclInvalidUsage);
+    // A zero count touches no buffer, so none is asked about.
+    int calls = fake.attributeCalls;
+    EXPECT_EQ(hocclAllReduce(deviceMemory, deviceMemory, 0, hocclFloat, hocclSum, comm, nullptr), hocclSuccess);
+    EXPECT_EQ(fake.attributeCalls, calls);
+    EXPECT_EQ(hocclAllReduce(host, out, 8, hocclFloat, hocclSum, comm, nullptr), hocclSuccess) << lastError();
+    EXPECT_EQ(out[7], 8.0f);
+    int device = 0;
+    EXPECT_EQ(hocclCommCuDevice(comm, &device), hocclSuccess);
+    EXPECT_EQ(device, -1);
+  }));
+}
+
+// Without a usable driver (a stub here) the driver is never asked about a
+// pointer: host calls run as before.
+TEST_F(CudaDriverTest, WithoutAUsableDriverNoPointerIsAskedAbout) {
+  fake.initResult = kCudaErrorStubLibrary;
+  Driver d = probeFake();
+  ASSERT_EQ(d.state, DriverState::Stub);
+  setProcessDriverForTesting(&d);
+  ASSERT_TRUE(testutil::runThreads(1, [&](hocclComm_t comm, int) {
+    float host[4] = {1, 2, 3, 4}, out[4] = {0};
+    EXPECT_EQ(hocclAllReduce(host, out, 4, hocclFloat, hocclSum, comm, nullptr), hocclSuccess);
+    EXPECT_EQ(out[3], 4.0f);
+  }));
+  EXPECT_EQ(fake.attributeCalls, 0);
+}
