@@ -5,6 +5,7 @@
 // calls a buffer device memory, collectives refuse it; host buffers run.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 #include <string>
 
@@ -50,6 +51,15 @@ int fakeAttribute(void* data, int attribute, uint64_t ptr) {
   return kCudaSuccess;
 }
 
+int fakeDeviceGet(int* device, int ordinal) {
+  *device = ordinal;
+  return kCudaSuccess;
+}
+int fakeDeviceName(char* name, int len, int device) {
+  snprintf(name, len, "Fake GPU %d", device);
+  return kCudaSuccess;
+}
+
 int fakeGetProc(const char* symbol, void** fn, int cudaVersion, uint64_t flags, int* status) {
   fake.requestedVersion = cudaVersion;
   *fn = nullptr;
@@ -64,6 +74,8 @@ int fakeGetProc(const char* symbol, void** fn, int cudaVersion, uint64_t flags, 
   if (s == "cuDriverGetVersion") *fn = reinterpret_cast<void*>(&fakeVersion);
   if (s == "cuDeviceGetCount") *fn = reinterpret_cast<void*>(&fakeCount);
   if (s == "cuPointerGetAttribute") *fn = reinterpret_cast<void*>(&fakeAttribute);
+  if (s == "cuDeviceGet") *fn = reinterpret_cast<void*>(&fakeDeviceGet);
+  if (s == "cuDeviceGetName" || s == "cuDeviceGetPCIBusId") *fn = reinterpret_cast<void*>(&fakeDeviceName);
   return *fn ? kCudaSuccess : 500;  // CUDA_ERROR_NOT_FOUND for anything else
 }
 
@@ -128,7 +140,7 @@ TEST_F(CudaDriverTest, FailuresNameTheirCause) {
   fake.initResult = 999;
   d = probeFake();
   EXPECT_EQ(d.state, DriverState::Failed);
-  EXPECT_TRUE(contains(d.status, "cuInit returned CUresult (999)")) << d.status;
+  EXPECT_TRUE(contains(d.status, "unusable driver: cuInit returned CUresult (999)")) << d.status;
 
   fake = FakeDriver();
   fake.version = 11080;
@@ -162,7 +174,7 @@ TEST_F(CudaDriverTest, MemoryKindAsksTheDriverOnlyWhenReady) {
 TEST_F(CudaDriverTest, DlopenFailures) {
   Driver d = loadDriver("libhoccl-no-such-driver.so.1");
   EXPECT_EQ(d.state, DriverState::NoDriver);
-  EXPECT_TRUE(contains(d.status, "none: libhoccl-no-such-driver.so.1 not found")) << d.status;
+  EXPECT_TRUE(contains(d.status, "no driver: libhoccl-no-such-driver.so.1 not found")) << d.status;
   // A library that is not a CUDA 12 driver.
   d = loadDriver("libm.so.6");
   EXPECT_EQ(d.state, DriverState::NoDriver);

@@ -123,7 +123,8 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   bool needRecv = !(coll == CollKind::Reduce && comm->rank != root);
   if (count > 0 && needSend && !sendbuff) return errorf(hocclInvalidArgument, "%s: sendbuff is NULL", fn);
   if (count > 0 && needRecv && !recvbuff) return errorf(hocclInvalidArgument, "%s: recvbuff is NULL", fn);
-  HOCCL_TRY(checkHostBuffers(fn, count > 0 && needSend ? sendbuff : nullptr, count > 0 && needRecv ? recvbuff : nullptr));
+  HOCCL_TRY(checkHostBuffers(fn, count > 0 && needSend ? sendbuff : nullptr,
+                             count > 0 && needRecv ? recvbuff : nullptr));
 
   key->coll = coll;
   key->nranks = comm->nranks;

@@ -49,26 +49,32 @@ Driver probeDriver(GetProcAddressFn getProc, const std::string& from) {
   // CUDA_ERROR_STUB_LIBRARY.
   std::string why = resolve(getProc, "cuInit", &d.api.init, &rc);
   if (rc == kCudaErrorStubLibrary)
-    return withState(d, DriverState::Stub, "stub library (no GPU): cuGetProcAddress in " + from + " returned " + resultName(rc));
+    return withState(d, DriverState::Stub,
+                     "stub library (no GPU): cuGetProcAddress in " + from + " returned " + resultName(rc));
   if (why.empty()) why = resolve(getProc, "cuDriverGetVersion", &d.api.driverGetVersion, &rc);
   if (why.empty()) why = resolve(getProc, "cuDeviceGetCount", &d.api.deviceGetCount, &rc);
   if (why.empty()) why = resolve(getProc, "cuPointerGetAttribute", &d.api.pointerGetAttribute, &rc);
-  if (!why.empty()) return withState(d, DriverState::Failed, "unusable: " + from + ": " + why);
+  if (why.empty()) why = resolve(getProc, "cuDeviceGet", &d.api.deviceGet, &rc);
+  if (why.empty()) why = resolve(getProc, "cuDeviceGetName", &d.api.deviceGetName, &rc);
+  if (why.empty()) why = resolve(getProc, "cuDeviceGetPCIBusId", &d.api.deviceGetPciBusId, &rc);
+  if (!why.empty()) return withState(d, DriverState::Failed, "unusable driver: " + from + ": " + why);
 
   rc = d.api.init(0);
   if (rc == kCudaErrorStubLibrary)
     return withState(d, DriverState::Stub, "stub library (no GPU): cuInit returned " + resultName(rc));
   if (rc == kCudaErrorNoDevice)
     return withState(d, DriverState::NoDevice, "no device: cuInit returned " + resultName(rc));
-  if (rc != kCudaSuccess) return withState(d, DriverState::Failed, "unusable: cuInit returned " + resultName(rc));
+  if (rc != kCudaSuccess)
+    return withState(d, DriverState::Failed, "unusable driver: cuInit returned " + resultName(rc));
   if ((rc = d.api.driverGetVersion(&d.version)) != kCudaSuccess)
-    return withState(d, DriverState::Failed, "unusable: cuDriverGetVersion returned " + resultName(rc));
+    return withState(d, DriverState::Failed, "unusable driver: cuDriverGetVersion returned " + resultName(rc));
   std::string version =
       "CUDA driver " + std::to_string(d.version / 1000) + "." + std::to_string(d.version % 1000 / 10);
   if (d.version < kDriverApiVersion)
-    return withState(d, DriverState::Failed, version + " is older than the 12.0 hoccl needs");
+    return withState(d, DriverState::Failed, "unusable driver: " + version + " is older than the 12.0 hoccl needs");
   if ((rc = d.api.deviceGetCount(&d.devices)) != kCudaSuccess)
-    return withState(d, DriverState::Failed, version + ": cuDeviceGetCount returned " + resultName(rc));
+    return withState(d, DriverState::Failed,
+                     "unusable driver: " + version + ": cuDeviceGetCount returned " + resultName(rc));
   if (d.devices <= 0) {
     d.devices = 0;
     return withState(d, DriverState::NoDevice, "no device: " + version + " counts 0 devices");
@@ -82,14 +88,14 @@ Driver loadDriver(const char* path) {
   if (!lib) {
     const char* err = dlerror();
     return withState(Driver(), DriverState::NoDriver,
-                     std::string("none: ") + path + " not found (" + (err ? err : "dlopen failed") + ")");
+                     std::string("no driver: ") + path + " not found (" + (err ? err : "dlopen failed") + ")");
   }
   // cuGetProcAddress_v2 came with CUDA 12.0; an older driver has only the
   // unversioned one.
   void* sym = dlsym(lib, "cuGetProcAddress_v2");
   if (!sym)
     return withState(Driver(), DriverState::NoDriver,
-                     std::string("none: ") + path + " has no cuGetProcAddress_v2 (a driver older than CUDA 12)");
+                     std::string("no driver: ") + path + " has no cuGetProcAddress_v2 (a driver older than CUDA 12)");
   return probeDriver(reinterpret_cast<GetProcAddressFn>(sym), path);
 }
 

@@ -25,7 +25,7 @@ std::string resultName(int result);
 // What the process can do with CUDA. Only Ready offers device memory; in
 // every other state no pointer can be device memory.
 enum class DriverState {
-  NoDriver,  // no libcuda.so.1 (or not a CUDA 12+ driver)
+  NoDriver,  // no libcuda.so.1, or not a CUDA 12+ driver
   Stub,      // the toolkit's stub library: a build machine without a GPU
   Failed,    // a driver, but cuInit or a needed entry point failed
   NoDevice,  // a driver, no CUDA device
@@ -49,14 +49,18 @@ struct DriverApi {
   int (*driverGetVersion)(int* version) = nullptr;                          // cuDriverGetVersion
   int (*deviceGetCount)(int* count) = nullptr;                              // cuDeviceGetCount
   int (*pointerGetAttribute)(void* data, int attribute, uint64_t ptr) = nullptr;  // cuPointerGetAttribute
+  int (*deviceGet)(int* device, int ordinal) = nullptr;                     // cuDeviceGet
+  int (*deviceGetName)(char* name, int len, int device) = nullptr;          // cuDeviceGetName
+  int (*deviceGetPciBusId)(char* busId, int len, int device) = nullptr;     // cuDeviceGetPCIBusId
 };
 
 struct Driver {
   DriverState state = DriverState::NoDriver;
   int version = 0;  // cuDriverGetVersion: 12040 is 12.4
   int devices = 0;
-  // One line: "none: libcuda.so.1 not found (...)", "stub library (no GPU):
-  // cuInit returned CUDA_ERROR_STUB_LIBRARY (34)", "CUDA 12.4, 1 device".
+  // One line: "no driver: libcuda.so.1 not found (...)", "stub library (no
+  // GPU): cuInit returned CUDA_ERROR_STUB_LIBRARY (34)", "unusable driver:
+  // ...", "no device: ...", "CUDA driver 12.4, 1 device".
   std::string status;
   DriverApi api;
   bool usable() const { return state == DriverState::Ready; }
