@@ -48,20 +48,21 @@ set(_fatbin ${CMAKE_CURRENT_BINARY_DIR}/generated/hoccl_kernels.fatbin)
 set(_ptxas_log ${CMAKE_CURRENT_BINARY_DIR}/generated/hoccl_kernels.ptxas.log)
 # "|" between flags: a ";" would split the -D argument into several.
 string(REPLACE ";" "|" _flag_arg "${_flags};${_gencode}")
+# The script also writes the source that embeds the fatbin, with the
+# fatbin's MD5 in it: .incbin is invisible to the compiler's dependency scan
+# and to ccache, which would otherwise hand back an object holding the
+# previous kernels.
+set(_embed ${CMAKE_CURRENT_BINARY_DIR}/generated/hoccl_kernel_image.cc)
 add_custom_command(
-  OUTPUT ${_fatbin}
+  OUTPUT ${_fatbin} ${_embed}
   COMMAND ${CMAKE_COMMAND} "-DNVCC=${CUDAToolkit_NVCC_EXECUTABLE}" "-DSOURCE=${_hoccl_cuda_dir}/kernels.cu"
           "-DOUTPUT=${_fatbin}" "-DLOG=${_ptxas_log}" "-DFLAGS=${_flag_arg}"
+          "-DEMBED_TEMPLATE=${_hoccl_cuda_dir}/image_embed.cc.in" "-DEMBED_OUTPUT=${_embed}"
+          "-DEMBED_ARCHS=${HOCCL_CUDA_ARCHS_BUILT}"
           -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/cuda_fatbin.cmake
-  DEPENDS ${_cuda_inputs} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/cuda_fatbin.cmake
+  DEPENDS ${_cuda_inputs} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/cuda_fatbin.cmake ${_hoccl_cuda_dir}/image_embed.cc.in
   COMMENT "nvcc: device kernels for ${HOCCL_CUDA_ARCHS_BUILT} (fatbin, spills checked)"
   VERBATIM)
-
-set(HOCCL_CUDA_FATBIN ${_fatbin})
-set(HOCCL_CUDA_EMBED_ARCHS "${HOCCL_CUDA_ARCHS_BUILT}")
-configure_file(${_hoccl_cuda_dir}/image_embed.cc.in ${CMAKE_CURRENT_BINARY_DIR}/generated/hoccl_kernel_image.cc @ONLY)
-set(HOCCL_CUDA_SOURCES ${CMAKE_CURRENT_BINARY_DIR}/generated/hoccl_kernel_image.cc)
-# The .incbin is invisible to the compiler's dependency scan.
-set_source_files_properties(${HOCCL_CUDA_SOURCES} PROPERTIES OBJECT_DEPENDS ${_fatbin})
+set(HOCCL_CUDA_SOURCES ${_embed})
 set(HOCCL_CUDA_BUILT "kernels for ${HOCCL_CUDA_ARCHS_BUILT}, nvcc ${CUDAToolkit_VERSION}, embedded (no cudart/libcuda link)")
 message(STATUS "hoccl: CUDA kernels     : ${HOCCL_CUDA_BUILT}")

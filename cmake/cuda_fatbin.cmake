@@ -1,6 +1,8 @@
-# cmake -P script: compiles the kernels into a fatbin with nvcc and fails on
-# register spills or local memory (stack) in any kernel, from ptxas -v.
-#   -DNVCC=... -DSOURCE=x.cu -DOUTPUT=x.fatbin -DLOG=x.log -DFLAGS=a|b|c   compile, then check
+# cmake -P script: compiles the kernels into a fatbin with nvcc, writes the
+# source that embeds it, and fails on register spills or local memory
+# (stack) in any kernel, from ptxas -v.
+#   -DNVCC=... -DSOURCE=x.cu -DOUTPUT=x.fatbin -DLOG=x.log -DFLAGS=a|b|c
+#   -DEMBED_TEMPLATE=image_embed.cc.in -DEMBED_OUTPUT=x.cc -DEMBED_ARCHS="sm_80 ..."   compile, embed, check
 #   -DCHECK_LOG=x.log                                                       only check a saved log
 if(NOT CHECK_LOG)
   string(REPLACE "|" ";" FLAGS "${FLAGS}")
@@ -11,6 +13,14 @@ if(NOT CHECK_LOG)
     file(REMOVE ${OUTPUT})
     message(FATAL_ERROR "nvcc failed (${rc}):\n${out}${err}")
   endif()
+  # The source that embeds the fatbin, naming its MD5 so that a compiler
+  # cache sees new kernels as a new source.
+  file(MD5 ${OUTPUT} md5)
+  file(READ ${EMBED_TEMPLATE} embed)
+  string(REPLACE "@HOCCL_CUDA_FATBIN@" "${OUTPUT}" embed "${embed}")
+  string(REPLACE "@HOCCL_CUDA_EMBED_ARCHS@" "${EMBED_ARCHS}" embed "${embed}")
+  string(REPLACE "@HOCCL_CUDA_FATBIN_MD5@" "${md5}" embed "${embed}")
+  file(WRITE ${EMBED_OUTPUT} "${embed}")
   set(CHECK_LOG ${LOG})
 endif()
 
