@@ -42,13 +42,22 @@ function(hoccl_report name var found detail hint)
   endif()
 endfunction()
 
-find_package(CUDAToolkit QUIET)
-set(HOCCL_HAVE_CUDA ${CUDAToolkit_FOUND})
-if(CUDAToolkit_FOUND)
-  message(STATUS "hoccl: CUDA Toolkit     : found ${CUDAToolkit_VERSION} (${CUDAToolkit_BIN_DIR})")
-else()
-  message(STATUS "hoccl: CUDA Toolkit     : not found")
+# The CUDA Toolkit (nvcc) compiles the device kernels into a fatbin that is
+# embedded in the library (cmake/Cuda.cmake); the driver itself is opened at
+# run time, so nothing links cudart or libcuda.
+hoccl_dependency_switch(HOCCL_CUDA "the CUDA Toolkit (nvcc) to build the device kernels")
+set(HOCCL_CUDA_ARCHS "80;90;100" CACHE STRING "GPU architectures the kernels are compiled for (sm_XX numbers)")
+set(HOCCL_HAVE_CUDA OFF)
+set(HOCCL_CUDA_DETAIL "")
+if(NOT HOCCL_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND AND CUDAToolkit_NVCC_EXECUTABLE)
+    set(HOCCL_HAVE_CUDA ON)
+    set(HOCCL_CUDA_DETAIL "${CUDAToolkit_VERSION} (${CUDAToolkit_NVCC_EXECUTABLE})")
+  endif()
 endif()
+hoccl_report("CUDA Toolkit    " HOCCL_CUDA "${HOCCL_HAVE_CUDA}" "${HOCCL_CUDA_DETAIL}"
+             "the CUDA Toolkit with nvcc (NVIDIA's cuda-toolkit packages; set CUDAToolkit_ROOT)")
 
 hoccl_dependency_switch(HOCCL_IBVERBS "the verbs headers (the IB transport)")
 set(HOCCL_HAVE_IBVERBS OFF)

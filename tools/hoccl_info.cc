@@ -8,6 +8,8 @@
 #include "build_info.h"
 #include "hoccl.h"
 #include "src/base/config.h"
+#include "src/base/cuda_driver.h"
+#include "src/exec/cuda/image.h"
 #include "src/exec/dataops.h"
 #include "tools/machine_args.h"
 #include "transport/net/net.h"
@@ -106,7 +108,21 @@ int main(int argc, char** argv) {
            HOCCL_BUILD_COMPILER);
     printf("  data ops ISA     : %s (best on this CPU: %s)\n", isaName(dataOps().isa),
            isaName(bestSupportedIsa()));
-    printf("  CUDA Toolkit     : %s\n", !strcmp(HOCCL_BUILD_HAVE_CUDA, "TRUE") || !strcmp(HOCCL_BUILD_HAVE_CUDA, "ON") ? "found at build time (no CUDA backend yet)" : "not built");
+    printf("  CUDA kernels     : %s\n", HOCCL_BUILD_CUDA_KERNELS);
+    {
+      cuda::KernelImage k = cuda::kernelImage();
+      std::vector<cuda::FatbinEntry> entries;
+      std::string why;
+      if (k.data && cuda::readFatbin(k.data, k.size, &entries, &why))
+        printf("  CUDA image       : %zu bytes: %s\n", k.size, cuda::describeEntries(entries).c_str());
+      else if (k.data)
+        printf("  CUDA image       : %zu bytes, unreadable: %s\n", k.size, why.c_str());
+      const cuda::Driver& d = cuda::processDriver();
+      printf("  CUDA driver here : %s\n", d.status.c_str());
+      printf("  CUDA devices     : %d\n", d.devices);
+      printf("  device buffers   : not supported yet (no device executor); with a usable driver a call on them\n"
+             "                     fails with hocclInvalidUsage\n");
+    }
     printf("  libibverbs       : %s\n", !strcmp(HOCCL_BUILD_HAVE_IBVERBS, "ON")
                                          ? "headers found at build time: IB transport built (libibverbs loaded at run time)"
                                          : !strcmp(HOCCL_BUILD_IBVERBS_SWITCH, "OFF")

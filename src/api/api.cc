@@ -7,6 +7,7 @@
 #include "hoccl.h"
 #include "src/api/api_internal.h"
 #include "src/comm/comm_settings.h"
+#include "src/base/cuda_driver.h"
 #include "src/base/log.h"
 
 using namespace hoccl;
@@ -84,6 +85,25 @@ Status checkDatatype(const char* fn, int dtype) {
   return Status();
 }
 
+// Buffers must be host memory until the device executor exists. Without a
+// usable CUDA driver (probed once per process) no pointer can be device
+// memory and nothing is asked; with one, the driver says where each lives.
+Status checkHostBuffers(const char* fn, const void* sendbuff, const void* recvbuff) {
+  const cuda::Driver& driver = cuda::processDriver();
+  if (!driver.usable()) return Status();
+  const bool sendOnDevice = cuda::memoryKind(driver, sendbuff) == cuda::MemoryKind::Device;
+  const bool recvOnDevice = cuda::memoryKind(driver, recvbuff) == cuda::MemoryKind::Device;
+  if (sendbuff && recvbuff && sendOnDevice != recvOnDevice)
+    return errorf(hocclInvalidUsage, "%s: sendbuff is %s memory but recvbuff is %s memory; both must be one kind", fn,
+                  sendOnDevice ? "CUDA device" : "host", recvOnDevice ? "CUDA device" : "host");
+  if (sendOnDevice || recvOnDevice)
+    return errorf(hocclInvalidUsage, "%s: %s is CUDA device memory, and this hoccl runs collectives on host "
+                  "memory only (no device executor yet; %s)", fn, sendOnDevice ? "sendbuff" : "recvbuff",
+                  driver.status.c_str());
+  return Status();
+}
+
+
 Status checkUsable(hocclComm* comm, const char* fn) {
   if (comm->initPending.load(std::memory_order_acquire))
     return errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress; wait until "
@@ -119,6 +139,8 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   bool needRecv = !(coll == CollKind::Reduce && comm->rank != root);
   if (count > 0 && needSend && !sendbuff) return errorf(hocclInvalidArgument, "%s: sendbuff is NULL", fn);
   if (count > 0 && needRecv && !recvbuff) return errorf(hocclInvalidArgument, "%s: recvbuff is NULL", fn);
+  HOCCL_TRY(checkHostBuffers(fn, count > 0 && needSend ? sendbuff : nullptr,
+                             count > 0 && needRecv ? recvbuff : nullptr));
 
   key->coll = coll;
   key->nranks = comm->nranks;

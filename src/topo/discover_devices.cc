@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "build_info.h"
+#include "src/base/cuda_driver.h"
 #include "src/base/verbs.h"  // the verbs loader the IB transport uses too
 #include "src/topo/topology.h"
 
@@ -107,49 +108,24 @@ int probeNvlink(std::vector<GpuInfo>* gpus) {
 
 void probeGpus(NodeInfo* n) {
   n->gpus.clear();
-  // Kept loaded: unloading an initialised CUDA driver is not supported.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    n->gpuStatus = "no GPU: CUDA driver (libcuda.so.1) not found";
+  // The process's driver, loaded and initialised once (src/base/cuda_driver.h);
+  // its status says why there is no GPU ("no driver: ...", "stub library (no
+  // GPU): ...", "no device: ...").
+  const cuda::Driver& driver = cuda::processDriver();
+  if (!driver.usable()) {
+    n->gpuStatus = driver.status;
     return;
   }
-  int (*init)(unsigned);
-  int (*count)(int*);
-  int (*get)(int*, int);
-  int (*name)(char*, int, int);
-  int (*busId)(char*, int, int);
-  if (!sym(lib, "cuInit", &init) || !sym(lib, "cuDeviceGetCount", &count) || !sym(lib, "cuDeviceGet", &get) ||
-      !sym(lib, "cuDeviceGetName", &name) || !sym(lib, "cuDeviceGetPCIBusId", &busId)) {
-    n->gpuStatus = "no GPU: libcuda.so.1 lacks the driver API (cuInit, cuDeviceGetCount, ...)";
-    return;
-  }
-  int rc = init(0);
-  if (rc == 100) {  // CUDA_ERROR_NO_DEVICE
-    n->gpuStatus = "no GPU: CUDA driver found, no CUDA-capable device";
-    return;
-  }
-  if (rc != 0) {
-    n->gpuStatus = format("no GPU: cuInit failed (CUresult %d)", rc);
-    return;
-  }
-  int devices = 0;
-  if ((rc = count(&devices)) != 0) {
-    n->gpuStatus = format("no GPU: cuDeviceGetCount failed (CUresult %d)", rc);
-    return;
-  }
-  if (devices <= 0) {
-    n->gpuStatus = "no GPU: CUDA driver found, 0 devices";
-    return;
-  }
+  const int devices = driver.devices;
   for (int i = 0; i < devices; ++i) {
     GpuInfo g;
     g.index = i;
     int dev = 0;
     char buf[256] = {0};
-    if (get(&dev, i) == 0) {
-      if (name(buf, sizeof buf - 1, dev) == 0) g.name = buf;
+    if (driver.api.deviceGet(&dev, i) == 0) {
+      if (driver.api.deviceGetName(buf, sizeof buf - 1, dev) == 0) g.name = buf;
       memset(buf, 0, sizeof buf);
-      if (busId(buf, sizeof buf - 1, dev) == 0) g.pciBusId = canonicalBusId(buf);
+      if (driver.api.deviceGetPciBusId(buf, sizeof buf - 1, dev) == 0) g.pciBusId = canonicalBusId(buf);
     }
     if (!g.pciBusId.empty()) g.numaNode = pciNumaNode("/sys/bus/pci/devices/" + g.pciBusId);
     n->gpus.push_back(g);

@@ -47,7 +47,7 @@ struct NodeInfo {
   std::vector<NumaInfo> numa;
   std::vector<NicInfo> nics;
   std::vector<GpuInfo> gpus;
-  std::string gpuStatus;   // "2 GPUs" or why none: "no GPU: CUDA driver not found"
+  std::string gpuStatus;   // "2 GPUs" or why none: "no driver: libcuda.so.1 not found (...)"
   std::string verbsStatus; // "2 HCAs" or why none
   std::string switchName;  // leaf switch group; filled from the file / topology.conf
 };
