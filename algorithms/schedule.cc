@@ -170,8 +170,6 @@ uint64_t partStart(uint64_t count, uint64_t parts, uint64_t i) {
 
 namespace hoccl {
 
-namespace {
-
 MemSpan memorySpan(const ScheduleKey& k, const Slice& sl, uint64_t count) {
   uint64_t off = sl.offset;
   if (sl.buf == Buf::Scratch) return {2, off, off + count};
