@@ -216,9 +216,57 @@ ProcessGroupHoccl::ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& stor
   config.commName = groupName_.c_str();
   if (!algorithm_.empty()) config.algorithm = algorithm_.c_str();
   check(hocclCommInitRankConfig(&comm_, size, id, rank, &config), "hocclCommInitRankConfig");
+  startWorker();
+}
+
+namespace {
+int commRank(hocclComm_t comm) {
+  int r = 0;
+  hocclCommUserRank(comm, &r);
+  return r;
+}
+int commSize(hocclComm_t comm) {
+  int n = 0;
+  hocclCommCount(comm, &n);
+  return n;
+}
+}  // namespace
+
+ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int timeoutSec, std::string groupName, std::string algorithm)
+    : ProcessGroup(commRank(comm), commSize(comm)),
+      comm_(comm),
+      timeoutSec_(timeoutSec),
+      groupName_(std::move(groupName)),
+      algorithm_(std::move(algorithm)) {
+  startWorker();
+}
+
+void ProcessGroupHoccl::startWorker() {
   worker_ = std::thread([this] { workerLoop(); });
   std::lock_guard<std::mutex> lock(liveMutex());
   liveGroups().insert(this);
+}
+
+c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::split(int color, int key, const std::string& groupName) {
+  auto made = std::make_shared<hocclComm_t>(nullptr);
+  auto name = std::make_shared<std::string>(groupName);
+  auto work = enqueue(OpType::UNKNOWN, {}, [this, color, key, made, name] {
+    hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+    config.timeoutSec = timeoutSec_;
+    config.commName = name->c_str();
+    if (!algorithm_.empty()) config.algorithm = algorithm_.c_str();
+    check(hocclCommSplit(comm_, color < 0 ? HOCCL_SPLIT_NOCOLOR : color, key, made.get(), &config),
+          "hocclCommSplit");
+  });
+  work->wait();  // rethrows the task's error
+  if (!*made) return {};
+  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutSec_, groupName, algorithm_);
+}
+
+std::vector<int> ProcessGroupHoccl::nodeInfo() const {
+  int node = 0, nnodes = 0, localRank = 0, localRanks = 0;
+  check(hocclCommNodeInfo(comm_, &node, &nnodes, &localRank, &localRanks), "hocclCommNodeInfo");
+  return {node, nnodes, localRank, localRanks};
 }
 
 std::mutex& ProcessGroupHoccl::liveMutex() {
@@ -300,12 +348,12 @@ std::function<void(hocclResult_t, const char*)> ProcessGroupHoccl::checker() con
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vector<at::Tensor> outputs,
-                                                          std::function<void()> fn) {
+                                                          std::function<void()> fn, bool p2p) {
   auto work = c10::make_intrusive<HocclWork>(rank_, type, std::move(outputs));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!stop_) {
-      queue_.emplace_back(work, std::move(fn));
+      queue_.push_back(Task{work, std::move(fn), p2p});
     } else {  // no worker any more (the process is exiting): fail, never wait
       work->complete(std::make_exception_ptr(
           std::runtime_error("hoccl: the process group's worker has stopped (interpreter exit); it runs no more collectives")));
@@ -316,27 +364,50 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vect
   return work;
 }
 
+// One task, or a run of point-to-point tasks posted in one hoccl group (so
+// isend/irecv pairs queued together cannot deadlock whatever their order).
+void ProcessGroupHoccl::runBatch(std::vector<Task>& batch) {
+  if (!batch[0].p2p) {
+    batch[0].fn();
+    return;
+  }
+  check(hocclGroupStart(), "hocclGroupStart");
+  std::exception_ptr posting;
+  for (auto& t : batch) {
+    try {
+      t.fn();
+    } catch (...) {
+      if (!posting) posting = std::current_exception();
+    }
+  }
+  hocclResult_t r = hocclGroupEnd();  // always closes the group
+  if (posting) std::rethrow_exception(posting);
+  check(r, "hocclGroupEnd (send/recv)");
+}
+
 void ProcessGroupHoccl::workerLoop() {
   for (;;) {
-    std::pair<c10::intrusive_ptr<HocclWork>, std::function<void()>> task;
+    std::vector<Task> batch;
     bool aborted;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      do {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      } while (batch[0].p2p && !queue_.empty() && queue_.front().p2p);
       aborted = aborted_;
     }
     std::exception_ptr error;
     try {
       if (aborted) fail("the process group was aborted (hocclCommAbort); it runs no more collectives");
-      task.second();
+      runBatch(batch);
     } catch (...) {
       error = std::current_exception();
     }
-    task.second = nullptr;  // drop the tensors the task held before completing
-    task.first->complete(error);
+    for (auto& t : batch) t.fn = nullptr;  // drop the tensors the tasks held before completing
+    for (auto& t : batch) t.work->complete(error);
   }
 }
 
@@ -522,12 +593,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::barrier(const c10d::BarrierOpt
   });
 }
 
-// ---- built on all-gather and broadcast until hoccl has send/recv ----------
-//
-// These are correct but move more bytes than their point-to-point versions
-// would: gather and all-to-all gather every rank's input to every rank (n x
-// the bytes), scatter broadcasts all n pieces. Fine for the small control
-// messages they carry in data-parallel training; not for bulk all-to-all.
+// ---- point to point: gather, scatter, all-to-all, send, recv ---------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                          std::vector<at::Tensor>& inputs,
@@ -551,13 +617,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::gather(std::vector<std::vector
     fail(m + ": only the root (rank " + std::to_string(root) + ") passes output tensors");
   }
   Elem e = elemOf(in, m);
-  return enqueue(OpType::GATHER, outs, [this, in, outs, e]() mutable {
+  // The root receives one message from every rank (itself included, which
+  // a hoccl group allows); the others send one to the root.
+  return enqueue(OpType::GATHER, outs, [this, in, outs, e, root]() mutable {
     at::Tensor d = dense(in);
-    at::Tensor all = at::empty({size_ * d.numel()}, d.options());
-    check(hocclAllGather(d.data_ptr(), all.data_ptr(), countOf(d), e.type, comm_, nullptr),
-          "hocclAllGather (gather)");
-    for (size_t r = 0; r < outs.size(); ++r)
-      outs[r].copy_(all.narrow(0, r * d.numel(), d.numel()).view(outs[r].sizes()));
+    std::vector<at::Tensor> staged;
+    for (auto& o : outs) staged.push_back(dense(o));
+    check(hocclGroupStart(), "hocclGroupStart");
+    hocclResult_t r = hocclSend(d.data_ptr(), countOf(d), e.type, root, comm_, nullptr);
+    for (int j = 0; r == hocclSuccess && j < static_cast<int>(staged.size()); ++j)
+      r = hocclRecv(staged[j].data_ptr(), countOf(staged[j]), e.type, j, comm_, nullptr);
+    hocclResult_t end = hocclGroupEnd();
+    check(r != hocclSuccess ? r : end, "hocclSend/hocclRecv (gather)");
+    for (size_t j = 0; j < outs.size(); ++j) copyBack(outs[j], staged[j]);
   });
 }
 
@@ -584,51 +656,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::scatter(std::vector<at::Tensor
   }
   Elem e = elemOf(out, m);
   return enqueue(OpType::SCATTER, {out}, [this, ins, out, e, root]() mutable {
-    int64_t n = out.numel();
-    at::Tensor all = ins.empty() ? at::empty({size_ * n}, out.options().memory_format(c10::nullopt)) : concat(ins);
-    check(hocclBroadcast(all.data_ptr(), all.data_ptr(), countOf(all), e.type, root, comm_, nullptr),
-          "hocclBroadcast (scatter)");
-    out.copy_(all.narrow(0, rank_ * n, n).view(out.sizes()));
+    at::Tensor d = dense(out);
+    std::vector<at::Tensor> staged;
+    for (const auto& i : ins) staged.push_back(dense(i));
+    check(hocclGroupStart(), "hocclGroupStart");
+    hocclResult_t r = hocclSuccess;
+    for (int j = 0; r == hocclSuccess && j < static_cast<int>(staged.size()); ++j)
+      r = hocclSend(staged[j].data_ptr(), countOf(staged[j]), e.type, j, comm_, nullptr);
+    if (r == hocclSuccess) r = hocclRecv(d.data_ptr(), countOf(d), e.type, root, comm_, nullptr);
+    hocclResult_t end = hocclGroupEnd();
+    check(r != hocclSuccess ? r : end, "hocclSend/hocclRecv (scatter)");
+    copyBack(out, d);
   });
 }
 
 namespace {
-
-// All-to-all of 1-D tensors through two all-gathers: the split sizes
-// (elements), then every rank's input padded to the largest. Rank r receives
-// from rank j the inSplits[j][r] elements at offset sum(inSplits[j][<r]).
-void alltoallFlat(const at::Tensor& in, const std::vector<int64_t>& inSplits, at::Tensor& out,
-                  const std::vector<int64_t>& outSplits, int rank, int size, hocclComm_t comm,
-                  const std::function<void(hocclResult_t, const char*)>& check) {
-  at::Tensor mine = at::tensor(inSplits, at::kLong);
-  at::Tensor splits = at::empty({size * size}, at::kLong);
-  check(hocclAllGather(mine.data_ptr(), splits.data_ptr(), size, hocclInt64, comm, nullptr),
-        "hocclAllGather (all-to-all split sizes)");
-  const int64_t* s = splits.data_ptr<int64_t>();
-  int64_t widest = 0;
-  for (int j = 0; j < size; ++j) {
-    int64_t total = 0;
-    for (int k = 0; k < size; ++k) total += s[j * size + k];
-    widest = std::max(widest, total);
-  }
-  at::Tensor padded = at::zeros({widest}, in.options());
-  padded.narrow(0, 0, in.numel()).copy_(in);
-  at::Tensor all = at::empty({size * widest}, in.options());
-  Elem e = elemOf(in, "alltoall");
-  check(hocclAllGather(padded.data_ptr(), all.data_ptr(), widest * e.perElement, e.type, comm, nullptr),
-        "hocclAllGather (all-to-all)");
-  int64_t outOff = 0;
-  for (int j = 0; j < size; ++j) {
-    int64_t from = 0;
-    for (int k = 0; k < rank; ++k) from += s[j * size + k];
-    int64_t len = s[j * size + rank];
-    if (len != outSplits[j])
-      fail("alltoall: rank " + std::to_string(j) + " sends " + std::to_string(len) + " elements to rank " +
-           std::to_string(rank) + ", which expects " + std::to_string(outSplits[j]));
-    out.narrow(0, outOff, len).copy_(all.narrow(0, j * widest + from, len));
-    outOff += len;
-  }
-}
 
 std::vector<int64_t> rowSplits(const std::vector<int64_t>& given, int64_t rows, int size, const std::string& what) {
   if (given.empty()) {
@@ -651,6 +693,28 @@ std::vector<int64_t> rowSplits(const std::vector<int64_t>& given, int64_t rows, 
   return given;
 }
 
+// All-to-all between dense buffers, counts in hoccl elements: hocclAlltoAll
+// when every block has the same size, else hocclAlltoAllv.
+void alltoallDense(const void* in, const std::vector<size_t>& sendCounts, void* out,
+                   const std::vector<size_t>& recvCounts, hocclDataType_t type, hocclComm_t comm,
+                   const std::function<void(hocclResult_t, const char*)>& check) {
+  bool even = true;
+  for (size_t j = 0; j < sendCounts.size(); ++j)
+    even = even && sendCounts[j] == sendCounts[0] && recvCounts[j] == sendCounts[0];
+  if (even) {
+    check(hocclAlltoAll(in, out, sendCounts.empty() ? 0 : sendCounts[0], type, comm, nullptr), "hocclAlltoAll");
+    return;
+  }
+  std::vector<size_t> sdispls(sendCounts.size()), rdispls(recvCounts.size());
+  for (size_t j = 1; j < sendCounts.size(); ++j) {
+    sdispls[j] = sdispls[j - 1] + sendCounts[j - 1];
+    rdispls[j] = rdispls[j - 1] + recvCounts[j - 1];
+  }
+  check(hocclAlltoAllv(in, sendCounts.data(), sdispls.data(), out, recvCounts.data(), rdispls.data(), type, comm,
+                       nullptr),
+        "hocclAlltoAllv");
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -662,22 +726,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall_base(at::Tensor& outp
   checkTensor(output, m);
   checkSameType(input, output, m);
   if (input.dim() == 0 || output.dim() == 0) fail(m + ": tensors need at least one dimension");
-  int64_t inRow = input.numel() / std::max<int64_t>(input.size(0), 1);
-  int64_t outRow = output.numel() / std::max<int64_t>(output.size(0), 1);
   if (input.sizes().slice(1) != output.sizes().slice(1))
     fail(m + ": input and output differ in their dimensions after the first");
+  int64_t inRow = input.numel() / std::max<int64_t>(input.size(0), 1);
+  int64_t outRow = output.numel() / std::max<int64_t>(output.size(0), 1);
   int64_t row = input.size(0) ? inRow : outRow;
-  std::vector<int64_t> ins = rowSplits(inputSplits, input.size(0), size_, "input");
-  std::vector<int64_t> outs = rowSplits(outputSplits, output.size(0), size_, "output");
-  for (auto& v : ins) v *= row;
-  for (auto& v : outs) v *= row;
+  Elem e = elemOf(input, m);
+  std::vector<size_t> sendCounts, recvCounts;  // hoccl elements
+  for (int64_t v : rowSplits(inputSplits, input.size(0), size_, "input"))
+    sendCounts.push_back(static_cast<size_t>(v * row * e.perElement));
+  for (int64_t v : rowSplits(outputSplits, output.size(0), size_, "output"))
+    recvCounts.push_back(static_cast<size_t>(v * row * e.perElement));
   at::Tensor in = input, out = output;
-  return enqueue(OpType::ALLTOALL_BASE, {out}, [this, in, out, ins, outs]() mutable {
-    at::Tensor flatIn = dense(in).reshape({-1});
-    at::Tensor flatOut = at::empty({out.numel()}, out.options().memory_format(c10::nullopt));
-    alltoallFlat(flatIn, ins, flatOut, outs, rank_, size_, comm_,
-                 checker());
-    out.copy_(flatOut.view(out.sizes()));
+  return enqueue(OpType::ALLTOALL_BASE, {out}, [this, in, out, e, sendCounts, recvCounts]() mutable {
+    at::Tensor din = dense(in), dout = dense(out);
+    alltoallDense(din.data_ptr(), sendCounts, dout.data_ptr(), recvCounts, e.type, comm_, checker());
+    copyBack(out, dout);
   });
 }
 
@@ -694,39 +758,56 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tenso
     checkSameType(inputs[i], inputs[0], m);
     checkSameType(outputs[i], inputs[0], m);
   }
-  std::vector<int64_t> ins, outs;
+  Elem e = elemOf(inputs[0], m);
+  std::vector<size_t> sendCounts, recvCounts;
   for (int j = 0; j < size_; ++j) {
-    ins.push_back(inputs[j].numel());
-    outs.push_back(outputs[j].numel());
+    sendCounts.push_back(static_cast<size_t>(inputs[j].numel() * e.perElement));
+    recvCounts.push_back(static_cast<size_t>(outputs[j].numel() * e.perElement));
   }
   std::vector<at::Tensor> in = inputs, out = outputs;
-  return enqueue(OpType::ALLTOALL, out, [this, in, out, ins, outs]() mutable {
+  return enqueue(OpType::ALLTOALL, out, [this, in, out, e, sendCounts, recvCounts]() mutable {
     at::Tensor flatIn = concat(in);
     int64_t total = 0;
-    for (int64_t v : outs) total += v;
+    for (const auto& o : out) total += o.numel();
     at::Tensor flatOut = at::empty({total}, flatIn.options());
-    alltoallFlat(flatIn, ins, flatOut, outs, rank_, size_, comm_,
-                 checker());
+    alltoallDense(flatIn.data_ptr(), sendCounts, flatOut.data_ptr(), recvCounts, e.type, comm_, checker());
     int64_t off = 0;
-    for (size_t j = 0; j < out.size(); ++j) {
-      out[j].copy_(flatOut.narrow(0, off, outs[j]).view(out[j].sizes()));
-      off += outs[j];
+    for (auto& o : out) {
+      o.copy_(flatOut.narrow(0, off, o.numel()).view(o.sizes()));
+      off += o.numel();
     }
   });
 }
 
-// ---- point to point: not in hoccl's C API yet -----------------------------
-
+// hoccl has no tags: the k-th send from a to b meets b's k-th receive from
+// a (as in ProcessGroupNCCL, which ignores tags too). Sends and receives
+// queued one after another run in one hoccl group; a blocking send that
+// waits for its receiver still needs the receiver to post it.
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
-  fail("send is not supported yet: hoccl's C API has no point-to-point calls (hocclSend/hocclRecv) so far");
+  checkOne(tensors, "send");
+  checkRoot(dstRank, size_, "send");
+  at::Tensor d = dense(tensors[0]);  // a non-contiguous tensor is copied now
+  Elem e = elemOf(d, "send");
+  return enqueue(
+      OpType::SEND, {},
+      [this, d, e, dstRank] { check(hocclSend(d.data_ptr(), countOf(d), e.type, dstRank, comm_, nullptr), "hocclSend"); },
+      true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
-  fail("recv is not supported yet: hoccl's C API has no point-to-point calls (hocclSend/hocclRecv) so far");
+  checkOne(tensors, "recv");
+  checkRoot(srcRank, size_, "recv");
+  at::Tensor t = tensors[0];
+  if (!t.is_contiguous()) fail("recv: the tensor is not contiguous (receive into a contiguous one and copy)");
+  Elem e = elemOf(t, "recv");
+  return enqueue(
+      OpType::RECV, {t},
+      [this, t, e, srcRank] { check(hocclRecv(t.data_ptr(), countOf(t), e.type, srcRank, comm_, nullptr), "hocclRecv"); },
+      true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  fail("recvAnysource is not supported: hoccl has no receive from any source");
+  fail("recvAnysource is not supported: hoccl has no receive from any source (pass src)");
 }
 
 }  // namespace hoccl_torch
@@ -750,7 +831,13 @@ PYBIND11_MODULE(_C, m) {
            py::arg("algorithm") = "", py::call_guard<py::gil_scoped_release>())
       .def("abort", &ProcessGroupHoccl::abort, py::call_guard<py::gil_scoped_release>(),
            "hocclCommAbort: running and queued work fails, the peers are told, later calls raise")
-      .def_property_readonly("timeout_sec", &ProcessGroupHoccl::timeoutSec);
+      .def_property_readonly("timeout_sec", &ProcessGroupHoccl::timeoutSec)
+      .def("_split", &ProcessGroupHoccl::split, py::arg("color"), py::arg("key"), py::arg("group_name"),
+           py::call_guard<py::gil_scoped_release>(),
+           "hocclCommSplit in program order: ranks with one color form a new group, ordered by key "
+           "(None for a negative color); every rank of this group must call it")
+      .def("_node_info", &ProcessGroupHoccl::nodeInfo,
+           "hocclCommNodeInfo: [node, nnodes, local_rank, local_ranks]");
   m.def("_stop_all_workers", &ProcessGroupHoccl::stopAllWorkers, py::call_guard<py::gil_scoped_release>(),
         "finish queued work and end every group's worker thread (run at exit, before the interpreter finalises)");
   int version = 0;

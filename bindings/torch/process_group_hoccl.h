@@ -57,6 +57,8 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   // `algorithm` ("" = hoccl's choice, HOCCL_ALGO) is hocclConfig_t.algorithm.
   ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeoutSec,
                     std::string groupName, std::string algorithm);
+  // A group over a communicator made by hocclCommSplit (see split()).
+  ProcessGroupHoccl(hocclComm_t comm, int timeoutSec, std::string groupName, std::string algorithm);
   // Waits for queued work, then destroys the communicator; one that failed
   // is aborted instead, so its peers learn at once.
   ~ProcessGroupHoccl() override;
@@ -99,6 +101,13 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // hocclCommSplit on this group's communicator, in program order with its
+  // other work (every rank of the group calls it): ranks with the same color
+  // form the new group, ordered by key then by rank. Null for color < 0.
+  c10::intrusive_ptr<ProcessGroupHoccl> split(int color, int key, const std::string& groupName);
+  // hocclCommNodeInfo: {node, nnodes, localRank, localRanks}.
+  std::vector<int> nodeInfo() const;
+
   // hocclCommAbort: queued and running work fails at once, the peers are
   // told, and every later call raises.
   void abort();
@@ -113,8 +122,17 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   static void stopAllWorkers();
 
  private:
+  // Queues fn for the worker. Point-to-point tasks (p2p) that are next to
+  // each other in the queue run together in one hocclGroupStart/End.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                         std::function<void()> fn);
+                                         std::function<void()> fn, bool p2p = false);
+  struct Task {
+    c10::intrusive_ptr<HocclWork> work;
+    std::function<void()> fn;
+    bool p2p;
+  };
+  void runBatch(std::vector<Task>& batch);
+  void startWorker();
   void workerLoop();
   static std::mutex& liveMutex();
   static std::set<ProcessGroupHoccl*>& liveGroups();
@@ -129,7 +147,7 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::pair<c10::intrusive_ptr<HocclWork>, std::function<void()>>> queue_;
+  std::deque<Task> queue_;
   bool stop_ = false;
   bool aborted_ = false;
   mutable std::atomic<bool> failed_{false};  // a hoccl call failed: the communicator is unusable

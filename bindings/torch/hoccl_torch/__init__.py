@@ -15,10 +15,28 @@ else hoccl's choice).
 Tensors are CPU tensors; ops SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM
 (torch.distributed._make_nccl_premul_sum). Supported: all_reduce, all_reduce_coalesced,
 broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter,
-reduce_scatter_tensor, barrier; gather, scatter, all_to_all and
-all_to_all_single through all-gather / broadcast (correct, but they move
-n times the bytes of a point-to-point version). send and recv raise until
-hoccl's C API has point-to-point calls.
+reduce_scatter_tensor, barrier, all_to_all_single (hocclAlltoAll when the
+splits are equal, else hocclAlltoAllv), all_to_all, gather and scatter (one
+hoccl group of hocclSend/hocclRecv), send, recv, isend, irecv.
+
+Point to point: hoccl has no tags, so ``tag`` is ignored (as by the NCCL
+backend); the k-th send from a to b meets b's k-th receive from a, and both
+sides must agree on size and dtype (else both raise with hoccl's
+"point-to-point mismatch" message). Sends and receives queued one after
+another on a group run together in one hocclGroupStart/End, but a send may
+wait for its receiver: order blocking pairs as for MPI's blocking
+send/recv (e.g. even ranks send first), and send to oneself only within a
+batch (isend and irecv queued together). ``recv`` without ``src`` (receive
+from any source) raises.
+
+Timeouts: hoccl bounds every wait by the group's timeout (the ``timeout``
+of init_process_group / new_group); a per-call ``timeout`` in c10d's
+options is ignored, since hoccl's C API has no per-call bound.
+
+``node_groups(group)`` splits a hoccl group into the ranks of this rank's
+node and this rank's rail (the ranks with the same local index on every
+node), with hocclCommSplit; both are ordinary process groups for
+``group=``. Nodes are hoccl's (HOCCL_HOSTID, HOCCL_TOPO_FILE).
 """
 import atexit
 import datetime
@@ -34,7 +52,7 @@ from ._C import ProcessGroupHoccl, _stop_all_workers, hoccl_version
 # taking the GIL, and the process would abort.
 atexit.register(_stop_all_workers)
 
-__all__ = ["ProcessGroupHoccl", "Options", "abort", "hoccl_version"]
+__all__ = ["ProcessGroupHoccl", "Options", "abort", "node_groups", "hoccl_version"]
 
 BACKEND = "hoccl"
 
@@ -73,6 +91,49 @@ def abort(group=None):
     if not isinstance(pg, ProcessGroupHoccl):
         raise RuntimeError("hoccl: abort: the group is not a hoccl process group")
     pg.abort()
+
+
+def _register_group(pg, parent, members, name):
+    """Enters pg (its ranks: global ranks `members`, in group-rank order)
+    in torch.distributed's bookkeeping as new_group does, so that it works
+    as ``group=`` in torch.distributed's calls and in destroy_process_group."""
+    c10d = dist.distributed_c10d
+    store = c10d._pg_map[parent][1]
+    c10d._pg_map[pg] = (dist.Backend(BACKEND), store)
+    c10d._pg_names[pg] = name
+    c10d._pg_group_ranks[pg] = {g: i for i, g in enumerate(members)}
+
+
+def node_groups(group=None):
+    """Returns (intra_node_group, rail_group) for this rank, made with
+    hocclCommSplit on `group`'s communicator (default: the default group).
+
+    The intra-node group holds the ranks of `group` on this rank's node, in
+    group-rank order; the rail group holds the ranks with this rank's local
+    index, one per node, in node order. Every rank of `group` must call it
+    (it is a collective on `group`)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupHoccl):
+        raise RuntimeError("hoccl: node_groups: the group is not a hoccl process group")
+    c10d = dist.distributed_c10d
+    to_global = {i: g for g, i in c10d._pg_group_ranks[pg].items()}
+    node, nnodes, local_rank, _ = pg._node_info()
+    # Every rank's (node, local index), to name the members of both groups.
+    mine = torch.tensor([node, local_rank], dtype=torch.int64)
+    everyone = torch.empty(2 * pg.size(), dtype=torch.int64)
+    pg._allgather_base(everyone, mine).wait()
+    where = everyone.view(-1, 2).tolist()
+    base = c10d._pg_names.get(pg, "") or "default"
+    intra_name = f"{base}/node{node}"
+    rail_name = f"{base}/rail{local_rank}"
+    intra = pg._split(node, pg.rank(), intra_name)
+    rail = pg._split(local_rank, node, rail_name)
+    intra_members = [to_global[i] for i in range(pg.size()) if where[i][0] == node]
+    rail_members = [to_global[i] for i in sorted((i for i in range(pg.size()) if where[i][1] == local_rank),
+                                                 key=lambda i: where[i][0])]
+    _register_group(intra, pg, intra_members, intra_name)
+    _register_group(rail, pg, rail_members, rail_name)
+    return intra, rail
 
 
 _register()

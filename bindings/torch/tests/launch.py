@@ -16,9 +16,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(scenario, n, outdir, backend="hoccl", timeout_s=60, limit_s=300):
+def launch(scenario, n, outdir, backend="hoccl", timeout_s=60, limit_s=300, rank_env=None):
     """Runs worker.py SCENARIO on n ranks; returns (return codes, outputs,
-    per-rank JSON results or None)."""
+    per-rank JSON results or None). rank_env(r) gives extra environment
+    variables for rank r."""
     os.makedirs(outdir, exist_ok=True)
     port = free_port()
     procs, logs = [], []
@@ -26,6 +27,7 @@ def launch(scenario, n, outdir, backend="hoccl", timeout_s=60, limit_s=300):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), TEST_BACKEND=backend, TEST_TIMEOUT=str(timeout_s),
                    OMP_NUM_THREADS="1")
+        env.update(rank_env(r) if rank_env else {})
         env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
         logs.append(open(os.path.join(outdir, f"rank{r}.log"), "w+"))
         procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "worker.py"), scenario, outdir],

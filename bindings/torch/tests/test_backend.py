@@ -112,3 +112,29 @@ def test_killed_rank_raises_naming_it(n, tmp_root):
         assert f"rank {n - 1}" in err, f"rank {r}'s error does not name rank {n - 1}: {err}"
         print(f"rank {r} raised {results[r]['seconds_after_last_success']:.2f} s after its last "
               f"all_reduce (timeout {timeout_s} s): {err}")
+
+
+def test_p2p_size_mismatch_raises(tmp_root):
+    codes, outputs, results = launch.launch("p2p_mismatch", 2, os.path.join(tmp_root, "p2p_mismatch"), timeout_s=10,
+                                            limit_s=60)
+    assert results[1] is not None, launch.describe(codes, outputs)
+    err = results[1]["error"]
+    assert err and "point-to-point mismatch" in err, f"the receiver's error: {err}"
+    # The sender may return before the receiver looks, or raise itself.
+    assert results[0] is not None, launch.describe(codes, outputs)
+
+
+def test_node_groups_two_emulated_nodes(tmp_root):
+    # Ranks 2k and 2k+1 are node k: HOCCL_HOSTID is how hoccl tells nodes apart.
+    n = 4
+    codes, outputs, results = launch.launch("node_groups", n, os.path.join(tmp_root, "node_groups"),
+                                            rank_env=lambda r: {"HOCCL_HOSTID": f"torch-test-node{r // 2}"})
+    assert codes == [0] * n, launch.describe(codes, outputs)
+    for r, res in enumerate(results):
+        node, local = r // 2, r % 2
+        assert res["intra"] == [local, 2], res
+        assert res["rail"] == [node, 2], res
+        assert res["intra_sum"] == (2 * node + 1) + (2 * node + 2), res
+        assert res["rail_sum"] == (local + 1) + (2 + local + 1), res
+        assert res["rail_bcast"] == 2 + local, res
+        assert res["intra_members"] == [2 * node, 2 * node + 1], res

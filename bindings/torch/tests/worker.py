@@ -6,7 +6,9 @@
 Each scenario writes OUTDIR/rank<R>.json (and .pt files for tensors).
 Scenarios: methods (every collective against closed-form values), ddp, zero
 (training runs whose weights the test compares with a single-process
-reference), kill (the last rank dies mid-loop; the others must raise).
+reference), kill (the last rank dies mid-loop; the others must raise),
+p2p_mismatch (a send and its receive of different sizes), node_groups
+(hoccl_torch.node_groups over emulated nodes).
 """
 import datetime
 import json
@@ -299,11 +301,50 @@ def objects():
 
 
 @check
-def send_recv_raise():
-    t = torch.ones(2)
-    expect_raises(lambda: dist.send(t, dst=(RANK + 1) % N), "send is not supported")
-    expect_raises(lambda: dist.recv(t, src=(RANK + 1) % N), "recv is not supported")
-    expect_raises(lambda: dist.recv(t), "recvAnysource")
+def send_recv_ring_shift():
+    # Blocking pairs in an order that cannot deadlock: even ranks send
+    # first. Tags are ignored (hoccl has none).
+    if N == 1:
+        return  # a rank sends to itself only within a batch of queued isend/irecv
+    for dt in (torch.float32, torch.int64, torch.bfloat16):
+        nxt, prev = (RANK + 1) % N, (RANK - 1) % N
+        out = torch.full((7,), RANK * 10 + 1, dtype=dt)
+        got = torch.empty(7, dtype=dt)
+        if RANK % 2 == 0:
+            dist.send(out, dst=nxt, tag=3)
+            dist.recv(got, src=prev, tag=99)
+        else:
+            dist.recv(got, src=prev)
+            dist.send(out, dst=nxt)
+        expect(got, prev * 10 + 1, f"ring shift {dt}: from rank {prev}")
+
+
+@check
+def send_recv_several_to_one_peer():
+    # Rank 0 sends three messages of different sizes to the last rank, which
+    # receives them in the same order; a non-contiguous tensor is sent too.
+    if N == 1:
+        return
+    last = N - 1
+    if RANK == 0:
+        works = [dist.isend(torch.full((k + 1,), 100.0 + k), dst=last) for k in range(3)]
+        works.append(dist.isend(torch.arange(12.0).view(3, 4).t(), dst=last))
+        for w in works:
+            w.wait()
+    elif RANK == last:
+        bufs = [torch.empty(k + 1) for k in range(3)] + [torch.empty(4, 3)]
+        works = [dist.irecv(b, src=0) for b in bufs]
+        for w in works:
+            w.wait()
+        for k in range(3):
+            expect(bufs[k], 100 + k, f"message {k} from rank 0")
+        expect(bufs[3], torch.arange(12.0).view(3, 4).t(), "non-contiguous message from rank 0")
+    dist.barrier()
+
+
+@check
+def recv_anysource_raises():
+    expect_raises(lambda: dist.recv(torch.ones(2)), "recvAnysource")
 
 
 @check
@@ -387,6 +428,42 @@ def run_zero(out, outdir):
         torch.save(opt.state_dict(), os.path.join(outdir, "optim.pt"))
 
 
+def run_p2p_mismatch(out):
+    # Rank 0 sends 4 floats; rank 1 posts a receive of 5: rank 1 (and rank
+    # 0, if its send waits) raises with hoccl's message.
+    try:
+        if RANK == 0:
+            dist.send(torch.ones(4), dst=1)
+        else:
+            dist.recv(torch.empty(5), src=0)
+        out["error"] = None
+    except RuntimeError as e:
+        out["error"] = str(e)
+
+
+def run_node_groups(out):
+    # HOCCL_HOSTID makes ranks 2k and 2k+1 node k (set by the test).
+    intra, rail = hoccl_torch.node_groups()
+    node, local = RANK // 2, RANK % 2
+    out["intra"] = [dist.get_rank(intra), dist.get_world_size(intra)]
+    out["rail"] = [dist.get_rank(rail), dist.get_world_size(rail)]
+    t = torch.full((3,), float(RANK + 1))
+    dist.all_reduce(t, group=intra)
+    out["intra_sum"] = t[0].item()
+    t = torch.full((3,), float(RANK + 1))
+    dist.all_reduce(t, group=rail)
+    out["rail_sum"] = t[0].item()
+    # A root given as a global rank is translated through the group.
+    b = torch.full((2,), float(RANK))
+    dist.broadcast(b, src=2 * (N // 2 - 1) + local, group=rail)
+    out["rail_bcast"] = b[0].item()
+    g = torch.empty(2, dtype=torch.int64)
+    dist.all_gather_into_tensor(g, torch.tensor([RANK]), group=intra)
+    out["intra_members"] = g.tolist()
+    out["node"], out["local"] = node, local
+    dist.barrier()
+
+
 def run_kill(out):
     t = torch.ones(1 << 12)
     last = time.monotonic()
@@ -416,11 +493,15 @@ def main():
         run_zero(out, outdir)
     elif scenario == "kill":
         run_kill(out)
+    elif scenario == "p2p_mismatch":
+        run_p2p_mismatch(out)
+    elif scenario == "node_groups":
+        run_node_groups(out)
     else:
         sys.exit(f"unknown scenario {scenario}")
     with open(os.path.join(outdir, f"rank{RANK}.json"), "w") as f:
         json.dump(out, f)
-    if scenario == "kill":
+    if scenario in ("kill", "p2p_mismatch"):
         os._exit(0)  # the group is broken: skip the orderly teardown
     dist.destroy_process_group()
 
