@@ -43,6 +43,17 @@ void expectPayload(const std::vector<int32_t>& got, int from, int to, int tag, c
   }
 }
 
+// Two emulated nodes of `perNode` ranks each, over sockets.
+Options twoNodes(int perNode, Mode mode) {
+  Options o;
+  o.ranks = 2 * perNode;
+  o.nodeSizes = {perNode, perNode};
+  o.net = Net::Socket;
+  o.mode = mode;
+  o.timeoutSec = 60;
+  return o;
+}
+
 // Each rank sends to rank+1 and receives from rank-1, in the order given.
 void ringShift(hocclComm_t comm, int rank, int n, uint64_t count, bool recvFirst) {
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
@@ -125,12 +136,7 @@ TEST(PointToPoint, AllPairsInAnyOrder) {
 }
 
 TEST(PointToPoint, AllPairsAcrossNodesAsProcesses) {
-  Options o;
-  o.ranks = 4;
-  o.nodeSizes = {2, 2};
-  o.net = Net::Socket;
-  o.mode = Mode::Processes;
-  o.timeoutSec = 60;
+  const Options o = twoNodes(2, Mode::Processes);
   std::string err;
   ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) { allPairs(comm, rank, 4, 70000, 5); }, &err)) << err;
 }
@@ -265,12 +271,7 @@ TEST(AllToAll, OneToFiveRanksInAndOutOfPlace) {
 }
 
 TEST(AllToAll, AcrossNodesAsProcesses) {
-  Options o;
-  o.ranks = 4;
-  o.nodeSizes = {2, 2};
-  o.net = Net::Socket;
-  o.mode = Mode::Processes;
-  o.timeoutSec = 60;
+  const Options o = twoNodes(2, Mode::Processes);
   std::string err;
   ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
     for (bool inPlace : {false, true}) allToAll(comm, rank, 4, 100000, inPlace);
@@ -330,10 +331,7 @@ TEST(AllToAllv, BadLayoutsAreNamed) {
 }
 
 TEST(NodeInfo, SplitsIntoNodesAndRails) {
-  Options o;
-  o.ranks = 6;
-  o.nodeSizes = {3, 3};
-  o.net = Net::Socket;
+  const Options o = twoNodes(3, Mode::Threads);
   std::string err;
   ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
     int node = -1, nnodes = -1, local = -1, nlocal = -1;
