@@ -595,6 +595,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::barrier(const c10d::BarrierOpt
 
 // ---- point to point: gather, scatter, all-to-all, send, recv ---------------
 
+namespace {
+
+// Gather's outputs or scatter's inputs: the root passes one list of one
+// tensor per rank, each like `like`; the other ranks pass none.
+std::vector<at::Tensor> rootTensors(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& like,
+                                    int root, int rank, int size, const std::string& m, const char* what) {
+  if (rank != root) {
+    if (!lists.empty() && !lists[0].empty())
+      fail(m + ": only the root (rank " + std::to_string(root) + ") passes " + what + " tensors");
+    return {};
+  }
+  if (lists.size() != 1 || lists[0].size() != static_cast<size_t>(size))
+    fail(m + ": the root needs one " + what + " list of " + std::to_string(size) + " tensors");
+  for (const auto& t : lists[0]) {
+    checkTensor(t, m);
+    checkSameType(t, like, m);
+    if (t.numel() != like.numel()) fail(m + ": output and input tensors differ in size");
+  }
+  return lists[0];
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                          std::vector<at::Tensor>& inputs,
                                                          const c10d::GatherOptions& opts) {
@@ -603,19 +626,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::gather(std::vector<std::vector
   checkRoot(opts.rootRank, size_, m);
   int root = static_cast<int>(opts.rootRank);
   at::Tensor in = inputs[0];
-  std::vector<at::Tensor> outs;
-  if (rank_ == root) {
-    if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
-      fail(m + ": the root needs one output list of " + std::to_string(size_) + " tensors");
-    for (const auto& o : outputs[0]) {
-      checkTensor(o, m);
-      checkSameType(o, in, m);
-      if (o.numel() != in.numel()) fail(m + ": output and input tensors differ in size");
-    }
-    outs = outputs[0];
-  } else if (!outputs.empty() && !outputs[0].empty()) {
-    fail(m + ": only the root (rank " + std::to_string(root) + ") passes output tensors");
-  }
+  std::vector<at::Tensor> outs = rootTensors(outputs, in, root, rank_, size_, m, "output");
   Elem e = elemOf(in, m);
   // The root receives one message from every rank (itself included, which
   // a hoccl group allows); the others send one to the root.
@@ -641,19 +652,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::scatter(std::vector<at::Tensor
   checkRoot(opts.rootRank, size_, m);
   int root = static_cast<int>(opts.rootRank);
   at::Tensor out = outputs[0];
-  std::vector<at::Tensor> ins;
-  if (rank_ == root) {
-    if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
-      fail(m + ": the root needs one input list of " + std::to_string(size_) + " tensors");
-    for (const auto& i : inputs[0]) {
-      checkTensor(i, m);
-      checkSameType(i, out, m);
-      if (i.numel() != out.numel()) fail(m + ": output and input tensors differ in size");
-    }
-    ins = inputs[0];
-  } else if (!inputs.empty() && !inputs[0].empty()) {
-    fail(m + ": only the root (rank " + std::to_string(root) + ") passes input tensors");
-  }
+  std::vector<at::Tensor> ins = rootTensors(inputs, out, root, rank_, size_, m, "input");
   Elem e = elemOf(out, m);
   return enqueue(OpType::SCATTER, {out}, [this, ins, out, e, root]() mutable {
     at::Tensor d = dense(out);
