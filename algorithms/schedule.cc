@@ -131,27 +131,23 @@ uint64_t layoutExtent(const ScheduleKey& k, int half) {
   return end;
 }
 
+// Elements in a key's input buffer, or its output buffer.
+uint64_t bufferCount(const ScheduleKey& k, bool output) {
+  const uint64_t all = static_cast<uint64_t>(k.nranks) * k.count;
+  switch (k.coll) {
+    case CollKind::ReduceScatter: return output ? k.count : all;
+    case CollKind::AllGather: return output ? all : k.count;
+    case CollKind::AllToAll: return all;
+    case CollKind::AllToAllv: return layoutExtent(k, output ? 2 : 0);
+    case CollKind::SendRecv: return 0;
+    default: return k.count;
+  }
+}
+
 }  // namespace
 
-uint64_t inputCount(const ScheduleKey& k) {
-  switch (k.coll) {
-    case CollKind::ReduceScatter:
-    case CollKind::AllToAll: return static_cast<uint64_t>(k.nranks) * k.count;
-    case CollKind::AllToAllv: return layoutExtent(k, 0);
-    case CollKind::SendRecv: return 0;
-    default: return k.count;
-  }
-}
-
-uint64_t outputCount(const ScheduleKey& k) {
-  switch (k.coll) {
-    case CollKind::AllGather:
-    case CollKind::AllToAll: return static_cast<uint64_t>(k.nranks) * k.count;
-    case CollKind::AllToAllv: return layoutExtent(k, 2);
-    case CollKind::SendRecv: return 0;
-    default: return k.count;
-  }
-}
+uint64_t inputCount(const ScheduleKey& k) { return bufferCount(k, false); }
+uint64_t outputCount(const ScheduleKey& k) { return bufferCount(k, true); }
 
 uint64_t inPlaceOffset(const ScheduleKey& k) {
   if (k.coll == CollKind::ReduceScatter || k.coll == CollKind::AllGather) {

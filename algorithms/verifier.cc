@@ -21,6 +21,7 @@ using namespace verify;
 struct Msg {
   uint64_t count;
   size_t step;  // sender's step index
+  int ch;       // sender's channel
   uint32_t id;  // sender's step id (Trace)
   Segs vals;
 };
@@ -293,7 +294,7 @@ Progress Verifier::tryStep(int r, int c) {
     in->pop_front();
   }
   if (s.dst.present() && !writeSlice(r, c, i, s.dst, vals)) return Progress::Failed;
-  if (out) out->push_back(Msg{s.count, i, id, std::move(vals)});
+  if (out) out->push_back(Msg{s.count, i, c, id, std::move(vals)});
   trace_.order.push_back(id);
   ++pc_[r][c];
 
@@ -369,8 +370,8 @@ bool Verifier::execute() {
   }
   for (auto& [e, q] : queues_) {
     if (q.empty()) continue;
-    const uint64_t c = e % maxCh_, to = (e / maxCh_) % P, from = e / maxCh_ / P;
-    return fail(cat("rank ", from, " link ", c, " step ", q.front().step, " sends ", q.front().count,
+    const uint64_t to = (e / maxCh_) % P, from = e / maxCh_ / P;
+    return fail(cat("rank ", from, " ch ", q.front().ch, " step ", q.front().step, " sends ", q.front().count,
                     " elements to rank ", to, " that are never received"));
   }
   return true;

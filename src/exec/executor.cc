@@ -186,6 +186,12 @@ Status CollTask::advance(int c, bool* progressed) {
   const RedOp op = call_.op == RedOp::PreMulSum ? RedOp::Sum : call_.op;  // inputs were scaled before
   const ReduceFn reduce = ops_.reduce[static_cast<int>(call_.dtype)][static_cast<int>(op)];
   const int link = linkOf(sched_->channels, c);
+  // The channel waits for a message from, or a free slot to, `peer`.
+  auto blocked = [&cs](int peer, bool send) {
+    cs.waitPeer = peer;
+    cs.waitSend = send;
+    return Status();
+  };
   while (cs.step < steps.size()) {
     const Step& s = steps[cs.step];
     if (s.depChannel >= 0 && !stepDone(s.depChannel, s.depStep)) return Status();
@@ -196,11 +202,7 @@ Status CollTask::advance(int c, bool* progressed) {
     RecvConn* rc = nullptr;
     if (s.recvPeer >= 0) {
       rc = links_->recvConn(s.recvPeer, link);
-      if (!rc->tryPeek(&rh, &rdata)) {
-        cs.waitPeer = s.recvPeer;
-        cs.waitSend = false;
-        return Status();
-      }
+      if (!rc->tryPeek(&rh, &rdata)) return blocked(s.recvPeer, false);
       if (s.dst.buf == Buf::Part && checkCalls_) HOCCL_TRY(checkPeerHeader(*rh, call_.parts[s.dst.part]));
       HOCCL_TRY(checkHeader(*rh, static_cast<uint32_t>(bytes), s.recvPeer));
     }
@@ -209,11 +211,7 @@ Status CollTask::advance(int c, bool* progressed) {
     SendConn* sc = nullptr;
     if (s.sendPeer >= 0) {
       sc = links_->sendConn(s.sendPeer, link);
-      if (!sc->tryAcquire(&sh, &sdata)) {
-        cs.waitPeer = s.sendPeer;
-        cs.waitSend = true;
-        return Status();
-      }
+      if (!sc->tryAcquire(&sh, &sdata)) return blocked(s.sendPeer, true);
     }
     const char* src = s.src.present() ? bufferAt(s.src) + cs.done * esize_ : nullptr;
     char* dst = s.dst.present() ? bufferAt(s.dst) + cs.done * esize_ : nullptr;
