@@ -50,9 +50,9 @@ void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key)
 // receives run as one call, after its collectives of the group.
 void groupEnqueuePeer(hocclComm* comm, const PeerPart& part);
 
-// Point-to-point calls (p2p.cc): the key of a communicator's SendRecv call,
-// and the check that its sends to itself pair with its receives.
-ScheduleKey peerCallKey(const hocclComm* comm);
+// Point-to-point calls (p2p.cc): a communicator's SendRecv call holding
+// `first`, and the check that its sends to itself pair with its receives.
+CommCall peerCall(hocclComm* comm, const PeerPart& first);
 Status checkSelfPairs(const CollCall& call, int rank);
 // (Calls run through runCalls, src/comm/comm.h.)
 

@@ -26,11 +26,7 @@ void groupEnqueuePeer(hocclComm* comm, const PeerPart& part) {
       return;
     }
   }
-  CommCall c{comm, CollCall{}, peerCallKey(comm)};
-  c.call.coll = CollKind::SendRecv;
-  c.call.dtype = DType::Uint8;
-  c.call.parts.push_back(part);
-  pendingPeers.push_back(std::move(c));
+  pendingPeers.push_back(peerCall(comm, part));
 }
 
 }  // namespace hoccl

@@ -13,12 +13,15 @@ using namespace hoccl;
 
 namespace hoccl {
 
-ScheduleKey peerCallKey(const hocclComm* comm) {
-  ScheduleKey key;
-  key.coll = CollKind::SendRecv;
-  key.nranks = comm->nranks;
-  key.rank = comm->rank;
-  return key;
+CommCall peerCall(hocclComm* comm, const PeerPart& first) {
+  CommCall c{comm, CollCall{}, ScheduleKey{}};
+  c.call.coll = CollKind::SendRecv;
+  c.call.dtype = DType::Uint8;  // its schedule counts bytes
+  c.call.parts.push_back(first);
+  c.key.coll = CollKind::SendRecv;
+  c.key.nranks = comm->nranks;
+  c.key.rank = comm->rank;
+  return c;
 }
 
 Status checkSelfPairs(const CollCall& call, int rank) {
@@ -75,13 +78,10 @@ hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, 
     groupEnqueuePeer(comm, part);
     return hocclSuccess;
   }
-  CollCall call;
-  call.coll = CollKind::SendRecv;
-  call.dtype = DType::Uint8;
-  call.parts.push_back(part);
-  st = checkSelfPairs(call, comm->rank);
+  CommCall c = peerCall(comm, part);
+  st = checkSelfPairs(c.call, comm->rank);
   if (!st.ok()) return report(nullptr, st);
-  return report(comm, runCalls({{comm, call, peerCallKey(comm)}}));
+  return report(comm, runCalls({c}));
 }
 
 }  // namespace

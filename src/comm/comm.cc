@@ -260,10 +260,13 @@ Status hocclComm::connectFor(const Schedule& sched) {
   return links->connect(std::vector<EdgeRequest>(edges.begin(), edges.end()));
 }
 
-Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, std::shared_ptr<const Schedule>* out) {
-  if (key.coll != CollKind::SendRecv && key.coll != CollKind::AllToAllv) return prepare(key, dtypeSize(call.dtype), out);
+namespace {
+
+// All-to-all(-v) and a group's sends and receives: algorithms/pairwise.h,
+// with the stable marks that let large sends go by reference.
+std::shared_ptr<const Schedule> pairwiseSchedule(const CollCall& call, const ScheduleKey& key) {
   Schedule built;
-  if (key.coll == CollKind::AllToAllv) {
+  if (key.coll != CollKind::SendRecv) {
     built = buildAllToAll(key);
   } else {
     // The schedule counts bytes: the parts may differ in type.
@@ -278,7 +281,14 @@ Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, std:
     built = buildPointToPoint(key, ops, "pairwise");
   }
   markStableValues(&built);
-  auto sched = std::make_shared<const Schedule>(std::move(built));
+  return std::make_shared<const Schedule>(std::move(built));
+}
+
+}  // namespace
+
+Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, std::shared_ptr<const Schedule>* out) {
+  if (cachedKind(key.coll)) return prepare(key, dtypeSize(call.dtype), out);
+  auto sched = pairwiseSchedule(call, key);
   HOCCL_TRY(connectFor(*sched));
   *out = sched;
   return Status();
@@ -292,14 +302,8 @@ Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr
     *out = it->second;
     return Status();
   }
-  std::shared_ptr<const Schedule> sched;
-  if (key0.coll == CollKind::AllToAll) {
-    Schedule built = buildAllToAll(key0);
-    markStableValues(&built);
-    sched = std::make_shared<const Schedule>(std::move(built));
-  } else {
-    sched = std::make_shared<const Schedule>(tunedSchedule(key0, esize));
-  }
+  auto sched = key0.coll == CollKind::AllToAll ? pairwiseSchedule(CollCall{}, key0)
+                                                : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
   HOCCL_TRY(connectFor(*sched));
   if (schedules.size() > 256) schedules.clear();
   schedules[k] = sched;

@@ -111,8 +111,13 @@ struct hocclComm : public hoccl::TaskOwner {
   hoccl::Schedule tunedSchedule(const hoccl::ScheduleKey& key, size_t esize);
   // Creates the connections `sched` uses that do not exist yet.
   hoccl::Status connectFor(const hoccl::Schedule& sched);
+  // Calls whose schedule depends on more than the cache key (a group's
+  // parts, an all-to-all-v layout) are built for each call.
+  static bool cachedKind(hoccl::CollKind k) {
+    return k != hoccl::CollKind::SendRecv && k != hoccl::CollKind::AllToAllv;
+  }
   bool hasSchedule(const hoccl::ScheduleKey& key, size_t esize) const {
-    if (key.coll == hoccl::CollKind::SendRecv || key.coll == hoccl::CollKind::AllToAllv) return false;
+    if (!cachedKind(key.coll)) return false;
     return schedules.count(std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace,
                                            key.maxStepCount, esize)) != 0;
   }
