@@ -30,6 +30,8 @@ std::string machineArgsHelp() {
          "  --uplink-gbit U        each leaf's uplink, Gbit/s per direction; 0 = not oversubscribed\n"
          "  --net-latency-us X     per message over the network [40]\n"
          "  --shm-gbps X           one rank's copy rate inside a node, Gbit/s [40]\n"
+         "  --node-mem-gbps X      all copies of one node together, Gbit/s (memory bandwidth) [80]\n"
+         "  --reduce-gbps X        one rank's local reduction rate, Gbit/s [40]\n"
          "  --oversubscription X   ranks per core (latencies scale with it; the emulated\n"
          "                         cluster runs 8 ranks on 2 cores: 4) [1]\n"
          "  --topo-file F          nodes and switches from a topology file or Slurm topology.conf\n"
@@ -70,6 +72,8 @@ bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string*
   if (!strcmp(opt, "--uplink-gbit")) return real(&a->uplinkGbit, 0);
   if (!strcmp(opt, "--net-latency-us")) return real(&a->netLatencyUs, 0);
   if (!strcmp(opt, "--shm-gbps")) return real(&a->shmGbps, 0);
+  if (!strcmp(opt, "--node-mem-gbps")) return real(&a->nodeMemGbps, 0);
+  if (!strcmp(opt, "--reduce-gbps")) return real(&a->reduceGbps, 0);
   if (!strcmp(opt, "--oversubscription")) return real(&a->oversubscription, 1);
   if (!strcmp(opt, "--topo-file") || !strcmp(opt, "--tune-file")) {
     const char* v = value();
@@ -99,6 +103,8 @@ Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::stri
   }
   if (a.netLatencyUs >= 0) links.net.latencyUs = a.netLatencyUs;
   if (a.shmGbps > 0) links.shm.gbps = a.shmGbps;
+  if (a.nodeMemGbps > 0) links.nodeMemGbps = a.nodeMemGbps;
+  if (a.reduceGbps > 0) links.reduceGbps = a.reduceGbps;
   char buf[256];
   if (!a.topoFile.empty()) {
     topo::TopoOverrides o;

@@ -77,6 +77,8 @@ check_programs() {
   expect 'HOCCL_SOCKET_IFNAME' "hoccl-info printed no settings"
   run_installed "$p/bin/hoccl-sim" --nodes 4 --ranks-per-node 2 --leaves 2 --node-gbit 1 --uplink-gbit 0.5 --coll allreduce
   expect 'horing' "hoccl-sim printed no horing prediction"
+  run_installed "$p/bin/hoccl-paro" --nodes 2 --ranks-per-node 4 --params 100M --accum 4
+  expect '^recommended: ' "hoccl-paro recommended no strategy"
   run_installed "$p/bin/hoccl-topo"
   expect '^System: [0-9]+ node' "hoccl-topo printed no system"
   echo "check-install: installed programs run with no environment ($where)"

@@ -1,0 +1,173 @@
+// The PaRO advisor (tools/paro_advisor.h): its memory and collectives per
+// strategy against the strategy table of docs/paro.md (written out here on
+// its own), and what its costing and recommendation must respect.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "tools/paro_advisor.h"
+
+using namespace hoccl;
+using namespace hoccl::tune;
+using namespace hoccl::tune::paro;
+
+namespace {
+
+const Strategy& byName(const std::string& name) {
+  for (const Strategy& s : strategies())
+    if (name == s.name) return s;
+  ADD_FAILURE() << "no strategy " << name;
+  return strategies()[0];
+}
+
+LinkModel fastNodesSlowNetwork() {
+  LinkModel l;
+  l.shm = {2, 2400};
+  l.nodeMemGbps = 20000;
+  l.reduceGbps = 8000;
+  l.net = {5, 100};
+  return l;
+}
+
+}  // namespace
+
+TEST(ParoAdvisor, StateBytesPerParameterFollowTheTable) {
+  const int N = 4, m = 8;
+  const double n = N * m;
+  // bf16 parameters and gradients, fp32 master + Adam: bytes per parameter.
+  const std::map<std::string, double> table = {
+      {"DDP", 16},           {"ZeRO-1", 4 + 12 / n}, {"ZeRO-2", 2 + 14 / n},        {"ZeRO-3", 16 / n},
+      {"MiCS", 16.0 / m},    {"NIG", 2 + 2.0 / m + 12 / n}, {"NII", 2 + 14.0 / m},  {"IIG", 4.0 / m + 12 / n},
+      {"IGG", 2.0 / m + 14 / n}, {"ING", 2.0 / m + 2 + 12 / n},
+  };
+  ModelSize model;
+  model.params = model.trainable = 1e6;
+  ASSERT_EQ(strategies().size(), table.size());
+  for (const auto& [name, perParam] : table)
+    EXPECT_NEAR(stateBytes(byName(name), model, N, m).total(), perParam * 1e6, 1e-3) << name;
+  // ING with few trainable parameters: 2Ψ/m + 2Ψ' + 12Ψ'/n.
+  model.trainable = 1e4;
+  EXPECT_NEAR(stateBytes(byName("ING"), model, N, m).total(), 2e6 / m + 2e4 + 12e4 / n, 1e-3);
+}
+
+TEST(ParoAdvisor, CollectivesFollowTheTable) {
+  const int N = 4, m = 8;
+  ModelSize model;
+  model.params = model.trainable = 8e6;
+  const double P = 8e6, R = P / m;
+  using C = CollKind;
+  // (phase, group, collective) -> (calls, elements per call)
+  using Key = std::tuple<Phase, Group, C>;
+  const std::map<std::string, std::map<Key, std::pair<int, double>>> table = {
+      {"DDP", {{{Phase::Boundary, Group::World, C::AllReduce}, {1, P}}}},
+      {"ZeRO-1", {{{Phase::Boundary, Group::World, C::ReduceScatter}, {1, P}},
+                  {{Phase::Step, Group::World, C::AllGather}, {1, P}}}},
+      {"ZeRO-2", {{{Phase::Micro, Group::World, C::ReduceScatter}, {1, P}},
+                  {{Phase::Step, Group::World, C::AllGather}, {1, P}}}},
+      {"ZeRO-3", {{{Phase::Micro, Group::World, C::AllGather}, {2, P}},
+                  {{Phase::Micro, Group::World, C::ReduceScatter}, {1, P}}}},
+      {"MiCS", {{{Phase::Micro, Group::Intra, C::AllGather}, {2, P}},
+                {{Phase::Micro, Group::Intra, C::ReduceScatter}, {1, P}},
+                {{Phase::Boundary, Group::Rail, C::AllReduce}, {1, R}}}},
+      {"NIG", {{{Phase::Micro, Group::Intra, C::ReduceScatter}, {1, P}},
+               {{Phase::Boundary, Group::Rail, C::ReduceScatter}, {1, R}},
+               {{Phase::Step, Group::World, C::AllGather}, {1, P}}}},
+      {"NII", {{{Phase::Micro, Group::Intra, C::ReduceScatter}, {1, P}},
+               {{Phase::Boundary, Group::Rail, C::AllReduce}, {1, R}},
+               {{Phase::Step, Group::Intra, C::AllGather}, {1, P}}}},
+      {"IIG", {{{Phase::Micro, Group::Intra, C::AllGather}, {2, P}},
+               {{Phase::Micro, Group::Intra, C::ReduceScatter}, {1, P}},
+               {{Phase::Boundary, Group::Rail, C::ReduceScatter}, {1, R}},
+               {{Phase::Step, Group::Rail, C::AllGather}, {1, R}}}},
+      {"IGG", {{{Phase::Micro, Group::Intra, C::AllGather}, {2, P}},
+               {{Phase::Micro, Group::World, C::ReduceScatter}, {1, P}},
+               {{Phase::Step, Group::Rail, C::AllGather}, {1, R}}}},
+      {"ING", {{{Phase::Micro, Group::Intra, C::AllGather}, {2, P}},
+               {{Phase::Boundary, Group::World, C::ReduceScatter}, {1, P}},
+               {{Phase::Step, Group::Rail, C::AllGather}, {1, R}}}},
+  };
+  for (const auto& [name, want] : table) {
+    std::map<Key, std::pair<int, double>> got;
+    for (const Call& c : strategyCalls(byName(name), model, N, m)) {
+      EXPECT_FALSE(got.count({c.phase, c.group, c.coll})) << name << ": a row twice";
+      got[{c.phase, c.group, c.coll}] = {c.calls, c.elems};
+    }
+    EXPECT_EQ(got, want) << name;
+  }
+}
+
+TEST(ParoAdvisor, OneRankGroupsMoveNothing) {
+  ModelSize model;
+  model.params = model.trainable = 1e6;
+  for (const Call& c : strategyCalls(byName("IIG"), model, 1, 4)) EXPECT_NE(c.group, Group::Rail);
+  for (const Call& c : strategyCalls(byName("MiCS"), model, 4, 1)) EXPECT_NE(c.group, Group::Intra);
+  EXPECT_TRUE(strategyCalls(byName("ZeRO-3"), model, 1, 1).empty());
+}
+
+TEST(ParoAdvisor, RailsShareTheNodeLinks) {
+  // Eight rails through four nodes carry eight times one rail's bytes over
+  // each node's one link: at a bandwidth-bound size they take about 8x.
+  const LinkModel links = fastNodesSlowNetwork();
+  Advisor eight(Machine::rectangular(4, 8, 1, links), {}, "");
+  Advisor one(Machine::rectangular(4, 1, 1, links), {}, "");
+  const uint64_t bytes = 256ull << 20;
+  for (CollKind c : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce}) {
+    const double ratio = eight.callUs(Group::Rail, c, bytes) / one.callUs(Group::Rail, c, bytes);
+    EXPECT_GT(ratio, 7.0) << collName(c);
+    EXPECT_LT(ratio, 8.5) << collName(c);
+  }
+  // An all-reduce is a reduce-scatter and an all-gather.
+  EXPECT_NEAR(eight.callUs(Group::Rail, CollKind::AllReduce, bytes),
+              eight.callUs(Group::Rail, CollKind::ReduceScatter, bytes) +
+                  eight.callUs(Group::Rail, CollKind::AllGather, bytes),
+              1e-6 * eight.callUs(Group::Rail, CollKind::AllReduce, bytes));
+}
+
+TEST(ParoAdvisor, AccumulationFavoursNodeLocalGradients) {
+  // With 8 micro-steps per step and a slow network, NIG reduces inside the
+  // node each micro-step and crosses the network once: it must beat ZeRO-2,
+  // which crosses it every micro-step, and ZeRO-3, which also gathers.
+  Advisor adv(Machine::rectangular(4, 8, 1, fastNodesSlowNetwork()), {}, "");
+  ModelSize model;
+  model.params = model.trainable = 1e9;
+  model.accum = 8;
+  std::map<std::string, double> ms;
+  for (const Costed& c : adv.evaluate(model, 0)) ms[c.strategy.name] = c.totalUs() / 1e3;
+  EXPECT_LT(ms["NIG"] * 2, ms["ZeRO-2"]);
+  EXPECT_LT(ms["ZeRO-2"], ms["ZeRO-3"]);
+  EXPECT_LT(ms["IIG"], ms["ZeRO-3"]);
+  // With one micro-step, the same bytes cross the network either way:
+  // ZeRO-1 (RS + AG over all ranks) costs about what DDP's all-reduce does.
+  model.accum = 1;
+  for (const Costed& c : adv.evaluate(model, 0)) ms[c.strategy.name] = c.totalUs() / 1e3;
+  EXPECT_NEAR(ms["ZeRO-1"] / ms["DDP"], 1.0, 0.25);
+}
+
+TEST(ParoAdvisor, RecommendsTheFastestThatFits) {
+  Advisor adv(Machine::rectangular(4, 8, 1, fastNodesSlowNetwork()), {}, "");
+  ModelSize model;
+  model.params = model.trainable = 1e9;
+  model.accum = 8;
+  std::vector<Costed> rows = adv.evaluate(model, 0);
+  const int free = recommend(rows);
+  ASSERT_GE(free, 0);
+  for (const Costed& c : rows) EXPECT_LE(rows[free].totalUs(), c.totalUs()) << c.strategy.name;
+  // Room for ZeRO-3's state (16/32 B per parameter: 0.5 GB) and not for the
+  // next smallest (IIG: 4/8 + 12/32 = 0.875 GB).
+  rows = adv.evaluate(model, 0.6e9);
+  const int tight = recommend(rows);
+  ASSERT_GE(tight, 0);
+  EXPECT_STREQ(rows[tight].strategy.name, "ZeRO-3");
+  for (const Costed& c : rows) EXPECT_EQ(c.fits, std::string(c.strategy.name) == "ZeRO-3") << c.strategy.name;
+  EXPECT_EQ(recommend(adv.evaluate(model, 0.1e9)), -1);
+}
+
+TEST(ParoAdvisor, NodesOfDifferentSizesAreRefusedSayingSo) {
+  Machine m = Machine::rectangular(2, 4, 1, LinkModel());
+  m.nodeOf.pop_back();  // node 1 has 3 ranks
+  Advisor adv(m, {}, "");
+  std::string why;
+  EXPECT_FALSE(adv.rectangular(&why));
+  EXPECT_NE(why.find("same number of ranks"), std::string::npos) << why;
+}

@@ -1,0 +1,154 @@
+// The PaRO strategy advisor (paro_advisor.h).
+#include "tools/paro_advisor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace hoccl {
+namespace tune {
+namespace paro {
+
+const std::vector<Strategy>& strategies() {
+  static const std::vector<Strategy> all = {
+      {"DDP", Level::N, Level::N, Level::N},    {"ZeRO-1", Level::N, Level::N, Level::G},
+      {"ZeRO-2", Level::N, Level::G, Level::G}, {"ZeRO-3", Level::G, Level::G, Level::G},
+      {"MiCS", Level::I, Level::I, Level::I},   {"NIG", Level::N, Level::I, Level::G},
+      {"NII", Level::N, Level::I, Level::I},    {"IIG", Level::I, Level::I, Level::G},
+      {"IGG", Level::I, Level::G, Level::G},    {"ING", Level::I, Level::N, Level::G},
+  };
+  return all;
+}
+
+const char* levelName(Level l) { return l == Level::N ? "N" : l == Level::I ? "I" : "G"; }
+const char* groupName(Group g) { return g == Group::Intra ? "intra" : g == Group::Rail ? "rail" : "world"; }
+const char* phaseName(Phase p) { return p == Phase::Micro ? "micro" : p == Phase::Boundary ? "boundary" : "step"; }
+
+namespace {
+
+// The group whose ranks hold one shard at `level` together (I: a node's
+// ranks split the buffer; G: all ranks do).
+Group shardGroup(Level l) { return l == Level::I ? Group::Intra : Group::World; }
+
+double share(Level l, int nodes, int perNode) {
+  return l == Level::N ? 1.0 : l == Level::I ? 1.0 / perNode : 1.0 / (double(nodes) * perNode);
+}
+
+}  // namespace
+
+std::vector<Call> strategyCalls(const Strategy& s, const ModelSize& model, int nodes, int perNode) {
+  std::vector<Call> calls;
+  const double all = model.params, train = model.trainable;
+  // Sharded parameters are gathered before the forward and again before the backward.
+  if (s.p != Level::N) calls.push_back({Phase::Micro, shardGroup(s.p), CollKind::AllGather, all, 2});
+  // Sharded gradients are reduce-scattered every micro-step.
+  if (s.g != Level::N) calls.push_back({Phase::Micro, shardGroup(s.g), CollKind::ReduceScatter, train, 1});
+  // At the boundary, from the gradients' level to the optimizer state's.
+  if (s.g == Level::N && s.os == Level::N)
+    calls.push_back({Phase::Boundary, Group::World, CollKind::AllReduce, train, 1});
+  else if (s.g == Level::N && s.os == Level::G)
+    calls.push_back({Phase::Boundary, Group::World, CollKind::ReduceScatter, train, 1});
+  else if (s.g == Level::I && s.os == Level::I)
+    calls.push_back({Phase::Boundary, Group::Rail, CollKind::AllReduce, train / perNode, 1});
+  else if (s.g == Level::I && s.os == Level::G)
+    calls.push_back({Phase::Boundary, Group::Rail, CollKind::ReduceScatter, train / perNode, 1});
+  // After the step, from the optimizer state's level back to the parameters'.
+  if (s.p == Level::N && s.os != Level::N)
+    calls.push_back({Phase::Step, shardGroup(s.os), CollKind::AllGather, train, 1});
+  else if (s.p == Level::I && s.os == Level::G)
+    calls.push_back({Phase::Step, Group::Rail, CollKind::AllGather, train / perNode, 1});
+  // Calls on one-rank groups move nothing.
+  const int size[] = {perNode, nodes, nodes * perNode};
+  calls.erase(std::remove_if(calls.begin(), calls.end(), [&](const Call& c) { return size[int(c.group)] <= 1; }),
+              calls.end());
+  return calls;
+}
+
+StateBytes stateBytes(const Strategy& s, const ModelSize& model, int nodes, int perNode) {
+  StateBytes b;
+  b.params = model.elemBytes * model.params * share(s.p, nodes, perNode);
+  b.grads = model.elemBytes * model.trainable * share(s.g, nodes, perNode);
+  b.optimizer = (4.0 + model.optimizerBytes) * model.trainable * share(s.os, nodes, perNode);
+  return b;
+}
+
+Advisor::Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath)
+    : world_(machine), rules_(std::move(rules)), rulesPath_(std::move(rulesPath)) {
+  nodes_ = machine.nnodes();
+  perNode_ = nodes_ > 0 ? machine.nranks() / nodes_ : 0;
+  intra_ = Machine::rectangular(1, std::max(perNode_, 1), 1, machine.links);
+}
+
+bool Advisor::rectangular(std::string* why) const {
+  std::map<int, int> count;
+  for (int n : world_.nodeOf) ++count[n];
+  for (const auto& [node, c] : count) {
+    if (c != perNode_ || int(count.size()) != nodes_) {
+      *why = "every node must have the same number of ranks (node " + std::to_string(node) + " has " +
+             std::to_string(c) + ", " + std::to_string(world_.nranks()) + " ranks on " + std::to_string(nodes_) +
+             " nodes)";
+      return false;
+    }
+  }
+  return true;
+}
+
+double Advisor::callUs(Group g, CollKind coll, uint64_t bytes) const {
+  if (g != Group::Rail) {
+    const Machine& m = g == Group::Intra ? intra_ : world_;
+    if (m.nranks() <= 1) return 0;
+    const Choice c = Tuner(m, rules_, rulesPath_, nullptr, 0).choose(coll, bytes);
+    return predict(m, coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
+  }
+  // The m rails at once: one ring per local index through every node.
+  if (nodes_ <= 1) return 0;
+  std::vector<int> seen(nodes_, 0);
+  RingSet set;
+  set.rings.assign(perNode_, {});
+  for (int r = 0; r < world_.nranks(); ++r) {
+    const int node = world_.nodeOf[r], local = seen[node]++;
+    if (local < perNode_) set.rings[local].push_back(r);
+  }
+  set.bytes = double(bytes) / nodes_;
+  set.steps = nodes_ - 1;
+  set.reduce = coll != CollKind::AllGather;
+  const double first = ringSetUs(world_, set, 1);
+  if (coll != CollKind::AllReduce) return first;
+  set.reduce = false;  // an all-reduce is a reduce-scatter then an all-gather
+  return first + ringSetUs(world_, set, 1);
+}
+
+std::vector<Costed> Advisor::evaluate(const ModelSize& model, double memBytes) const {
+  std::vector<Costed> rows;
+  const int units = std::max(model.units, 1);
+  for (const Strategy& s : strategies()) {
+    Costed row;
+    row.strategy = s;
+    for (const Call& c : strategyCalls(s, model, nodes_, perNode_)) {
+      const uint64_t bytes = uint64_t(std::llround(c.elems * model.elemBytes / units));
+      double us = callUs(c.group, c.coll, std::max<uint64_t>(bytes, 1)) * c.calls * units;
+      if (c.phase == Phase::Micro) row.microUs += us * model.accum;
+      else if (c.phase == Phase::Boundary) row.boundaryUs += us;
+      else row.stepUs += us;
+    }
+    row.state = stateBytes(s, model, nodes_, perNode_);
+    row.fits = memBytes <= 0 || row.state.total() <= memBytes;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+int recommend(const std::vector<Costed>& rows) {
+  int best = -1;
+  for (int i = 0; i < int(rows.size()); ++i) {
+    if (!rows[i].fits) continue;
+    if (best < 0 || rows[i].totalUs() < rows[best].totalUs() ||
+        (rows[i].totalUs() == rows[best].totalUs() && rows[i].state.total() < rows[best].state.total()))
+      best = i;
+  }
+  return best;
+}
+
+}  // namespace paro
+}  // namespace tune
+}  // namespace hoccl

@@ -1,0 +1,105 @@
+// The PaRO strategy advisor behind hoccl-paro (docs/paro.md): for a model
+// (parameters, trainable parameters, micro-steps per step, element sizes)
+// and a machine (nodes x ranks per node, as hoccl-sim describes it), the
+// collectives each strategy issues per optimizer step, their predicted time
+// with hoccl's cost model, and the training state each rank holds.
+//
+// Groups: "intra" is one node's ranks (costed on a one-node machine with the
+// same links), "rail" is the ranks with one local index on every node (the m
+// rails run at once and share the nodes' links: costed as m concurrent rings
+// on the whole machine), "world" is every rank (costed with the algorithm the
+// tuner picks for that call, HO-Ring where it wins).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/tune/tuner.h"
+
+namespace hoccl {
+namespace tune {
+namespace paro {
+
+enum class Level { N, I, G };  // whole on every rank, sharded in a node, sharded over all ranks
+enum class Group { Intra, Rail, World };
+
+struct Strategy {
+  const char* name;
+  Level p, g, os;  // parameters, gradients, optimizer state
+};
+// DDP, ZeRO-1, ZeRO-2, ZeRO-3, MiCS, NIG, NII, IIG, IGG, ING.
+const std::vector<Strategy>& strategies();
+const char* levelName(Level l);
+const char* groupName(Group g);
+
+struct ModelSize {
+  double params = 0;      // all parameters (Ψ)
+  double trainable = 0;   // trainable ones (Ψ'); <= params
+  int accum = 1;          // micro-steps per optimizer step
+  int elemBytes = 2;      // bytes per parameter and gradient element (bf16: 2)
+  int optimizerBytes = 8; // optimizer state per trainable element besides the fp32 master (Adam: 8)
+  int units = 1;          // calls each collective is split into (one per module)
+};
+
+enum class Phase { Micro, Boundary, Step };
+const char* phaseName(Phase p);
+
+// One row of the strategy table: `calls` calls (per micro-step for Micro,
+// else per step) of `coll` on `group`, each of `elems` elements (the larger
+// side: reduce-scatter input, all-gather output).
+struct Call {
+  Phase phase;
+  Group group;
+  CollKind coll;
+  double elems;
+  int calls;
+};
+// The collectives of a strategy on nodes x perNode ranks; calls on one-rank
+// groups are left out (they move nothing).
+std::vector<Call> strategyCalls(const Strategy& s, const ModelSize& model, int nodes, int perNode);
+
+// Training state per rank in bytes: parameters elemBytes x Ψ at p's share,
+// gradients elemBytes x Ψ' at g's share, optimizer (4 + optimizerBytes) x Ψ'
+// at os's share; shares 1, 1/perNode, 1/(nodes x perNode).
+struct StateBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+StateBytes stateBytes(const Strategy& s, const ModelSize& model, int nodes, int perNode);
+
+struct Costed {
+  Strategy strategy;
+  double microUs = 0, boundaryUs = 0, stepUs = 0;  // micro: all A micro-steps together
+  StateBytes state;
+  bool fits = true;
+  double totalUs() const { return microUs + boundaryUs + stepUs; }
+};
+
+class Advisor {
+ public:
+  // The machine must be rectangular (every node the same number of ranks).
+  Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath);
+  bool rectangular(std::string* why) const;
+  int nodes() const { return nodes_; }
+  int perNode() const { return perNode_; }
+
+  // Predicted time of one call on a group, in microseconds.
+  double callUs(Group g, CollKind coll, uint64_t bytes) const;
+  // Every strategy costed; memBytes <= 0: no memory limit.
+  std::vector<Costed> evaluate(const ModelSize& model, double memBytes) const;
+
+ private:
+  Machine world_, intra_;
+  std::vector<TuneRule> rules_;
+  std::string rulesPath_;
+  int nodes_ = 0, perNode_ = 0;
+};
+
+// The index of the fastest strategy that fits (ties: the least memory), or
+// -1 when none fits.
+int recommend(const std::vector<Costed>& rows);
+
+}  // namespace paro
+}  // namespace tune
+}  // namespace hoccl
