@@ -88,29 +88,15 @@ up[b]="--nodes 4 --switches 2 --node-gbit 1 --uplink-gbit 0.5"
 sim[b]="--nodes 4 --ranks-per-node 2 --leaves 2 --node-gbit 1 --uplink-gbit 0.5"
 declare -A ranks=([a]=4 [b]=2)
 declare -A gbit=([a]=1 [b]=1) upgbit=([a]=0 [b]=0.5)
-# The emulated links are tbf shapers whose bucket passes a burst at once
-# (tests/cluster/build.sh: max(rate x 2 ms, 128 KiB, 4 frames)) and whose
-# queue holds the bucket plus 5 ms at the rate; the model is told both
-# through a tune file (burst_kb, buffer_kb), which the ranks read too
-# (HOCCL_TUNE_FILE).
-tbf_kb() {  # $1 Gbit/s, $2 burst or buffer
-  awk -v g="$1" -v what="$2" -v bms="${HOCCL_CLUSTER_TBF_BURST_MS:-2}" -v minb="${HOCCL_CLUSTER_TBF_MIN_BURST:-131072}" \
-    -v qms="${HOCCL_CLUSTER_TBF_QUEUE_MS:-5}" 'BEGIN {
-    rate = g * 1e9 / 8; b = rate * bms / 1000; if (b < minb) b = minb; if (b < 6000) b = 6000
-    if (what == "buffer") b += rate * qms / 1000
-    printf "%.3f", b / 1000 }'
-}
+# The emulated links' tbf buckets and queues, told to the model and the
+# ranks through a tune file (HOCCL_TUNE_FILE): tools/emulated-tune.sh.
+# shellcheck source=tools/emulated-tune.sh
+. "$root/tools/emulated-tune.sh"
 name=sweep$$
 trap '"$cluster" down --name $name >/dev/null 2>&1 || true' EXIT
 for shape in $shapes; do
   tunefile="$out/emulated-$shape.tune"
-  {
-    echo "# tbf buckets and queues of the emulated cluster, shape $shape (tools/algo-sweep.sh)"
-    echo "link net burst_kb=$(tbf_kb "${gbit[$shape]}" burst) buffer_kb=$(tbf_kb "${gbit[$shape]}" buffer)"
-    if [ "${upgbit[$shape]}" != 0 ]; then
-      echo "link spine burst_kb=$(tbf_kb "${upgbit[$shape]}" burst) buffer_kb=$(tbf_kb "${upgbit[$shape]}" buffer)"
-    fi
-  } > "$tunefile"
+  emulated_tune_file "${gbit[$shape]}" "${upgbit[$shape]}" "$tunefile"
   export HOCCL_TUNE_FILE="$tunefile"
   "$cluster" up ${up[$shape]} --name $name --owner $$ >/dev/null
   for coll in $colls; do

@@ -60,3 +60,41 @@ def launch(scenario, n, outdir, backend="hoccl", timeout_s=60, limit_s=300, rank
 
 def describe(codes, outputs):
     return "\n".join(f"--- rank {r}: exit {c}\n{o[-3000:]}" for r, (c, o) in enumerate(zip(codes, outputs)))
+
+
+REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+CLUSTER = os.path.join(REPO, "tests", "cluster", "cluster.sh")
+
+
+def in_ci():
+    """The project's rule (tests/ci-rule.sh): CI set and not 0/false/no/off."""
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no", "off")
+
+
+def cluster_problem():
+    """None when the emulated cluster (tests/cluster) can run here, else why not."""
+    if not os.path.exists(CLUSTER):
+        return f"{CLUSTER} is missing"
+    check = subprocess.run([CLUSTER, "check"], capture_output=True, text=True)
+    return None if check.returncode == 0 else (check.stderr.strip() or check.stdout.strip() or "cluster.sh check failed")
+
+
+def launch_on_cluster(scenario, nodes, per_node, outdir, extra_env=None, timeout_s=60, limit_s=600, node_gbit=1):
+    """Runs worker.py SCENARIO on an emulated cluster of `nodes` network
+    namespaces with `per_node` ranks each (tests/cluster/cluster.sh run:
+    real TCP between namespaces over rate-limited links). Returns (exit
+    code, output, per-rank JSON results or None)."""
+    os.makedirs(outdir, exist_ok=True)
+    env = {"TEST_BACKEND": "hoccl", "TEST_TIMEOUT": str(timeout_s), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)}
+    env.update(extra_env or {})
+    cmd = [CLUSTER, "run", "--nodes", str(nodes), "--node-gbit", str(node_gbit), "--ranks-per-node", str(per_node),
+           "--timeout", str(limit_s), "--print-all", "--logdir", os.path.join(outdir, "logs"), "--",
+           "env"] + [f"{k}={v}" for k, v in env.items()] + [sys.executable, os.path.join(HERE, "worker.py"),
+                                                            scenario, outdir]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    results = []
+    for r in range(nodes * per_node):
+        path = os.path.join(outdir, f"rank{r}.json")
+        results.append(json.load(open(path)) if os.path.exists(path) else None)
+    return run.returncode, (run.stdout + run.stderr)[-6000:], results

@@ -8,7 +8,7 @@ Scenarios: methods (every collective against closed-form values), ddp, zero
 (training runs whose weights the test compares with a single-process
 reference), kill (the last rank dies mid-loop; the others must raise),
 p2p_mismatch (a send and its receive of different sizes), node_groups
-(hoccl_torch.node_groups over emulated nodes).
+(hoccl_torch.node_groups over emulated nodes), paro (paro_scenario.py).
 """
 import datetime
 import json
@@ -497,6 +497,9 @@ def main():
         run_p2p_mismatch(out)
     elif scenario == "node_groups":
         run_node_groups(out)
+    elif scenario == "paro":
+        import paro_scenario
+        paro_scenario.run(out, outdir, RANK)
     else:
         sys.exit(f"unknown scenario {scenario}")
     with open(os.path.join(outdir, f"rank{RANK}.json"), "w") as f:

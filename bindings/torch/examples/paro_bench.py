@@ -1,0 +1,154 @@
+"""PaRO strategies side by side in one run: per strategy, the measured
+communication time per optimizer step (the strategy's collectives replayed
+alone, in order, on the same groups), the step time of real training
+(forward, backward, optimizer), the training state per rank, and
+hoccl-paro's predicted communication time.
+
+Run it like any torch.distributed job (RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT; HOCCL_HOSTID or the topology tells hoccl the nodes), e.g. on
+the emulated cluster:
+
+    tests/cluster/cluster.sh run --nodes 2 --node-gbit 1 --ranks-per-node 4 -- \\
+        /usr/bin/python3 bindings/torch/examples/paro_bench.py --params 5M --accum 4 \\
+        --advisor-args "--node-gbit 1 --oversubscription 4"
+
+(tools/paro-measure.sh runs the two shapes of docs/paro.md.) Rank 0
+prints a table and, with --json FILE, writes every number.
+"""
+import argparse
+import datetime
+import gc
+import json
+import math
+import os
+import shlex
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import hoccl_torch  # noqa: F401  (registers the backend)
+from hoccl_torch import paro
+
+
+def parse_count(text):
+    mult = {"K": 1e3, "M": 1e6, "G": 1e9}.get(text[-1:].upper(), 1)
+    return int(float(text[:-1] if mult != 1 else text) * mult)
+
+
+def make_model(params, layers):
+    """An MLP of `layers` square Linear layers with about `params` parameters."""
+    width = max(16, int(math.sqrt(params / layers)) // 16 * 16)
+    torch.manual_seed(0)
+    mods = []
+    for i in range(layers):
+        mods.append(nn.Linear(width, width))
+        if i + 1 < layers:
+            mods.append(nn.ReLU())
+    return nn.Sequential(*mods), width
+
+
+def replay(trace, groups, repeats):
+    """Issues the recorded collectives (phase, group, kind, numel) again,
+    each waited for, `repeats` times; returns seconds per repetition."""
+    bufs = []
+    for _, group, kind, numel in trace:
+        size = groups.sizes[group]
+        big = torch.zeros(numel)
+        small = torch.zeros(numel // size)
+        bufs.append((group, kind, big, small))
+    dist.barrier(group=groups.world)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        for group, kind, big, small in bufs:
+            pg = groups.pgs[group]
+            if kind == "AG":
+                dist.all_gather_into_tensor(big, small, group=pg)
+            elif kind == "RS":
+                dist.reduce_scatter_tensor(small, big, group=pg)
+            else:
+                dist.all_reduce(big, group=pg)
+    dist.barrier(group=groups.world)
+    return (time.perf_counter() - t0) / repeats
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--strategies", default=",".join(paro.STRATEGIES), help="comma-separated [all]")
+    ap.add_argument("--params", default="5M", help="model size (an MLP), e.g. 5M [5M]")
+    ap.add_argument("--layers", type=int, default=8, help="Linear layers (one unit each) [8]")
+    ap.add_argument("--batch", type=int, default=8, help="samples per rank per micro-step [8]")
+    ap.add_argument("--accum", type=int, default=4, help="micro-steps per optimizer step [4]")
+    ap.add_argument("--steps", type=int, default=3, help="timed steps (and replays) per strategy [3]")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps first [1]")
+    ap.add_argument("--advisor-args", default="", help="hoccl-paro machine options, e.g. \"--node-gbit 1\"")
+    ap.add_argument("--timeout", type=float, default=900, help="the process group's timeout, s [900]")
+    ap.add_argument("--json", help="write the results here (rank 0)")
+    args = ap.parse_args()
+
+    dist.init_process_group("hoccl", timeout=datetime.timedelta(seconds=args.timeout))
+    rank = dist.get_rank()
+    groups = paro.ParoGroups(None)
+    model, width = make_model(parse_count(args.params), args.layers)
+    nparams = sum(p.numel() for p in model.parameters())
+    advice = paro.advise(nparams, args.accum, torch.float32, args.layers, groups, shlex.split(args.advisor_args))
+    predicted = {r["name"]: r for r in advice["strategies"]}
+    del model
+    g = torch.Generator().manual_seed(rank)
+    data = [(torch.randn(args.batch, width, generator=g), torch.randn(args.batch, width, generator=g))
+            for _ in range(args.accum)]
+    rows = []
+    for name in args.strategies.split(","):
+        net, _ = make_model(parse_count(args.params), args.layers)
+        wrapped = paro.ParoDataParallel(net, lambda ps: torch.optim.Adam(ps, lr=1e-4), strategy=name,
+                                        accumulation_steps=args.accum, group=groups, trace=True)
+
+        def step():
+            wrapped.trace.clear()
+            for x, y in data:
+                nn.functional.mse_loss(wrapped(x), y).backward()
+            wrapped.step()
+
+        for _ in range(args.warmup):
+            step()
+        dist.barrier(group=groups.world)
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        dist.barrier(group=groups.world)
+        step_s = (time.perf_counter() - t0) / args.steps
+        trace = list(wrapped.trace)
+        state = wrapped.state_bytes()
+        del wrapped, net
+        gc.collect()
+        comm_s = replay(trace, groups, args.steps)
+        pred = predicted[name]["comm_ms"]
+        row = {"strategy": name, "comm_ms": comm_s * 1e3, "predicted_comm_ms": pred,
+               "error": pred / (comm_s * 1e3) - 1, "step_ms": step_s * 1e3, "state_bytes": state["total"],
+               "calls": len(trace), "elements": sum(t[3] for t in trace)}
+        rows.append(row)
+        if rank == 0:
+            print(f"# {name}: comm {row['comm_ms']:.1f} ms (predicted {pred:.1f}), step {row['step_ms']:.1f} ms",
+                  flush=True)
+    if rank == 0:
+        fits = [r for r in rows if predicted[r["strategy"]]["fits"]]
+        fastest = min(fits, key=lambda r: r["step_ms"])["strategy"] if fits else None
+        print(f"# {dist.get_world_size()} ranks: {groups.nnodes} nodes x {groups.nlocal}; {nparams} parameters "
+              f"(fp32, {args.layers} layers of {width}); {args.accum} micro-steps of {args.batch} samples per "
+              f"step; {args.steps} timed steps after {args.warmup}; advisor: {advice['machine']}")
+        print("| strategy | comm/step measured (ms) | predicted (ms) | error | step (ms) | state/rank (MB) |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['strategy']} | {r['comm_ms']:.1f} | {r['predicted_comm_ms']:.1f} | {100 * r['error']:+.0f}% "
+                  f"| {r['step_ms']:.1f} | {r['state_bytes'] / 1e6:.1f} |")
+        print(f"recommended: {advice['recommended']}; measured fastest step: {fastest}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"shape": [groups.nnodes, groups.nlocal], "params": nparams, "accum": args.accum,
+                           "advice": advice, "rows": rows, "measured_fastest": fastest}, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
