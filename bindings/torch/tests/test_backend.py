@@ -81,6 +81,23 @@ def test_ddp_matches_reference_and_gloo(n, tmp_root):
     _assert_close(hoccl[0], runs["gloo"][0], "hoccl DDP vs gloo DDP")
 
 
+def test_ddp_on_emulated_cluster(tmp_root):
+    """DDP across 2 network namespaces x 2 ranks (tests/cluster: TCP over
+    1 Gbit/s shaped links between the nodes) trains to the reference."""
+    why = launch.cluster_problem()
+    if why:
+        (pytest.fail if launch.in_ci() else pytest.skip)(f"the emulated cluster cannot run here: {why}")
+    outdir = os.path.join(tmp_root, "ddp_cluster")
+    rc, output, results = launch.launch_on_cluster("ddp", 2, 2, outdir)
+    assert rc == 0 and all(results), output
+    weights = _weights(outdir, 4)
+    for r in range(1, 4):
+        for k in weights[0]:
+            assert torch.equal(weights[r][k], weights[0][k]), f"rank {r} differs from rank 0 in {k}"
+    ref, _ = model_common.reference(4, torch.optim.SGD, lr=0.1, momentum=0.9)
+    _assert_close(weights[0], ref, "hoccl DDP on the emulated cluster vs the single-process reference")
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_zero_redundancy_optimizer(n, tmp_root):
     outdir = os.path.join(tmp_root, f"zero{n}")
