@@ -8,7 +8,10 @@
 #      uplinks (4:1 oversubscribed).
 # Environment: PARAMS (5M), LAYERS (8), ACCUM (4), BATCH (8), STEPS (3),
 # WARMUP (1), STRATEGIES (all). Writes OUT/paro-SHAPE.md (the table) and
-# OUT/paro-SHAPE.json (every number).
+# OUT/paro-SHAPE.json (every number). The emulated nodes share this
+# machine's cores and memory, so the benchmark first measures an all-gather
+# on every node at once and gives the advisor the node memory rate that
+# predicts it (--calibrate-intra); the link rates are the cluster's own.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -44,7 +47,7 @@ for shape in ${SHAPES:-a b}; do
   "$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 3000 -- \
     "$py" "$root/bindings/torch/examples/paro_bench.py" --params "${PARAMS:-5M}" --layers "${LAYERS:-8}" \
     --accum "${ACCUM:-4}" --batch "${BATCH:-8}" --steps "${STEPS:-3}" --warmup "${WARMUP:-1}" \
-    ${STRATEGIES:+--strategies "$STRATEGIES"} \
+    ${STRATEGIES:+--strategies "$STRATEGIES"} --calibrate-intra \
     --advisor-args "${adv[$shape]} --oversubscription $over --tune-file $tunefile" \
     --json "$out/paro-$shape.json" | tee "$out/paro-$shape.md"
   "$cluster" down --name $name >/dev/null

@@ -73,6 +73,48 @@ def replay(trace, groups, repeats):
     return (time.perf_counter() - t0) / repeats
 
 
+def sim_allgather_ms(sim, advisor_args, per_node, nbytes, node_mem_gbps):
+    """hoccl-sim's closed-form time of the all-gather the tuner picks, on one
+    node of `per_node` ranks with the given node memory rate."""
+    import subprocess
+    out = subprocess.run([sim] + advisor_args + ["--nodes", "1", "--ranks-per-node", str(per_node),
+                                                 "--node-mem-gbps", str(node_mem_gbps), "--coll", "allgather",
+                                                 "-b", str(nbytes), "-e", str(nbytes), "--engine", "model", "--csv"],
+                         check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        f = line.split(",")
+        if len(f) == 7 and f[0] == "AllGather" and f[3] == f[6]:
+            return float(f[4])
+    raise RuntimeError(f"hoccl-sim printed no prediction for the chosen all-gather:\n{out}")
+
+
+def calibrate_intra(groups, elems, calls, advisor_args, repeats=3):
+    """Measures `calls` all-gathers of `elems` fp32 elements on every node's
+    group at once (as the strategies run them) and returns (seconds per
+    call, the node memory rate in Gbit/s at which the model predicts that
+    time): on the emulated cluster every node shares the host's cores and
+    memory, which the advisor must be told."""
+    import os
+    out, shard = torch.zeros(elems), torch.zeros(elems // groups.nlocal)
+    dist.all_gather_into_tensor(out, shard, group=groups.intra)  # warm-up
+    dist.barrier(group=groups.world)
+    t0 = time.perf_counter()
+    for _ in range(repeats * calls):
+        dist.all_gather_into_tensor(out, shard, group=groups.intra)
+    t = torch.tensor([(time.perf_counter() - t0) / (repeats * calls)])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=groups.world)  # every rank fits the same number
+    want_ms = t.item() * 1e3
+    sim = os.path.join(os.path.dirname(paro._find_advisor()), "hoccl-sim")
+    lo, hi = 0.1, 10000.0  # Gbit/s; the predicted time falls as the rate rises
+    for _ in range(30):
+        mid = math.sqrt(lo * hi)
+        if sim_allgather_ms(sim, advisor_args, groups.nlocal, elems * 4, mid) > want_ms:
+            lo = mid
+        else:
+            hi = mid
+    return t.item(), math.sqrt(lo * hi)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--strategies", default=",".join(paro.STRATEGIES), help="comma-separated [all]")
@@ -83,6 +125,9 @@ def main():
     ap.add_argument("--steps", type=int, default=3, help="timed steps (and replays) per strategy [3]")
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps first [1]")
     ap.add_argument("--advisor-args", default="", help="hoccl-paro machine options, e.g. \"--node-gbit 1\"")
+    ap.add_argument("--calibrate-intra", action="store_true",
+                    help="measure the nodes' all-gather rate first and give the advisor the node memory rate "
+                         "that predicts it (--node-mem-gbps)")
     ap.add_argument("--timeout", type=float, default=900, help="the process group's timeout, s [900]")
     ap.add_argument("--json", help="write the results here (rank 0)")
     args = ap.parse_args()
@@ -92,7 +137,14 @@ def main():
     groups = paro.ParoGroups(None)
     model, width = make_model(parse_count(args.params), args.layers)
     nparams = sum(p.numel() for p in model.parameters())
-    advice = paro.advise(nparams, args.accum, torch.float32, args.layers, groups, shlex.split(args.advisor_args))
+    advisor_args = shlex.split(args.advisor_args)
+    calibration = None
+    if args.calibrate_intra and groups.nlocal > 1:
+        per_unit = -(-nparams // args.layers // groups.n) * groups.n
+        seconds, gbps = calibrate_intra(groups, per_unit, args.layers, advisor_args)
+        calibration = {"allgather_elems": per_unit, "allgather_ms": seconds * 1e3, "node_mem_gbps": gbps}
+        advisor_args += ["--node-mem-gbps", f"{gbps:.4g}"]
+    advice = paro.advise(nparams, args.accum, torch.float32, args.layers, groups, advisor_args)
     predicted = {r["name"]: r for r in advice["strategies"]}
     del model
     g = torch.Generator().manual_seed(rank)
@@ -137,6 +189,10 @@ def main():
         print(f"# {dist.get_world_size()} ranks: {groups.nnodes} nodes x {groups.nlocal}; {nparams} parameters "
               f"(fp32, {args.layers} layers of {width}); {args.accum} micro-steps of {args.batch} samples per "
               f"step; {args.steps} timed steps after {args.warmup}; advisor: {advice['machine']}")
+        if calibration:
+            print(f"# intra-node calibration: all-gather of {calibration['allgather_elems']} fp32 elements on every "
+                  f"node at once took {calibration['allgather_ms']:.2f} ms; the advisor was given "
+                  f"--node-mem-gbps {calibration['node_mem_gbps']:.4g}")
         print("| strategy | comm/step measured (ms) | predicted (ms) | error | step (ms) | state/rank (MB) |")
         print("|---|---|---|---|---|---|")
         for r in rows:
@@ -146,7 +202,8 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"shape": [groups.nnodes, groups.nlocal], "params": nparams, "accum": args.accum,
-                           "advice": advice, "rows": rows, "measured_fastest": fastest}, f, indent=1)
+                           "advice": advice, "calibration": calibration, "rows": rows,
+                           "measured_fastest": fastest}, f, indent=1)
     dist.destroy_process_group()
 
 
