@@ -72,11 +72,22 @@ StateBytes stateBytes(const Strategy& s, const ModelSize& model, int nodes, int 
   return b;
 }
 
+namespace {
+int ranksPerNode(const Machine& m) { return m.nnodes() > 0 ? m.nranks() / m.nnodes() : 0; }
+}  // namespace
+
 Advisor::Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath)
-    : world_(machine), rules_(std::move(rules)), rulesPath_(std::move(rulesPath)) {
-  nodes_ = machine.nnodes();
-  perNode_ = nodes_ > 0 ? machine.nranks() / nodes_ : 0;
-  intra_ = Machine::rectangular(1, std::max(perNode_, 1), 1, machine.links);
+    : world_(machine),
+      nodes_(machine.nnodes()),
+      perNode_(ranksPerNode(machine)),
+      worldTuner_(machine, rules, rulesPath, nullptr, 0),
+      intraTuner_(Machine::rectangular(1, std::max(perNode_, 1), 1, machine.links), rules, rulesPath, nullptr, 0) {
+  std::vector<int> seen(nodes_, 0);
+  rails_.assign(perNode_, {});
+  for (int r = 0; r < world_.nranks(); ++r) {
+    const int node = world_.nodeOf[r], local = seen[node]++;
+    if (local < perNode_) rails_[local].push_back(r);
+  }
 }
 
 bool Advisor::rectangular(std::string* why) const {
@@ -95,20 +106,15 @@ bool Advisor::rectangular(std::string* why) const {
 
 double Advisor::callUs(Group g, CollKind coll, uint64_t bytes) const {
   if (g != Group::Rail) {
-    const Machine& m = g == Group::Intra ? intra_ : world_;
-    if (m.nranks() <= 1) return 0;
-    const Choice c = Tuner(m, rules_, rulesPath_, nullptr, 0).choose(coll, bytes);
-    return predict(m, coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
+    const Tuner& t = g == Group::Intra ? intraTuner_ : worldTuner_;
+    if (t.machine().nranks() <= 1) return 0;
+    const Choice c = t.choose(coll, bytes);
+    return predict(t.machine(), coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
   }
   // The m rails at once: one ring per local index through every node.
   if (nodes_ <= 1) return 0;
-  std::vector<int> seen(nodes_, 0);
   RingSet set;
-  set.rings.assign(perNode_, {});
-  for (int r = 0; r < world_.nranks(); ++r) {
-    const int node = world_.nodeOf[r], local = seen[node]++;
-    if (local < perNode_) set.rings[local].push_back(r);
-  }
+  set.rings = rails_;
   set.bytes = double(bytes) / nodes_;
   set.steps = nodes_ - 1;
   set.reduce = coll != CollKind::AllGather;

@@ -90,10 +90,10 @@ class Advisor {
   std::vector<Costed> evaluate(const ModelSize& model, double memBytes) const;
 
  private:
-  Machine world_, intra_;
-  std::vector<TuneRule> rules_;
-  std::string rulesPath_;
+  Machine world_;
   int nodes_ = 0, perNode_ = 0;
+  Tuner worldTuner_, intraTuner_;       // intra: one node of perNode_ ranks, same links
+  std::vector<std::vector<int>> rails_;  // per local index, its rank on every node
 };
 
 // The index of the fastest strategy that fits (ties: the least memory), or
