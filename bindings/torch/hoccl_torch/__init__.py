@@ -112,17 +112,24 @@ def node_groups(group=None):
     group-rank order; the rail group holds the ranks with this rank's local
     index, one per node, in node order. Every rank of `group` must call it
     (it is a collective on `group`)."""
+    intra, rail, _ = _node_groups(group)
+    return intra, rail
+
+
+def _node_groups(group):
+    """node_groups, plus every rank's [node, local index, ranks on its node]
+    in group-rank order."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     if not isinstance(pg, ProcessGroupHoccl):
         raise RuntimeError("hoccl: node_groups: the group is not a hoccl process group")
     c10d = dist.distributed_c10d
     to_global = {i: g for g, i in c10d._pg_group_ranks[pg].items()}
-    node, nnodes, local_rank, _ = pg._node_info()
-    # Every rank's (node, local index), to name the members of both groups.
-    mine = torch.tensor([node, local_rank], dtype=torch.int64)
-    everyone = torch.empty(2 * pg.size(), dtype=torch.int64)
+    node, nnodes, local_rank, local_ranks = pg._node_info()
+    # Every rank's place, to name the members of both groups.
+    mine = torch.tensor([node, local_rank, local_ranks], dtype=torch.int64)
+    everyone = torch.empty(3 * pg.size(), dtype=torch.int64)
     pg._allgather_base(everyone, mine).wait()
-    where = everyone.view(-1, 2).tolist()
+    where = everyone.view(-1, 3).tolist()
     base = c10d._pg_names.get(pg, "") or "default"
     intra_name = f"{base}/node{node}"
     rail_name = f"{base}/rail{local_rank}"
@@ -133,7 +140,7 @@ def node_groups(group=None):
                                                  key=lambda i: where[i][0])]
     _register_group(intra, pg, intra_members, intra_name)
     _register_group(rail, pg, rail_members, rail_name)
-    return intra, rail
+    return intra, rail, where
 
 
 _register()

@@ -69,28 +69,20 @@ class ParoGroups:
     group at once (it splits the group)."""
 
     def __init__(self, group):
-        import hoccl_torch
+        from . import _node_groups
         pg = group if group is not None else dist.distributed_c10d._get_default_group()
-        if not isinstance(pg, hoccl_torch.ProcessGroupHoccl):
-            raise RuntimeError("hoccl paro: the group is not a hoccl process group")
-        c10d = dist.distributed_c10d
-        to_global = {i: g for g, i in c10d._pg_group_ranks[pg].items()}
+        self.intra, self.rail, where = _node_groups(pg)  # raises for a group that is not hoccl's
         self.node, self.nnodes, self.local, self.nlocal = pg._node_info()
-        mine = torch.tensor([self.node, self.local, self.nlocal], dtype=torch.int64)
-        everyone = torch.empty(3 * pg.size(), dtype=torch.int64)
-        pg._allgather_base(everyone, mine).wait()
-        where = everyone.view(-1, 3).tolist()
         if any(w[2] != self.nlocal for w in where):
             counts = sorted({w[2] for w in where})
             raise RuntimeError(f"hoccl paro: every node must have the same number of ranks (found {counts})")
         self.n = pg.size()
-        self.intra, self.rail = hoccl_torch.node_groups(pg)
         # The world group is `pg` itself, in its own rank order (rings follow
         # rank order, and that order keeps a node's ranks together); a
         # global shard's place in the flat buffers is local index first
         # (block local * N + node), so G collectives permute blocks.
         self.world = pg
-        self.world_root = to_global[0]
+        self.world_root = {i: g for g, i in dist.distributed_c10d._pg_group_ranks[pg].items()}[0]
         self.rank_block = torch.tensor([w[1] * self.nnodes + w[0] for w in where], dtype=torch.int64)
         self.identity = bool(torch.equal(self.rank_block, torch.arange(self.n)))
         self.sizes = {"intra": self.nlocal, "rail": self.nnodes, "world": self.n}
@@ -188,8 +180,8 @@ class ParoDataParallel(nn.Module):
     group: a hoccl process group (default: the default group), or the
     ParoGroups made from one (to share its node, rail and world groups
     between wrappers); every rank of it must wrap an identical module with
-    the same strategy. trace=True
-    records every collective in self.trace as (phase, group, kind, numel),
+    the same strategy. trace=True records every collective in self.trace as
+    (phase, group, kind, numel),
     phase "micro", "boundary" or "step", numel the larger side's elements;
     collectives on one-rank groups are done locally and not recorded.
     """
@@ -215,7 +207,7 @@ class ParoDataParallel(nn.Module):
         self.trace = [] if trace else None
         self._phase = "init"
         self._micro = 0
-        self._pending = []          # (unit, work, output, input) of asynchronous gradient reductions
+        self._pending = []          # (unit, work, output) of asynchronous gradient reductions
         self._next = 0              # index in self._order of the next unit to reduce
         self._callback_queued = False
         self.units = [_Unit(mod, params, self.groups, self.levels) for _, mod, params in units]
@@ -297,8 +289,7 @@ class ParoDataParallel(nn.Module):
             g.from_rank_order(ranked, out)
 
     def _reduce_scatter(self, group, out, inp, async_op=False):
-        """Returns the work (None when done locally); `inp` must stay alive
-        until it completes."""
+        """Returns the work (None when done locally)."""
         if self.groups.sizes[group] == 1:
             out.copy_(inp)
             return None
@@ -385,11 +376,11 @@ class ParoDataParallel(nn.Module):
             return
         out = torch.empty_like(unit.g_acc)
         work = self._reduce_scatter(_GROUP_OF[g_level], out, flat, async_op=True)
-        self._pending.append((unit, work, out, flat))
+        self._pending.append((unit, work, out))  # the backend holds the input until the work is done
 
     def _end_of_backward(self):
         self._release_ready(final=True)
-        for unit, work, out, _ in self._pending:
+        for unit, work, out in self._pending:
             if work is not None:
                 work.wait()
             unit.g_acc.add_(out)
@@ -433,8 +424,7 @@ class ParoDataParallel(nn.Module):
             # Same shard size: sum over the ranks holding the same shard.
             group = {"N": "world", "I": "rail", "G": None}[g_level]
             if group is not None:
-                g = g.clone() if g is unit.g_acc else g
-                self._all_reduce(group, g)
+                self._all_reduce(group, g)  # in place: g_acc is cleared after the step anyway
             return g
         out = torch.empty(unit.os_range[1] - unit.os_range[0], dtype=g.dtype)
         if (g_level, os_level) == ("N", "G"):
