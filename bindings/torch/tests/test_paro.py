@@ -6,6 +6,7 @@ rank; the ranks are processes on this machine).
     PYTHONPATH=build/bindings/torch/python /usr/bin/python3 -m pytest bindings/torch/tests/test_paro.py
 """
 import collections
+import functools
 import os
 
 import pytest
@@ -70,7 +71,9 @@ def run_shape(shape, tmp_root):
     return outdir, results
 
 
+@functools.lru_cache(maxsize=None)
 def reference_state(world, steps):
+    """(weights, Adam state by parameter name); the tests only read them."""
     model = model_common.make_model()
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     for step in range(steps):
