@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "algorithms/cost.h"
 #include "src/tune/model.h"
 #include "src/tune/tuner.h"
 
@@ -207,6 +208,9 @@ TEST(Tuner, HoRingStepsFitTheBuffers) {
   for (CollKind coll : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather}) {
     for (uint64_t b = 64 * 1024; b <= 256 * kMiB; b *= 4) {
       const Choice c = buffered.choose(coll, b), p = plain.choose(coll, b);
+      // Below 1 MiB the CPU of many small messages on shared cores can make
+      // another algorithm cheaper; depths are compared where both chose HO-Ring.
+      if (b < kMiB && (c.algo != AlgoId::HoRing || p.algo != AlgoId::HoRing)) continue;
       ASSERT_EQ(c.algo, AlgoId::HoRing) << collName(coll) << " " << b;
       EXPECT_GE(c.pipelineChunks, p.pipelineChunks) << collName(coll) << " " << b;
       deeper = deeper || c.pipelineChunks > p.pipelineChunks;
@@ -235,7 +239,7 @@ TEST(TuneFile, ParsesLinksSettingsAndRules) {
       "# links\n"
       "link net latency_us=25 gbps=10\n"
       "link spine gbps=2.5 burst_kb=131.5 buffer_kb=443.5  # oversubscribed, shaped\n"
-      "set flow_gbps=4 reduce_gbps=20\n"
+      "set flow_gbps=4 reduce_gbps=20 msg_cpu_us=7 net_msg_cpu_us=0\n"
       "all_reduce 0-64K doubling\n"
       "AllGather 1M- horing chunks=8 channels=2\n"
       "reducescatter * ring\n";
@@ -251,6 +255,8 @@ TEST(TuneFile, ParsesLinksSettingsAndRules) {
   EXPECT_EQ(f.links.net.bufferKB, 0);
   EXPECT_EQ(f.links.flowGbps, 4);
   EXPECT_EQ(f.links.reduceGbps, 20);
+  EXPECT_EQ(f.links.msgCpuUs, 7);
+  EXPECT_EQ(f.links.netMsgCpuUs, 0);
   ASSERT_EQ(f.rules.size(), 3u);
   EXPECT_EQ(f.rules[0].hi, 65536u);
   EXPECT_EQ(f.rules[0].algo, AlgoId::Doubling);
@@ -420,9 +426,71 @@ TEST(Model, ProjectsToSixteenThousandRanks) {
   l.spine.gbps = 400 * 32 / 4.0;
   const Machine m = Machine::rectangular(2048, 8, 64, l);
   EXPECT_EQ(m.nranks(), 16384);
-  const double ring = predict(m, CollKind::AllReduce, AlgoId::Ring, 256 * kMiB, 1).us;
-  const double ho = predict(m, CollKind::AllReduce, AlgoId::HoRing, 256 * kMiB, 1).us;
-  EXPECT_GT(ring / ho, 1.5);
+  // A flat ring pays 2 x 16,383 latencies, HO-Ring a few hundred: the
+  // latency advantage rules at 16 MiB; at 256 MiB (node memory the
+  // bottleneck for both) HO-Ring still wins.
+  for (uint64_t b : {16 * kMiB, 256 * kMiB}) {
+    const double ring = predict(m, CollKind::AllReduce, AlgoId::Ring, b, 1).us;
+    const double ho = predict(m, CollKind::AllReduce, AlgoId::HoRing, b, 1).us;
+    EXPECT_GT(ring / ho, b == 16 * kMiB ? 2.0 : 1.05) << b;
+  }
+}
+
+// A ring's step waits for its predecessor's, so a phase's latency is the
+// slowest window of `steps` consecutive edges, each edge's once per lap:
+// 2 nodes x 4 ranks have 2 network edges and 6 shared-memory ones per lap.
+TEST(Model, RingLatencyFollowsTheRingsEdges) {
+  LinkModel l = gigabit();
+  l.shm.latencyUs = 3;
+  l.net.latencyUs = 40;
+  const Machine m = Machine::rectangular(2, 4, 1, l);
+  const RingSet lap{{ranksInOrder(8)}, 0, 8, false};
+  EXPECT_NEAR(ringSetUs(m, lap, 1), 2 * 40 + 6 * 3, 1e-6);
+  const RingSet two{{ranksInOrder(8)}, 0, 16, false};
+  EXPECT_NEAR(ringSetUs(m, two, 1), 2 * (2 * 40 + 6 * 3), 1e-6);
+  // Fewer steps than edges: the window with the network edge in it.
+  const RingSet three{{ranksInOrder(8)}, 0, 3, false};
+  EXPECT_NEAR(ringSetUs(m, three, 1), 40 + 2 * 3, 1e-6);
+  // One node: shared memory only.
+  const Machine one = Machine::rectangular(1, 8, 1, l);
+  EXPECT_NEAR(ringSetUs(one, lap, 1), 8 * 3, 1e-6);
+}
+
+// When ranks outnumber cores, every message costs CPU on the node's shared
+// cores (msgCpuUs, netMsgCpuUs): a deep pipeline of small chunks pays it
+// per chunk, so at 64 KiB HO-Ring's deepest pipeline costs more than one
+// chunk; with a core per rank the same settings change nothing.
+TEST(Model, MessagesCostCpuWhenRanksOutnumberCores) {
+  LinkModel l = gigabit(0.5);
+  l.oversubscription = 4;
+  l.msgCpuUs = 10;
+  l.netMsgCpuUs = 30;
+  const Machine shared = Machine::rectangular(4, 2, 2, l);
+  for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather}) {
+    const double k1 = predict(shared, c, AlgoId::HoRing, 64 * 1024, 1, 1).us;
+    const double k32 = predict(shared, c, AlgoId::HoRing, 64 * 1024, 1, 32).us;
+    EXPECT_GT(k32, 2 * k1) << collName(c);
+    const SimResult s1 = simulate(shared, c, AlgoId::HoRing, 64 * 1024, 1, 1);
+    const SimResult s32 = simulate(shared, c, AlgoId::HoRing, 64 * 1024, 1, 32);
+    ASSERT_TRUE(s1.ok && s32.ok);
+    EXPECT_GT(s32.us, 2 * s1.us) << collName(c);
+  }
+  // Doubling the CPU per message makes a small oversubscribed call slower
+  // in both engines...
+  Machine dear = shared;
+  dear.links.msgCpuUs = 20;
+  dear.links.netMsgCpuUs = 60;
+  EXPECT_GT(us(dear, CollKind::AllReduce, AlgoId::Ring, 64 * 1024),
+            us(shared, CollKind::AllReduce, AlgoId::Ring, 64 * 1024) * 1.2);
+  EXPECT_GT(simulate(dear, CollKind::AllReduce, AlgoId::Ring, 64 * 1024, 1, 0).us,
+            simulate(shared, CollKind::AllReduce, AlgoId::Ring, 64 * 1024, 1, 0).us * 1.2);
+  // ...and nothing with a core per rank.
+  Machine own = shared, ownDear = dear;
+  own.links.oversubscription = ownDear.links.oversubscription = 1;
+  EXPECT_DOUBLE_EQ(us(own, CollKind::AllReduce, AlgoId::Ring, 64 * 1024),
+                   us(ownDear, CollKind::AllReduce, AlgoId::Ring, 64 * 1024));
+  EXPECT_DOUBLE_EQ(simulate(own, CollKind::AllReduce, AlgoId::HoRing, 64 * 1024, 1, 4).us,
+                   simulate(ownDear, CollKind::AllReduce, AlgoId::HoRing, 64 * 1024, 1, 4).us);
 }
 
 }  // namespace

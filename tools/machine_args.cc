@@ -32,8 +32,12 @@ std::string machineArgsHelp() {
          "  --shm-gbps X           one rank's copy rate inside a node, Gbit/s [40]\n"
          "  --node-mem-gbps X      all copies of one node together, Gbit/s (memory bandwidth) [80]\n"
          "  --reduce-gbps X        one rank's local reduction rate, Gbit/s [40]\n"
-         "  --oversubscription X   ranks per core (latencies scale with it; the emulated\n"
-         "                         cluster runs 8 ranks on 2 cores: 4) [1]\n"
+         "  --oversubscription X   ranks per core (latencies scale with it, and a node's ranks\n"
+         "                         share ranks/X cores; the emulated cluster runs 8 ranks\n"
+         "                         on 2 cores: 4) [1]\n"
+         "  --msg-cpu-us X         CPU per message a rank sends or receives, counted when\n"
+         "                         ranks outnumber cores [10]\n"
+         "  --net-msg-cpu-us X     extra CPU per network message (the TCP stack) [30]\n"
          "  --topo-file F          nodes and switches from a topology file or Slurm topology.conf\n"
          "                         (a dump carries its ranks; otherwise --ranks-per-node applies)\n"
          "                         [HOCCL_TOPO_FILE]\n"
@@ -74,6 +78,8 @@ bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string*
   if (!strcmp(opt, "--shm-gbps")) return real(&a->shmGbps, 0);
   if (!strcmp(opt, "--node-mem-gbps")) return real(&a->nodeMemGbps, 0);
   if (!strcmp(opt, "--reduce-gbps")) return real(&a->reduceGbps, 0);
+  if (!strcmp(opt, "--msg-cpu-us")) return real(&a->msgCpuUs, 0);
+  if (!strcmp(opt, "--net-msg-cpu-us")) return real(&a->netMsgCpuUs, 0);
   if (!strcmp(opt, "--oversubscription")) return real(&a->oversubscription, 1);
   if (!strcmp(opt, "--topo-file") || !strcmp(opt, "--tune-file")) {
     const char* v = value();
@@ -105,6 +111,8 @@ Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::stri
   if (a.shmGbps > 0) links.shm.gbps = a.shmGbps;
   if (a.nodeMemGbps > 0) links.nodeMemGbps = a.nodeMemGbps;
   if (a.reduceGbps > 0) links.reduceGbps = a.reduceGbps;
+  if (a.msgCpuUs >= 0) links.msgCpuUs = a.msgCpuUs;
+  if (a.netMsgCpuUs >= 0) links.netMsgCpuUs = a.netMsgCpuUs;
   char buf[256];
   if (!a.topoFile.empty()) {
     topo::TopoOverrides o;

@@ -31,7 +31,16 @@ class Load {
         t_(size_t(2 * P_ + 3 * N_ + 2 * L_), 0.0),
         nodeInBytes_(size_t(N_), 0.0),
         upOutBytes_(size_t(L_), 0.0),
-        upInBytes_(size_t(L_), 0.0) {}
+        upInBytes_(size_t(L_), 0.0),
+        cpuBytes_(size_t(N_), 0.0),
+        cpuMsg_(size_t(N_), 0.0),
+        cores_(size_t(N_), 0.0) {
+    // Ranks outnumber cores: a node's ranks share ranks/oversubscription
+    // cores, so the CPU their messages take is a resource of the node.
+    if (m.links.oversubscription > 1) {
+      for (int r = 0; r < P_; ++r) cores_[size_t(m.nodeOf[size_t(r)])] += 1 / m.links.oversubscription;
+    }
+  }
 
   // `bytes` from rank a to rank b in one step, over `channels` connections.
   void edge(int a, int b, double bytes, bool reduce, int channels) {
@@ -43,6 +52,13 @@ class Load {
     // into a shared slot when the peer is on its node.
     add(rankIn(b), bytes / recvRate);
     add(mem(nb), bytes * (reduce ? 3 : 2) / (lm.nodeMemGbps * 125.0));
+    if (cores_[size_t(na)] > 0) {
+      const double msg = lm.msgCpuUs + (na == nb ? 0 : lm.netMsgCpuUs);
+      cpuBytes_[size_t(nb)] += bytes / recvRate / cores_[size_t(nb)];
+      if (na == nb) cpuBytes_[size_t(na)] += bytes / copyRate / cores_[size_t(na)];
+      cpuMsg_[size_t(na)] += msg / cores_[size_t(na)];
+      cpuMsg_[size_t(nb)] += msg / cores_[size_t(nb)];
+    }
     if (na == nb) {
       add(rankOut(a), bytes / copyRate);
       lat_ = std::max(lat_, lm.latency(lm.shm));
@@ -89,6 +105,11 @@ class Load {
   }
   double latencyUs() const { return lat_; }
   const std::vector<double>& busy() const { return t_; }
+  // Per node, when ranks outnumber cores: the CPU time its cores spend on
+  // the step's bytes, and on one message per edge (messages cut into
+  // slices cost that per slice).
+  const std::vector<double>& cpuBytes() const { return cpuBytes_; }
+  const std::vector<double>& cpuMsg() const { return cpuMsg_; }
   // The busiest network link (node link or uplink, either direction).
   double networkUs() const {
     double worst = 0;
@@ -110,8 +131,13 @@ class Load {
   int P_, N_, L_;
   std::vector<double> t_;
   std::vector<double> nodeInBytes_, upOutBytes_, upInBytes_;
+  std::vector<double> cpuBytes_, cpuMsg_, cores_;
   double lat_ = 0, flow_ = 0;
 };
+
+// The executor moves a message in slices of this size, each a message of
+// its own (as the schedule engine's pieces, sim.h).
+constexpr double kSliceBytes = 128 * 1024;
 
 // One phase: a set of steps that all look alike (the same edges and bytes),
 // repeated `steps` times.
@@ -121,8 +147,71 @@ struct Phase {
   double netUs = 0;  // the busiest network link's time, all steps
   std::vector<double> busy;  // per resource, all steps (for overlap)
   double stepNodeInBytes = 0, stepUplinkBytes = 0;  // one step's (Prediction)
-  double us() const { return bwUs + latUs; }
+  // Ranks outnumbering cores (else empty): per node, CPU time of all its
+  // steps' bytes, and of one message per edge and step; and how many
+  // slices each edge's message is cut into per step (per chunk: msgsPer).
+  std::vector<double> cpuBytes, cpuMsg;
+  double stepBytes = 0;
+  int channels = 1;
+  // Messages per edge and step, when the step runs in K chunks.
+  double msgsPer(int K) const {
+    const double perConn = stepBytes / (double(std::max(channels, 1)) * std::max(K, 1));
+    return double(std::max(K, 1)) * std::max(channels, 1) * std::max(1.0, std::ceil(perConn / kSliceBytes));
+  }
+  // The busiest node's CPU time for all steps, run in K chunks.
+  double cpuUs(int K) const {
+    double worst = 0;
+    for (size_t n = 0; n < cpuBytes.size(); ++n) worst = std::max(worst, cpuBytes[n] + cpuMsg[n] * msgsPer(K));
+    return worst;
+  }
+  double us() const { return std::max(bwUs, cpuUs(1)) + latUs; }
 };
+
+// Fills a phase's CPU fields from a step's load repeated `steps` times.
+void setCpu(Phase* p, const Load& l, int steps, double bytes, int channels) {
+  p->cpuBytes = l.cpuBytes();
+  p->cpuMsg = l.cpuMsg();
+  for (double& x : p->cpuBytes) x *= steps;
+  for (double& x : p->cpuMsg) x *= steps;
+  p->stepBytes = bytes;
+  p->channels = channels;
+}
+
+// One message's latency from rank a to rank b.
+double edgeLatencyUs(const Machine& m, int a, int b) {
+  const LinkModel& lm = m.links;
+  switch (m.linkClass(a, b)) {
+    case topo::LinkClass::Self: return 0;
+    case topo::LinkClass::Shm: return lm.latency(lm.shm);
+    case topo::LinkClass::NetLeaf: return lm.latency(lm.net);
+    default: return lm.latency(lm.net) + lm.latency(lm.spine);
+  }
+}
+
+// The latency a ring phase accumulates: step s of a rank waits for step
+// s-1 of its predecessor, so the slowest chain of `steps` messages crosses
+// consecutive edges of the ring, a window of them (each edge's latency
+// once per lap), not the slowest edge at every step.
+double ringLatencyUs(const Machine& m, const RingSet& set) {
+  double worst = 0;
+  for (const std::vector<int>& ring : set.rings) {
+    const size_t n = ring.size();
+    if (n < 2 || set.steps <= 0) continue;
+    std::vector<double> lat(n);
+    double lap = 0;
+    for (size_t i = 0; i < n; ++i) lap += lat[i] = edgeLatencyUs(m, ring[i], ring[(i + 1) % n]);
+    const size_t laps = size_t(set.steps) / n, rest = size_t(set.steps) % n;
+    double window = 0, best = 0;  // the slowest `rest` consecutive edges
+    for (size_t i = 0; i < rest; ++i) window += lat[i];
+    best = window;
+    for (size_t i = 0; rest > 0 && i < n; ++i) {
+      window += lat[(i + rest) % n] - lat[i];
+      best = std::max(best, window);
+    }
+    worst = std::max(worst, double(laps) * lap + best);
+  }
+  return worst;
+}
 
 Phase ringPhase(const Machine& m, const RingSet& set, int channels) {
   Load l(m);
@@ -133,12 +222,13 @@ Phase ringPhase(const Machine& m, const RingSet& set, int channels) {
   }
   Phase p;
   p.bwUs = l.bandwidthUs() * set.steps;
-  p.latUs = l.latencyUs() * set.steps;
+  p.latUs = ringLatencyUs(m, set);
   p.netUs = l.networkUs() * set.steps;
   p.busy = l.busy();
   for (double& b : p.busy) b *= set.steps;
   p.stepNodeInBytes = l.nodeInBytes();
   p.stepUplinkBytes = l.uplinkBytes();
+  setCpu(&p, l, set.steps, set.bytes, channels);
   return p;
 }
 
@@ -153,6 +243,7 @@ Phase exchangePhase(const Machine& m, const std::vector<Transfer>& msgs, double 
   p.busy = l.busy();
   p.stepNodeInBytes = l.nodeInBytes();
   p.stepUplinkBytes = l.uplinkBytes();
+  setCpu(&p, l, 1, bytes, channels);
   return p;
 }
 
@@ -165,6 +256,12 @@ Phase followedBy(Phase a, const Phase& b) {
   for (size_t i = 0; i < a.busy.size(); ++i) a.busy[i] += b.busy[i];
   a.stepNodeInBytes = std::max(a.stepNodeInBytes, b.stepNodeInBytes);
   a.stepUplinkBytes = std::max(a.stepUplinkBytes, b.stepUplinkBytes);
+  // b's messages, counted in a's slices (the same size for a ring's two halves).
+  const double scale = a.msgsPer(1) > 0 ? b.msgsPer(1) / a.msgsPer(1) : 1;
+  for (size_t n = 0; n < a.cpuBytes.size() && n < b.cpuBytes.size(); ++n) {
+    a.cpuBytes[n] += b.cpuBytes[n];
+    a.cpuMsg[n] += b.cpuMsg[n] * scale;
+  }
   return a;
 }
 
@@ -199,14 +296,21 @@ double pipelinedUs(const std::vector<Phase>& ph, int K) {
   if (ph.empty()) return 0;
   if (K <= 1) return sumUs(ph);
   std::vector<double> total(ph.front().busy.size(), 0.0);
+  size_t nodes = 0;
+  for (const Phase& p : ph) nodes = std::max(nodes, p.cpuBytes.size());
+  std::vector<double> cpu(nodes, 0.0);
   double maxPerChunk = 0, fill = 0;
   for (const Phase& p : ph) {
     for (size_t i = 0; i < total.size(); ++i) total[i] += p.busy[i];
-    const double perChunk = p.bwUs / K + p.latUs;
+    // Every chunk's step is a message of its own: the CPU a message costs
+    // is paid K times, the CPU for bytes once.
+    for (size_t n = 0; n < p.cpuBytes.size(); ++n) cpu[n] += p.cpuBytes[n] + p.cpuMsg[n] * p.msgsPer(K);
+    const double perChunk = std::max(p.bwUs, p.cpuUs(K)) / K + p.latUs;
     maxPerChunk = std::max(maxPerChunk, perChunk);
     fill += perChunk;
   }
-  const double steady = *std::max_element(total.begin(), total.end());
+  double steady = *std::max_element(total.begin(), total.end());
+  if (!cpu.empty()) steady = std::max(steady, *std::max_element(cpu.begin(), cpu.end()));
   return std::max(steady, maxPerChunk * K) + fill - maxPerChunk;
 }
 

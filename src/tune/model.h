@@ -62,6 +62,16 @@ struct LinkModel {
   // 2 cores): a 64 KiB ring all-reduce step took ~210 us where 1 Gbit/s
   // and 40 us predict ~105.
   double oversubscription = 1.0;
+  // CPU time (us) a rank spends per message it sends or receives, beyond
+  // moving the bytes: system calls, wake-ups, the executor's bookkeeping;
+  // a network message costs netMsgCpuUs more (the TCP stack, both ends).
+  // It counts when ranks outnumber cores: the ranks of a node then share
+  // ranks/oversubscription cores, and a step of many small messages is
+  // bound by the CPU, not the links (one rank per core: the latencies
+  // cover it). Fitted on the emulated cluster, 8 ranks on 2 cores
+  // (docs/algorithms.md, "Small messages on shared cores").
+  double msgCpuUs = 10.0;
+  double netMsgCpuUs = 30.0;
   double latency(const LinkParams& p) const { return p.latencyUs * (oversubscription > 1 ? oversubscription : 1); }
 };
 

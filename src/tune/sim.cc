@@ -47,6 +47,9 @@ class Sim {
         upBurst_(m.links.spine.burstKB * 1000) {
     rankFree_.assign(size_t(P_), 0);
     memFree_.assign(size_t(N_), 0);
+    cpuFree_.assign(size_t(N_), 0);
+    nodeRanks_.assign(size_t(N_), 0);
+    for (int r = 0; r < P_; ++r) ++nodeRanks_[size_t(m.nodeOf[size_t(r)])];
     nicOut_.assign(size_t(N_), 0);
     nicIn_.assign(size_t(N_), 0);
     upOut_.assign(size_t(L_), 0);
@@ -161,6 +164,18 @@ class Sim {
     const int node = m_.nodeOf[size_t(c.rank)];
     double start = std::max(t0, rankFree_[size_t(c.rank)]);
     double done = start + b / rate;
+    if (lm.oversubscription > 1) {
+      // Ranks outnumber cores: the node's ranks share
+      // ranks/oversubscription cores, and each message a rank sends or
+      // receives costs CPU beyond its bytes (model.h: msgCpuUs).
+      auto msgCpu = [&](int peer) { return lm.msgCpuUs + (m_.nodeOf[size_t(peer)] != node ? lm.netMsgCpuUs : 0); };
+      double cpu = b / rate;
+      if (st.recvPeer >= 0) cpu += msgCpu(st.recvPeer);
+      if (st.sendPeer >= 0) cpu += msgCpu(st.sendPeer);
+      const double cores = nodeRanks_[size_t(node)] / lm.oversubscription;
+      cpuFree_[size_t(node)] = std::max(cpuFree_[size_t(node)], start) + cpu / cores;
+      done = std::max(start + cpu, cpuFree_[size_t(node)]);
+    }
     rankFree_[size_t(c.rank)] = done;
     const double mem = b * (st.reduce ? 3 : 2) / (lm.nodeMemGbps * 125.0);
     memFree_[size_t(node)] = std::max(memFree_[size_t(node)], start) + mem;
@@ -230,7 +245,7 @@ class Sim {
   double nicRate_, netBurst_, upRate_, upBurst_;  // one link's rate (bytes/us) and bucket (bytes), from m_.links
   std::vector<Chan> chans_;
   std::vector<size_t> first_;
-  std::vector<double> rankFree_, memFree_, nicOut_, nicIn_, upOut_, upIn_;
+  std::vector<double> rankFree_, memFree_, cpuFree_, nodeRanks_, nicOut_, nicIn_, upOut_, upIn_;
   std::vector<double> nicOutTokens_, nicInTokens_, upOutTokens_, upInTokens_;
   std::map<std::tuple<int, int, int>, std::deque<double>> inbox_;
   std::priority_queue<std::pair<double, size_t>> pq_;

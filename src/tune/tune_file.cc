@@ -154,7 +154,11 @@ Status parseTuneFile(const std::string& text, const std::string& path, const Lin
         if (k == "node_mem_gbps" && x > 0) f.links.nodeMemGbps = x;
         else if (k == "reduce_gbps" && x > 0) f.links.reduceGbps = x;
         else if (k == "flow_gbps") f.links.flowGbps = x;
-        else return fail("unknown setting '" + shown(k) + "' (expected node_mem_gbps, reduce_gbps or flow_gbps; the first two > 0)");
+        else if (k == "msg_cpu_us") f.links.msgCpuUs = x;
+        else if (k == "net_msg_cpu_us") f.links.netMsgCpuUs = x;
+        else
+          return fail("unknown setting '" + shown(k) +
+                      "' (expected node_mem_gbps, reduce_gbps, flow_gbps, msg_cpu_us or net_msg_cpu_us; the first two > 0)");
       }
     } else {
       TuneRule r;
