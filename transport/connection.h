@@ -29,6 +29,9 @@ struct SlotHeader {
   uint8_t flags;
   int32_t root;
   int32_t sender;
+  // The transport's own: shared memory carries payloads of up to 24 bytes
+  // here and the slot's sequence stamp last, so a small message is one
+  // cache line from sender to receiver.
   uint8_t reserved[32];
 };
 static_assert(sizeof(SlotHeader) == 64, "one cache line");
@@ -108,12 +111,23 @@ class Connections {
 // post, a finished network request) rings it. Each transport brings its
 // own mechanism (shared memory: a futex word its local peers ring too);
 // the others ring whatever doorbell they are given.
+//
+// Ringing costs a shared write only while someone sleeps: a ringer first
+// publishes what it completed, then rings, and ring() skips the doorbell
+// when no sleeper has announced itself. So a rank about to sleep announces
+// itself (arm), polls everything once more (what was published before its
+// announcement is seen there; what comes after rings), and only then
+// waits, or disarms if the poll moved something.
 class Doorbell {
  public:
   virtual ~Doorbell() = default;
-  virtual uint32_t value() const = 0;
   virtual void ring() = 0;
-  // Returns once the value differs from `seen`, or after about timeoutMs.
+  // Announces a sleeper; returns the value wait() compares against.
+  virtual uint32_t arm() = 0;
+  // Withdraws the announcement (the poll after arm() found work).
+  virtual void disarm() = 0;
+  // After arm(): returns once the value differs from `seen`, or after
+  // about timeoutMs, and withdraws the announcement.
   virtual void wait(uint32_t seen, int timeoutMs) = 0;
   // For C-style callbacks (a network transport's completion notifier).
   static void ringCallback(void* doorbell) { static_cast<Doorbell*>(doorbell)->ring(); }

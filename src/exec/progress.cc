@@ -99,12 +99,16 @@ class HostExecutor : public Executor {
     double lastProgress = nowSec();
     double lastHealthCheck = lastProgress;
     int spins = 0;
-    for (;;) {
-      uint32_t seen = first->doorbell().value();
-      bool allDone = true, progressed = false;
-      // Calls on one communicator share its connections, so they run one
-      // after another; calls on different communicators run together.
-      std::vector<TaskOwner*> busy;
+    // Calls on one communicator share its connections, so they run one
+    // after another; calls on different communicators run together.
+    std::vector<TaskOwner*> busy;
+    busy.reserve(tasks.size());
+    bool allDone = false, progressed = false;
+    // One pass over every unfinished call; false when one failed (*st).
+    auto poll = [&](Status* st) {
+      allDone = true;
+      progressed = false;
+      busy.clear();
       for (size_t i = 0; i < tasks.size(); ++i) {
         TaskOwner* o = work[i].owner;
         CollTask& t = *tasks[i];
@@ -112,14 +116,27 @@ class HostExecutor : public Executor {
         allDone = false;
         if (std::find(busy.begin(), busy.end(), o) != busy.end()) continue;
         busy.push_back(o);
-        if (o->abortPending())
-          return errorf(hocclInvalidUsage, "rank %d: communicator aborted by hocclCommAbort during %s (call #%llu)",
-                        o->ownRank(), callText(t.call()).c_str(), static_cast<unsigned long long>(t.call().opSeq));
-        Status st = o->peerAbort(false);
-        if (!st.ok()) return fail(o, st, false);
-        st = t.progress(&progressed);
-        if (!st.ok()) return fail(o, st, true);
+        if (o->abortPending()) {
+          *st = errorf(hocclInvalidUsage, "rank %d: communicator aborted by hocclCommAbort during %s (call #%llu)",
+                       o->ownRank(), callText(t.call()).c_str(), static_cast<unsigned long long>(t.call().opSeq));
+          return false;
+        }
+        Status s = o->peerAbort(false);
+        if (!s.ok()) {
+          *st = fail(o, s, false);
+          return false;
+        }
+        s = t.progress(&progressed);
+        if (!s.ok()) {
+          *st = fail(o, s, true);
+          return false;
+        }
       }
+      return true;
+    };
+    for (;;) {
+      Status st;
+      if (!poll(&st)) return st;
       if (allDone) return Status();
       if (progressed) {
         lastProgress = nowSec();
@@ -161,7 +178,23 @@ class HostExecutor : public Executor {
         }
       }
       if (now - lastHealthCheck > 0.1) lastHealthCheck = now;
-      first->doorbell().wait(seen, multiComm ? 1 : 100);
+      // Announce the sleep, then look once more: what a peer published
+      // before the announcement shows up in this poll, what comes after
+      // rings the doorbell (connection.h, Doorbell).
+      Doorbell& bell = first->doorbell();
+      const uint32_t seen = bell.arm();
+      if (!poll(&st)) {
+        bell.disarm();
+        return st;
+      }
+      if (allDone || progressed) {
+        bell.disarm();
+        if (allDone) return Status();
+        lastProgress = nowSec();
+        spins = 0;
+        continue;
+      }
+      bell.wait(seen, multiComm ? 1 : 100);
     }
   }
 };

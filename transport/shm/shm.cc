@@ -96,6 +96,19 @@ Status openSegment(const std::string& name, size_t bytes, void** addr) {
   return Status();
 }
 
+// A slot header's transport-private bytes (SlotHeader::reserved): a small
+// payload, then the stamp that publishes the slot (the sender's count of
+// posts, from 1), written last with release order.
+constexpr size_t kInlineBytes = 24;
+static_assert(sizeof(SlotHeader::reserved) == kInlineBytes + sizeof(uint64_t));
+uint8_t* inlineArea(SlotHeader* h) { return h->reserved; }
+const uint8_t* inlineArea(const SlotHeader* h) { return h->reserved; }
+uint64_t* stampOf(SlotHeader* h) { return reinterpret_cast<uint64_t*>(h->reserved + kInlineBytes); }
+const uint64_t* stampOf(const SlotHeader* h) {
+  return reinterpret_cast<const uint64_t*>(h->reserved + kInlineBytes);
+}
+bool carriedInline(const SlotHeader* h) { return h->bytes <= kInlineBytes && !(h->flags & kSlotDirect); }
+
 class ShmSend : public SendConn {
  public:
   ShmSend(EdgeHeader* e, ControlBlock* peerCtl, int peer)
@@ -111,8 +124,13 @@ class ShmSend : public SendConn {
     return true;
   }
   void post() override {
+    SlotHeader* h = reinterpret_cast<SlotHeader*>(reinterpret_cast<char*>(e_) + kEdgeHeaderBytes +
+                                                  (head_ % e_->slots) * slotStride(e_->slotBytes));
+    // A small payload rides in the header's line: the receiver reads one
+    // line, and the payload line stays in this core's cache.
+    if (carriedInline(h) && h->bytes) memcpy(inlineArea(h), h + 1, h->bytes);
     ++head_;
-    e_->head.store(head_, std::memory_order_seq_cst);
+    __atomic_store_n(stampOf(h), head_, __ATOMIC_RELEASE);
     ringDoorbell(peerCtl_);
   }
   size_t slotBytes() const override { return e_->slotBytes; }
@@ -133,19 +151,17 @@ class ShmRecv : public RecvConn {
   ShmRecv(EdgeHeader* e, ControlBlock* peerCtl, int peer)
       : e_(e), peerCtl_(peerCtl), peer_(peer), tail_(e->tail.load(std::memory_order_relaxed)) {}
   bool tryPeek(const SlotHeader** header, const void** payload) override {
-    if (tail_ >= headCache_) {
-      headCache_ = e_->head.load(std::memory_order_acquire);
-      if (tail_ >= headCache_) return false;
-    }
     const char* slot = reinterpret_cast<const char*>(e_) + kEdgeHeaderBytes +
                        (tail_ % e_->slots) * slotStride(e_->slotBytes);
-    *header = reinterpret_cast<const SlotHeader*>(slot);
-    *payload = slot + sizeof(SlotHeader);
+    const auto* h = reinterpret_cast<const SlotHeader*>(slot);
+    if (__atomic_load_n(stampOf(h), __ATOMIC_ACQUIRE) != tail_ + 1) return false;
+    *header = h;
+    *payload = carriedInline(h) ? static_cast<const void*>(inlineArea(h)) : slot + sizeof(SlotHeader);
     return true;
   }
   void release() override {
     ++tail_;
-    e_->tail.store(tail_, std::memory_order_seq_cst);
+    e_->tail.store(tail_, std::memory_order_release);
     ringDoorbell(peerCtl_);
   }
   int peer() const override { return peer_; }
@@ -167,7 +183,6 @@ class ShmRecv : public RecvConn {
   ControlBlock* peerCtl_;
   int peer_;
   uint64_t tail_;
-  uint64_t headCache_ = 0;
 };
 
 // Segments whose creator was killed before a peer could unlink them stay
@@ -195,14 +210,27 @@ void removeSegmentsOfDeadProcesses() {
 
 }  // namespace
 
+// Ringers and sleepers meet Dekker-style: the ringer publishes, fences,
+// then reads `sleepers`; the sleeper raises `sleepers`, fences, then polls
+// (Doorbell in connection.h). One of them sees the other, so no wake-up
+// is lost, and while nobody sleeps a ring writes nothing shared.
 void ringDoorbell(ControlBlock* cb) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (cb->sleepers.load(std::memory_order_relaxed) == 0) return;
   cb->doorbell.fetch_add(1, std::memory_order_seq_cst);
-  if (cb->sleepers.load(std::memory_order_seq_cst) != 0) futex(&cb->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
+  futex(&cb->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
 }
 
-void waitDoorbell(ControlBlock* cb, uint32_t seen, int timeoutMs) {
+uint32_t armDoorbell(ControlBlock* cb) {
   cb->sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (cb->doorbell.load(std::memory_order_seq_cst) == seen) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return cb->doorbell.load(std::memory_order_acquire);
+}
+
+void disarmDoorbell(ControlBlock* cb) { cb->sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+
+void waitDoorbell(ControlBlock* cb, uint32_t seen, int timeoutMs) {
+  if (cb->doorbell.load(std::memory_order_acquire) == seen) {
     timespec ts{timeoutMs / 1000, static_cast<long>(timeoutMs % 1000) * 1000000L};
     futex(&cb->doorbell, FUTEX_WAIT, seen, &ts);
   }

@@ -3,10 +3,13 @@
 // Each rank owns a control block (doorbell, abort record, pid) that every
 // local peer maps. Each connection is a segment created by its receiver and
 // mapped by its sender, which unlinks the name at once, so nothing is left
-// in /dev/shm once both sides have attached. Flow control is a head counter
-// written by the sender and a tail counter written by the receiver; each
-// move rings the other side's doorbell (a futex word), so a waiting rank
-// can sleep instead of spinning when ranks outnumber cores.
+// in /dev/shm once both sides have attached. A posted slot carries a
+// sequence stamp in its header's last word, which the receiver polls (a
+// payload of up to 24 bytes travels in the header's line too, so a small
+// message is one cache line); the receiver's tail counter gives slots back.
+// Each move rings the other side's doorbell (a futex word) when it sleeps,
+// so a waiting rank can sleep instead of spinning when ranks outnumber
+// cores, at no cost while it spins.
 #pragma once
 
 #include <atomic>
@@ -40,9 +43,13 @@ struct ControlBlock {
   uint64_t probeValue;
 };
 
-// Wakes the owner of `cb` if it sleeps.
+// Wakes the owner of `cb` if it sleeps (announced in `sleepers`); call it
+// after publishing what the owner should see.
 void ringDoorbell(ControlBlock* cb);
-// Sleeps until the doorbell differs from `seen` or `timeoutMs` passes.
+// The owner's side (connection.h, Doorbell): announce, then sleep until the
+// doorbell differs from `seen` or `timeoutMs` passes, then withdraw.
+uint32_t armDoorbell(ControlBlock* cb);
+void disarmDoorbell(ControlBlock* cb);
 void waitDoorbell(ControlBlock* cb, uint32_t seen, int timeoutMs);
 
 struct ShmOptions {
@@ -61,8 +68,9 @@ struct ShmOptions {
 class ShmDoorbell : public Doorbell {
  public:
   explicit ShmDoorbell(ControlBlock* cb) : cb_(cb) {}
-  uint32_t value() const override { return cb_->doorbell.load(std::memory_order_acquire); }
   void ring() override { ringDoorbell(cb_); }
+  uint32_t arm() override { return armDoorbell(cb_); }
+  void disarm() override { disarmDoorbell(cb_); }
   void wait(uint32_t seen, int timeoutMs) override { waitDoorbell(cb_, seen, timeoutMs); }
 
  private:
