@@ -1,7 +1,7 @@
 // ProcessGroupHoccl: a c10d::ProcessGroup (PyTorch 1.13) that runs
 // torch.distributed's collectives through hoccl's public C API (hoccl.h).
 //
-// Execution: every call validates its arguments on the caller's thread
+// Execution (work_queue.cc): every call validates its arguments on the caller's thread
 // (unsupported dtypes, ops and methods raise at once), then queues a task and
 // returns a Work. One worker thread per process group runs the tasks in
 // order, so the order of hoccl calls is program order on every rank, and DDP
