@@ -96,7 +96,7 @@ ProcessGroupHoccl::~ProcessGroupHoccl() {
   // the worker while holding it.
   auto shutdown = [this] {
     stopWorker();
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(state_->mutex);
     if (comm_ && !aborted_) {
       if (failed_)
         hocclCommAbort(comm_);
@@ -494,9 +494,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tenso
 }
 
 // hoccl has no tags: the k-th send from a to b meets b's k-th receive from
-// a (as in ProcessGroupNCCL, which ignores tags too). Sends and receives
-// queued one after another run in one hoccl group; a blocking send that
-// waits for its receiver still needs the receiver to post it.
+// a (as in ProcessGroupNCCL, which ignores tags too). Both are p2p tasks:
+// held back until waited on (or until a collective follows), then run in
+// one hoccl group with the other held ones (see enqueue).
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   checkOne(tensors, "send");
   checkRoot(dstRank, size_, "send");

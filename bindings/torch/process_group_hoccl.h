@@ -1,12 +1,15 @@
 // ProcessGroupHoccl: a c10d::ProcessGroup (PyTorch 1.13) that runs
 // torch.distributed's collectives through hoccl's public C API (hoccl.h).
 //
-// Execution (work_queue.cc): every call validates its arguments on the caller's thread
-// (unsupported dtypes, ops and methods raise at once), then queues a task and
-// returns a Work. One worker thread per process group runs the tasks in
-// order, so the order of hoccl calls is program order on every rank, and DDP
-// can overlap its bucket all-reduces with backward although a host hoccl
-// call blocks until it is complete. The Work's future carries the outputs.
+// Execution (work_queue.cc): every call validates its arguments on the
+// caller's thread (unsupported dtypes, ops and methods raise at once), then
+// queues a task and returns a Work. One worker thread per process group runs
+// the tasks in order, so the order of hoccl calls is program order on every
+// rank, and DDP can overlap its bucket all-reduces with backward although a
+// host hoccl call blocks until it is complete. The Work's future carries the
+// outputs. Sends and receives are held back until something needs them (a
+// wait on one, a later collective), then run together in one hoccl group:
+// isend and irecv posted in any order cannot deadlock.
 //
 // Devices: only CPU tensors today. The worker is the "CPU executor": a CUDA
 // executor would enqueue the same hoccl calls on a stream (hocclStream_t)
@@ -18,9 +21,12 @@
 #include <hoccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -34,19 +40,38 @@
 
 namespace hoccl_torch {
 
+// What a process group shares with its Works (which may outlive it): the
+// lock over its queue, the worker's wake-up, and how far the caller has
+// released the point-to-point tasks the worker holds back.
+struct QueueState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t releasedUpTo = 0;  // held p2p tasks numbered up to this may run
+};
+
 // A Work completed by the process group's worker; its future's value is the
-// list of output tensors (what DDP's communication hook reads).
+// list of output tensors (what DDP's communication hook reads). Waiting on
+// it in any way (wait, is_completed, the future) first releases the
+// point-to-point tasks held back up to it (see ProcessGroupHoccl::enqueue).
 class HocclWork : public c10d::Work {
  public:
-  HocclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+  HocclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::shared_ptr<QueueState> queue,
+            uint64_t seq);
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  bool isCompleted() override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  void synchronize() override { release(); }
   // Completes the work: with the outputs when `error` is null, else with it.
   void complete(std::exception_ptr error);
+  uint64_t seq() const { return seq_; }
 
  private:
+  void release();
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<QueueState> queue_;
+  uint64_t seq_;
 };
 
 class ProcessGroupHoccl : public c10d::ProcessGroup {
@@ -122,8 +147,11 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   static void stopAllWorkers();
 
  private:
-  // Queues fn for the worker. Point-to-point tasks (p2p) that are next to
-  // each other in the queue run together in one hocclGroupStart/End.
+  // Queues fn for the worker. Point-to-point tasks (p2p) are held
+  // back, not started, until something needs them: a Work of one of them
+  // (or of a later task) is waited on, a task that is not p2p is queued
+  // behind them, or the worker stops; then all the held ones run together
+  // in one hocclGroupStart/End, so no order of isend/irecv can deadlock.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<void()> fn, bool p2p = false);
   struct Task {
@@ -131,6 +159,8 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
     std::function<void()> fn;
     bool p2p;
   };
+  // Whether the task at the queue's front may run now. Under state_->mutex.
+  bool frontRunnable() const;
   void runBatch(std::vector<Task>& batch);
   void startWorker();
   void workerLoop();
@@ -145,9 +175,9 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   std::string groupName_;
   std::string algorithm_;
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  std::shared_ptr<QueueState> state_ = std::make_shared<QueueState>();  // its mutex guards what follows
   std::deque<Task> queue_;
+  uint64_t nextSeq_ = 1;
   bool stop_ = false;
   bool aborted_ = false;
   mutable std::atomic<bool> failed_{false};  // a hoccl call failed: the communicator is unusable

@@ -1,7 +1,9 @@
 // How a ProcessGroupHoccl runs its work: the queue, the worker thread that
-// runs it in program order, and the Works callers wait on.
+// runs it in program order, the point-to-point tasks it holds back until
+// they are needed, and the Works callers wait on.
 #include "process_group_hoccl.h"
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -10,10 +12,37 @@ namespace hoccl_torch {
 
 using c10d::OpType;
 
-HocclWork::HocclWork(int rank, OpType type, std::vector<at::Tensor> outputs)
+HocclWork::HocclWork(int rank, OpType type, std::vector<at::Tensor> outputs, std::shared_ptr<QueueState> queue,
+                     uint64_t seq)
     : Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      queue_(std::move(queue)),
+      seq_(seq) {}
+
+void HocclWork::release() {
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    if (queue_->releasedUpTo >= seq_) return;
+    queue_->releasedUpTo = seq_;
+  }
+  queue_->cv.notify_all();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> HocclWork::getFuture() {
+  release();  // whoever takes the future means to wait on it
+  return future_;
+}
+
+bool HocclWork::isCompleted() {
+  release();
+  return Work::isCompleted();
+}
+
+bool HocclWork::wait(std::chrono::milliseconds timeout) {
+  release();
+  return Work::wait(timeout);
+}
 
 void HocclWork::complete(std::exception_ptr error) {
   if (error)
@@ -41,10 +70,10 @@ std::set<ProcessGroupHoccl*>& ProcessGroupHoccl::liveGroups() {
 
 void ProcessGroupHoccl::stopWorker() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(state_->mutex);
     stop_ = true;
   }
-  cv_.notify_all();
+  state_->cv.notify_all();
   std::lock_guard<std::mutex> join(joinMutex_);
   if (worker_.joinable()) worker_.join();  // queued work finishes (or times out) first
 }
@@ -57,7 +86,7 @@ void ProcessGroupHoccl::stopAllWorkers() {
 void ProcessGroupHoccl::abort() {
   hocclComm_t comm;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(state_->mutex);
     if (aborted_) return;
     aborted_ = true;
     comm = comm_;
@@ -65,28 +94,41 @@ void ProcessGroupHoccl::abort() {
   // A call running on the worker returns with an error; queued work fails
   // without reaching hoccl (the worker sees aborted_).
   hocclCommAbort(comm);
-  cv_.notify_all();
+  state_->cv.notify_all();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vector<at::Tensor> outputs,
                                                           std::function<void()> fn, bool p2p) {
-  auto work = c10::make_intrusive<HocclWork>(rank_, type, std::move(outputs));
+  c10::intrusive_ptr<HocclWork> work;
+  bool stopped;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!stop_) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    work = c10::make_intrusive<HocclWork>(rank_, type, std::move(outputs), state_, nextSeq_++);
+    stopped = stop_;
+    if (!stopped) {
       queue_.push_back(Task{work, std::move(fn), p2p});
-    } else {  // no worker any more (the process is exiting): fail, never wait
-      work->complete(std::make_exception_ptr(
-          std::runtime_error("hoccl: the process group's worker has stopped (interpreter exit); it runs no more collectives")));
-      return work;
     }
   }
-  cv_.notify_one();
+  if (stopped) {  // no worker any more (the process is exiting): fail, never wait
+    work->complete(std::make_exception_ptr(
+        std::runtime_error("hoccl: the process group's worker has stopped (interpreter exit); it runs no more collectives")));
+    return work;
+  }
+  state_->cv.notify_all();
   return work;
 }
 
-// One task, or a run of point-to-point tasks posted in one hoccl group (so
-// isend/irecv pairs queued together cannot deadlock whatever their order).
+bool ProcessGroupHoccl::frontRunnable() const {
+  if (queue_.empty()) return false;
+  const Task& front = queue_.front();
+  if (!front.p2p || stop_ || aborted_ || front.work->seq() <= state_->releasedUpTo) return true;
+  for (const Task& t : queue_)  // a collective queued behind the held p2p tasks needs them done first
+    if (!t.p2p) return true;
+  return false;
+}
+
+// One task, or the run of held point-to-point tasks posted in one hoccl
+// group (so isend/irecv cannot deadlock whatever their order).
 void ProcessGroupHoccl::runBatch(std::vector<Task>& batch) {
   if (!batch[0].p2p) {
     batch[0].fn();
@@ -111,8 +153,8 @@ void ProcessGroupHoccl::workerLoop() {
     std::vector<Task> batch;
     bool aborted;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      std::unique_lock<std::mutex> lock(state_->mutex);
+      state_->cv.wait(lock, [this] { return (stop_ && queue_.empty()) || frontRunnable(); });
       if (queue_.empty()) return;
       do {
         batch.push_back(std::move(queue_.front()));

@@ -22,12 +22,25 @@ hoccl group of hocclSend/hocclRecv), send, recv, isend, irecv.
 Point to point: hoccl has no tags, so ``tag`` is ignored (as by the NCCL
 backend); the k-th send from a to b meets b's k-th receive from a, and both
 sides must agree on size and dtype (else both raise with hoccl's
-"point-to-point mismatch" message). Sends and receives queued one after
-another on a group run together in one hocclGroupStart/End, but a send may
-wait for its receiver: order blocking pairs as for MPI's blocking
-send/recv (e.g. even ranks send first), and send to oneself only within a
-batch (isend and irecv queued together). ``recv`` without ``src`` (receive
-from any source) raises.
+"point-to-point mismatch" message). ``recv`` without ``src`` (receive from
+any source) raises.
+
+``isend`` and ``irecv`` (and ``batch_isend_irecv``) may be posted in any
+order on every rank: the backend holds them back, not started, until
+something needs them, then runs all those it holds in one
+hocclGroupStart/End, where no order can deadlock. What starts them: waiting
+on any of their works (``wait``, ``is_completed``, ``get_future``), a
+collective or barrier called on the group after them (it runs after them),
+or the group's destruction. So post all the sends and receives of a step
+before waiting on any: a rank that waits on its isend before it has posted
+the irecv its peer's send needs deadlocks, as with MPI. A blocking ``send``
+or ``recv`` is an isend/irecv waited on at once: it runs with what is held
+before it, so ``isend(a); recv(b)`` is safe, but two ranks that both call a
+blocking ``send`` to each other first may wait for each other until the
+timeout (a send may wait for its receiver). Sends to oneself work in a
+batch: post the isend and the irecv before waiting on either. A work nobody
+waits on does not start by itself: wait on (or poll) a send before blocking
+outside this group (another group, the store) on the peer that needs it.
 
 Timeouts: hoccl bounds every wait by the group's timeout (the ``timeout``
 of init_process_group / new_group); a per-call ``timeout`` in c10d's

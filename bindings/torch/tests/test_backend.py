@@ -155,3 +155,20 @@ def test_node_groups_two_emulated_nodes(tmp_root):
         assert res["rail_sum"] == (local + 1) + (2 + local + 1), res
         assert res["rail_bcast"] == 2 + local, res
         assert res["intra_members"] == [2 * node, 2 * node + 1], res
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_p2p_in_any_order(n, tmp_root):
+    """isend/irecv posted with pauses in between, in orders that deadlock if
+    each runs alone as soon as it is posted (every rank sends first in a
+    ring; shuffled sends and receives to and from every rank), completed by
+    wait, is_completed polling, the future, a blocking recv and
+    batch_isend_irecv."""
+    codes, outputs, results = launch.launch("p2p_order", n, os.path.join(tmp_root, f"p2p_order{n}"), timeout_s=15,
+                                            limit_s=150)
+    if any(r is None for r in results):
+        pytest.fail(f"a rank did not finish:\n{launch.describe(codes, outputs)}")
+    errors = {(r["rank"], case): err for r in results for case, err in r["cases"].items() if err}
+    assert not errors, "\n".join(f"rank {r}, {case}: {err}" for (r, case), err in errors.items())
+    assert codes == [0] * n, launch.describe(codes, outputs)
+
