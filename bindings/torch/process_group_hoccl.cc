@@ -1,6 +1,6 @@
 // ProcessGroupHoccl's methods (how torch.distributed's calls become hoccl
 // calls) and its Python module hoccl_torch._C. How queued work runs (the
-// worker, its Works) is in work_queue.cc.
+// worker, its Works, per-call timeouts) is in work_queue.cc.
 #include "process_group_hoccl.h"
 #include "tensors.h"
 
@@ -97,6 +97,7 @@ ProcessGroupHoccl::~ProcessGroupHoccl() {
   auto shutdown = [this] {
     stopWorker();
     std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->group = nullptr;  // Works that outlive the group no longer reach it
     if (comm_ && !aborted_) {
       if (failed_)
         hocclCommAbort(comm_);
@@ -139,7 +140,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allreduce(std::vector<at::Tens
     CallOp h(op, e.type, comm_, checker());
     check(hocclAllReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, comm_, nullptr), "hocclAllReduce");
     copyBack(t, d);
-  });
+  }, opts.timeout);
 }
 
 // One all-reduce over the tensors laid end to end (all of one dtype).
@@ -164,7 +165,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allreduce_coalesced(std::vecto
       t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
       off += t.numel();
     }
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::broadcast(std::vector<at::Tensor>& tensors,
@@ -179,7 +180,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::broadcast(std::vector<at::Tens
     at::Tensor d = dense(t);
     check(hocclBroadcast(d.data_ptr(), d.data_ptr(), countOf(d), e.type, root, comm_, nullptr), "hocclBroadcast");
     copyBack(t, d);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce(std::vector<at::Tensor>& tensors,
@@ -195,7 +196,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce(std::vector<at::Tensor>
     CallOp h(op, e.type, comm_, checker());
     check(hocclReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, root, comm_, nullptr), "hocclReduce");
     if (rank_ == root) copyBack(t, d);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -222,7 +223,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather(std::vector<std::vec
     at::Tensor all = at::empty({size_ * d.numel()}, d.options());
     check(hocclAllGather(d.data_ptr(), all.data_ptr(), countOf(d), e.type, comm_, nullptr), "hocclAllGather");
     for (int r = 0; r < size_; ++r) outs[r].copy_(all.narrow(0, r * d.numel(), d.numel()).view(outs[r].sizes()));
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -240,7 +241,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_allgather_base(at::Tensor& ou
     at::Tensor din = dense(in), dout = dense(out);
     check(hocclAllGather(din.data_ptr(), dout.data_ptr(), countOf(din), e.type, comm_, nullptr), "hocclAllGather");
     copyBack(out, dout);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather_coalesced(
@@ -276,7 +277,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce_scatter(std::vector<at:
     check(hocclReduceScatter(flat.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, comm_, nullptr),
           "hocclReduceScatter");
     copyBack(out, d);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -297,7 +298,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tenso
     check(hocclReduceScatter(din.data_ptr(), dout.data_ptr(), countOf(dout), e.type, h.op, comm_, nullptr),
           "hocclReduceScatter");
     copyBack(out, dout);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::barrier(const c10d::BarrierOptions& opts) {
@@ -305,7 +306,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::barrier(const c10d::BarrierOpt
   return enqueue(OpType::BARRIER, {}, [this] {
     uint8_t byte = 0;
     check(hocclAllReduce(&byte, &byte, 1, hocclUint8, hocclMax, comm_, nullptr), "hocclAllReduce (barrier)");
-  });
+  }, opts.timeout);
 }
 
 // ---- point to point: gather, scatter, all-to-all, send, recv ---------------
@@ -356,7 +357,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::gather(std::vector<std::vector
     hocclResult_t end = hocclGroupEnd();
     check(r != hocclSuccess ? r : end, "hocclSend/hocclRecv (gather)");
     for (size_t j = 0; j < outs.size(); ++j) copyBack(outs[j], staged[j]);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::scatter(std::vector<at::Tensor>& outputs,
@@ -381,7 +382,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::scatter(std::vector<at::Tensor
     hocclResult_t end = hocclGroupEnd();
     check(r != hocclSuccess ? r : end, "hocclSend/hocclRecv (scatter)");
     copyBack(out, d);
-  });
+  }, opts.timeout);
 }
 
 namespace {
@@ -456,7 +457,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall_base(at::Tensor& outp
     at::Tensor din = dense(in), dout = dense(out);
     alltoallDense(din.data_ptr(), sendCounts, dout.data_ptr(), recvCounts, e.type, comm_, checker());
     copyBack(out, dout);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tensor>& outputs,
@@ -490,7 +491,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tenso
       o.copy_(flatOut.narrow(0, off, o.numel()).view(o.sizes()));
       off += o.numel();
     }
-  });
+  }, opts.timeout);
 }
 
 // hoccl has no tags: the k-th send from a to b meets b's k-th receive from
@@ -505,7 +506,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& 
   return enqueue(
       OpType::SEND, {},
       [this, d, e, dstRank] { check(hocclSend(d.data_ptr(), countOf(d), e.type, dstRank, comm_, nullptr), "hocclSend"); },
-      true);
+      c10d::kUnsetTimeout, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
@@ -517,7 +518,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& 
   return enqueue(
       OpType::RECV, {t},
       [this, t, e, srcRank] { check(hocclRecv(t.data_ptr(), countOf(t), e.type, srcRank, comm_, nullptr), "hocclRecv"); },
-      true);
+      c10d::kUnsetTimeout, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {

@@ -43,8 +43,15 @@ waits on does not start by itself: wait on (or poll) a send before blocking
 outside this group (another group, the store) on the peer that needs it.
 
 Timeouts: hoccl bounds every wait by the group's timeout (the ``timeout``
-of init_process_group / new_group); a per-call ``timeout`` in c10d's
-options is ignored, since hoccl's C API has no per-call bound.
+of init_process_group / new_group). A per-call ``timeout`` in c10d's
+options (e.g. ``AllreduceOptions.timeout`` passed to the process group's
+method) and ``Work.wait(timeout)`` are honoured too: when the call has not
+completed in time (the options' timeout counts from the call, wait's from
+the wait), it raises a RuntimeError naming
+the op and the time, and the group's communicator is aborted
+(hocclCommAbort, as ProcessGroupNCCL's ``wait(timeout)`` does), so that
+no call is left waiting for the missing ranks; later calls on that group
+raise, other groups are unaffected.
 
 ``node_groups(group)`` splits a hoccl group into the ranks of this rank's
 node and this rank's rail (the ranks with the same local index on every

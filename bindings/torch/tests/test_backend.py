@@ -172,3 +172,24 @@ def test_p2p_in_any_order(n, tmp_root):
     assert not errors, "\n".join(f"rank {r}, {case}: {err}" for (r, case), err in errors.items())
     assert codes == [0] * n, launch.describe(codes, outputs)
 
+
+def test_per_call_timeout_raises_naming_the_op(tmp_root):
+    """Rank 1 never joins rank 0's all-reduces: a timeout in the call's
+    options (also for a call queued behind one that waits for rank 1), and
+    Work.wait(timeout), raise on rank 0 before the group's timeout, naming
+    the op; the group they ran on is aborted (its other calls raise), the
+    default group still works."""
+    group_timeout_s = 30
+    codes, outputs, results = launch.launch("call_timeout", 2, os.path.join(tmp_root, "call_timeout"),
+                                            timeout_s=group_timeout_s, limit_s=150)
+    assert results[0] is not None and results[1] is not None, launch.describe(codes, outputs)
+    r0 = results[0]
+    for case in ("opts", "wait", "queued"):
+        err = r0[f"{case}_error"]
+        assert err, f"{case}: no error"
+        assert "ALLREDUCE" in err and "1000 ms" in err, f"{case}: the error names neither the op nor the time: {err}"
+        # Raised by the call's own bound, not by the group's timeout.
+        assert r0[f"{case}_seconds"] < group_timeout_s / 2, f"{case}: raised after {r0[f'{case}_seconds']:.1f} s"
+        other = r0[f"{case}_other_error"]
+        assert other and "abort" in other, f"{case}: another call on the timed-out group: {other}"
+    assert [r["world_sum"] for r in results] == [2, 2]

@@ -9,7 +9,8 @@ Scenarios: methods (every collective against closed-form values), ddp, zero
 reference), kill (the last rank dies mid-loop; the others must raise),
 p2p_mismatch (a send and its receive of different sizes), p2p_order
 (isend/irecv posted in orders that deadlock when each runs as it is
-posted), node_groups (hoccl_torch.node_groups over emulated nodes), paro
+posted), call_timeout (per-call timeouts while a peer stays away),
+node_groups (hoccl_torch.node_groups over emulated nodes), paro
 (paro_scenario.py).
 """
 import datetime
@@ -542,6 +543,46 @@ def run_p2p_order(out):
     out["cases"] = errors
 
 
+# ---- per-call timeouts ---------------------------------------------------------
+
+
+def _timed(fn):
+    start = time.monotonic()
+    try:
+        fn()
+        err = None
+    except RuntimeError as e:
+        err = str(e)
+    return err, time.monotonic() - start
+
+
+def run_call_timeout(out):
+    # Rank 0 calls all-reduces that rank 1 never joins: one with a timeout in
+    # its options, one waited with Work.wait(timeout), one with a timeout
+    # queued behind one without. Each group is aborted by its timeout, so
+    # each case has a group of its own.
+    store = dist.distributed_c10d._get_default_store()
+    g_opts, g_wait, g_queued = dist.new_group([0, 1]), dist.new_group([0, 1]), dist.new_group([0, 1])
+    if RANK == 0:
+        opts = dist.AllreduceOptions()
+        opts.timeout = datetime.timedelta(seconds=1)
+        out["opts_error"], out["opts_seconds"] = _timed(lambda: g_opts.allreduce([torch.ones(4)], opts).wait())
+        out["opts_other_error"], _ = _timed(lambda: dist.all_reduce(torch.ones(4), group=g_opts))
+        work = dist.all_reduce(torch.ones(4), group=g_wait, async_op=True)
+        out["wait_error"], out["wait_seconds"] = _timed(lambda: work.wait(datetime.timedelta(seconds=1)))
+        out["wait_other_error"], _ = _timed(lambda: dist.all_reduce(torch.ones(4), group=g_wait))
+        # Queued behind a call without a timeout that waits for rank 1.
+        first = dist.all_reduce(torch.ones(4), group=g_queued, async_op=True)
+        out["queued_error"], out["queued_seconds"] = _timed(lambda: g_queued.allreduce([torch.ones(4)], opts).wait())
+        out["queued_other_error"], _ = _timed(first.wait)
+        store.set("call_timeout/done", "1")
+    else:
+        store.wait(["call_timeout/done"])
+    t = torch.ones(3)
+    dist.all_reduce(t)  # the default group is untouched
+    out["world_sum"] = t[0].item()
+
+
 def run_node_groups(out):
     # HOCCL_HOSTID makes ranks 2k and 2k+1 node k (set by the test).
     intra, rail = hoccl_torch.node_groups()
@@ -598,6 +639,8 @@ def main():
         run_p2p_mismatch(out)
     elif scenario == "p2p_order":
         run_p2p_order(out)
+    elif scenario == "call_timeout":
+        run_call_timeout(out)
     elif scenario == "node_groups":
         run_node_groups(out)
     elif scenario == "paro":
@@ -607,7 +650,7 @@ def main():
         sys.exit(f"unknown scenario {scenario}")
     with open(os.path.join(outdir, f"rank{RANK}.json"), "w") as f:
         json.dump(out, f)
-    if scenario in ("kill", "p2p_mismatch"):
+    if scenario in ("kill", "p2p_mismatch", "call_timeout"):
         os._exit(0)  # the group is broken: skip the orderly teardown
     dist.destroy_process_group()
 
