@@ -31,27 +31,27 @@ something needs them, then runs all those it holds in one
 hocclGroupStart/End, where no order can deadlock. What starts them: waiting
 on any of their works (``wait``, ``is_completed``, ``get_future``), a
 collective or barrier called on the group after them (it runs after them),
-or the group's destruction. So post all the sends and receives of a step
-before waiting on any: a rank that waits on its isend before it has posted
-the irecv its peer's send needs deadlocks, as with MPI. A blocking ``send``
-or ``recv`` is an isend/irecv waited on at once: it runs with what is held
-before it, so ``isend(a); recv(b)`` is safe, but two ranks that both call a
-blocking ``send`` to each other first may wait for each other until the
-timeout (a send may wait for its receiver). Sends to oneself work in a
-batch: post the isend and the irecv before waiting on either. A work nobody
-waits on does not start by itself: wait on (or poll) a send before blocking
-outside this group (another group, the store) on the peer that needs it.
+or the group's destruction. A blocking ``send`` or ``recv`` is an isend or
+irecv waited on at once, so it runs with what is held before it:
+``isend(a); recv(b)`` is safe. What still waits, as with MPI: two ranks
+that each wait on a send to the other (a blocking ``send``, or an
+``isend`` waited on) before posting the receive the other needs, since a
+send may wait for its receiver until the timeout. Sends to oneself work
+when the isend and the irecv are both posted before either is waited on.
+A work nobody waits on does not start by itself: wait on (or poll) a send
+before blocking outside this group (another group, the store) on the peer
+that needs it.
 
 Timeouts: hoccl bounds every wait by the group's timeout (the ``timeout``
 of init_process_group / new_group). A per-call ``timeout`` in c10d's
 options (e.g. ``AllreduceOptions.timeout`` passed to the process group's
 method) and ``Work.wait(timeout)`` are honoured too: when the call has not
 completed in time (the options' timeout counts from the call, wait's from
-the wait), it raises a RuntimeError naming
-the op and the time, and the group's communicator is aborted
-(hocclCommAbort, as ProcessGroupNCCL's ``wait(timeout)`` does), so that
-no call is left waiting for the missing ranks; later calls on that group
-raise, other groups are unaffected.
+the wait), it raises a RuntimeError naming the op and the time, and the
+group's communicator is aborted (hocclCommAbort, as ProcessGroupNCCL's
+``wait(timeout)`` does), so that no call is left waiting for the missing
+ranks; the group's other calls raise, other groups are unaffected.
+torch 1.13's ``monitored_barrier`` takes only the gloo backend.
 
 ``node_groups(group)`` splits a hoccl group into the ranks of this rank's
 node and this rank's rail (the ranks with the same local index on every
