@@ -1,5 +1,6 @@
-// ProcessGroupHoccl and its Python module hoccl_torch._C, in one translation
-// unit: compiling against the torch headers dominates the build time.
+// ProcessGroupHoccl's methods (how torch.distributed's calls become hoccl
+// calls) and its Python module hoccl_torch._C. How queued work runs (the
+// worker, its Works, per-call timeouts) is in work_queue.cc.
 #include "process_group_hoccl.h"
 #include "tensors.h"
 
@@ -15,19 +16,6 @@
 namespace hoccl_torch {
 
 using c10d::OpType;
-
-HocclWork::HocclWork(int rank, OpType type, std::vector<at::Tensor> outputs)
-    : Work(rank, type),
-      outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
-
-void HocclWork::complete(std::exception_ptr error) {
-  if (error)
-    future_->setError(error);
-  else
-    future_->markCompleted(c10::IValue(outputs_));
-  finish(error);
-}
 
 ProcessGroupHoccl::ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                      double timeoutSec, std::string groupName, std::string algorithm)
@@ -77,12 +65,6 @@ ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int timeoutSec, std::stri
   startWorker();
 }
 
-void ProcessGroupHoccl::startWorker() {
-  worker_ = std::thread([this] { workerLoop(); });
-  std::lock_guard<std::mutex> lock(liveMutex());
-  liveGroups().insert(this);
-}
-
 c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::split(int color, int key, const std::string& groupName) {
   auto made = std::make_shared<hocclComm_t>(nullptr);
   auto name = std::make_shared<std::string>(groupName);
@@ -105,31 +87,6 @@ std::vector<int> ProcessGroupHoccl::nodeInfo() const {
   return {node, nnodes, localRank, localRanks};
 }
 
-std::mutex& ProcessGroupHoccl::liveMutex() {
-  static std::mutex* mu = new std::mutex;  // never destroyed: used until the very end
-  return *mu;
-}
-
-std::set<ProcessGroupHoccl*>& ProcessGroupHoccl::liveGroups() {
-  static auto* live = new std::set<ProcessGroupHoccl*>;
-  return *live;
-}
-
-void ProcessGroupHoccl::stopWorker() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  std::lock_guard<std::mutex> join(joinMutex_);
-  if (worker_.joinable()) worker_.join();  // queued work finishes (or times out) first
-}
-
-void ProcessGroupHoccl::stopAllWorkers() {
-  std::lock_guard<std::mutex> lock(liveMutex());
-  for (ProcessGroupHoccl* pg : liveGroups()) pg->stopWorker();
-}
-
 ProcessGroupHoccl::~ProcessGroupHoccl() {
   {
     std::lock_guard<std::mutex> lock(liveMutex());
@@ -139,7 +96,8 @@ ProcessGroupHoccl::~ProcessGroupHoccl() {
   // the worker while holding it.
   auto shutdown = [this] {
     stopWorker();
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->group = nullptr;  // Works that outlive the group no longer reach it
     if (comm_ && !aborted_) {
       if (failed_)
         hocclCommAbort(comm_);
@@ -156,20 +114,6 @@ ProcessGroupHoccl::~ProcessGroupHoccl() {
   }
 }
 
-void ProcessGroupHoccl::abort() {
-  hocclComm_t comm;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (aborted_) return;
-    aborted_ = true;
-    comm = comm_;
-  }
-  // A call running on the worker returns with an error; queued work fails
-  // without reaching hoccl (the worker sees aborted_).
-  hocclCommAbort(comm);
-  cv_.notify_all();
-}
-
 void ProcessGroupHoccl::check(hocclResult_t r, const char* call) const {
   if (r == hocclSuccess) return;
   failed_ = true;
@@ -181,70 +125,6 @@ void ProcessGroupHoccl::check(hocclResult_t r, const char* call) const {
 
 std::function<void(hocclResult_t, const char*)> ProcessGroupHoccl::checker() const {
   return [this](hocclResult_t r, const char* call) { check(r, call); };
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vector<at::Tensor> outputs,
-                                                          std::function<void()> fn, bool p2p) {
-  auto work = c10::make_intrusive<HocclWork>(rank_, type, std::move(outputs));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!stop_) {
-      queue_.push_back(Task{work, std::move(fn), p2p});
-    } else {  // no worker any more (the process is exiting): fail, never wait
-      work->complete(std::make_exception_ptr(
-          std::runtime_error("hoccl: the process group's worker has stopped (interpreter exit); it runs no more collectives")));
-      return work;
-    }
-  }
-  cv_.notify_one();
-  return work;
-}
-
-// One task, or a run of point-to-point tasks posted in one hoccl group (so
-// isend/irecv pairs queued together cannot deadlock whatever their order).
-void ProcessGroupHoccl::runBatch(std::vector<Task>& batch) {
-  if (!batch[0].p2p) {
-    batch[0].fn();
-    return;
-  }
-  check(hocclGroupStart(), "hocclGroupStart");
-  std::exception_ptr posting;
-  for (auto& t : batch) {
-    try {
-      t.fn();
-    } catch (...) {
-      if (!posting) posting = std::current_exception();
-    }
-  }
-  hocclResult_t r = hocclGroupEnd();  // always closes the group
-  if (posting) std::rethrow_exception(posting);
-  check(r, "hocclGroupEnd (send/recv)");
-}
-
-void ProcessGroupHoccl::workerLoop() {
-  for (;;) {
-    std::vector<Task> batch;
-    bool aborted;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      do {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      } while (batch[0].p2p && !queue_.empty() && queue_.front().p2p);
-      aborted = aborted_;
-    }
-    std::exception_ptr error;
-    try {
-      if (aborted) fail("the process group was aborted (hocclCommAbort); it runs no more collectives");
-      runBatch(batch);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    for (auto& t : batch) t.fn = nullptr;  // drop the tensors the tasks held before completing
-    for (auto& t : batch) t.work->complete(error);
-  }
 }
 
 // ---- collectives ------------------------------------------------------------
@@ -260,7 +140,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allreduce(std::vector<at::Tens
     CallOp h(op, e.type, comm_, checker());
     check(hocclAllReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, comm_, nullptr), "hocclAllReduce");
     copyBack(t, d);
-  });
+  }, opts.timeout);
 }
 
 // One all-reduce over the tensors laid end to end (all of one dtype).
@@ -285,7 +165,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allreduce_coalesced(std::vecto
       t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
       off += t.numel();
     }
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::broadcast(std::vector<at::Tensor>& tensors,
@@ -300,7 +180,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::broadcast(std::vector<at::Tens
     at::Tensor d = dense(t);
     check(hocclBroadcast(d.data_ptr(), d.data_ptr(), countOf(d), e.type, root, comm_, nullptr), "hocclBroadcast");
     copyBack(t, d);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce(std::vector<at::Tensor>& tensors,
@@ -316,7 +196,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce(std::vector<at::Tensor>
     CallOp h(op, e.type, comm_, checker());
     check(hocclReduce(d.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, root, comm_, nullptr), "hocclReduce");
     if (rank_ == root) copyBack(t, d);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -343,7 +223,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather(std::vector<std::vec
     at::Tensor all = at::empty({size_ * d.numel()}, d.options());
     check(hocclAllGather(d.data_ptr(), all.data_ptr(), countOf(d), e.type, comm_, nullptr), "hocclAllGather");
     for (int r = 0; r < size_; ++r) outs[r].copy_(all.narrow(0, r * d.numel(), d.numel()).view(outs[r].sizes()));
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -361,7 +241,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_allgather_base(at::Tensor& ou
     at::Tensor din = dense(in), dout = dense(out);
     check(hocclAllGather(din.data_ptr(), dout.data_ptr(), countOf(din), e.type, comm_, nullptr), "hocclAllGather");
     copyBack(out, dout);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather_coalesced(
@@ -397,7 +277,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce_scatter(std::vector<at:
     check(hocclReduceScatter(flat.data_ptr(), d.data_ptr(), countOf(d), e.type, h.op, comm_, nullptr),
           "hocclReduceScatter");
     copyBack(out, d);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -418,7 +298,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tenso
     check(hocclReduceScatter(din.data_ptr(), dout.data_ptr(), countOf(dout), e.type, h.op, comm_, nullptr),
           "hocclReduceScatter");
     copyBack(out, dout);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::barrier(const c10d::BarrierOptions& opts) {
@@ -426,7 +306,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::barrier(const c10d::BarrierOpt
   return enqueue(OpType::BARRIER, {}, [this] {
     uint8_t byte = 0;
     check(hocclAllReduce(&byte, &byte, 1, hocclUint8, hocclMax, comm_, nullptr), "hocclAllReduce (barrier)");
-  });
+  }, opts.timeout);
 }
 
 // ---- point to point: gather, scatter, all-to-all, send, recv ---------------
@@ -477,7 +357,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::gather(std::vector<std::vector
     hocclResult_t end = hocclGroupEnd();
     check(r != hocclSuccess ? r : end, "hocclSend/hocclRecv (gather)");
     for (size_t j = 0; j < outs.size(); ++j) copyBack(outs[j], staged[j]);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::scatter(std::vector<at::Tensor>& outputs,
@@ -502,7 +382,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::scatter(std::vector<at::Tensor
     hocclResult_t end = hocclGroupEnd();
     check(r != hocclSuccess ? r : end, "hocclSend/hocclRecv (scatter)");
     copyBack(out, d);
-  });
+  }, opts.timeout);
 }
 
 namespace {
@@ -577,7 +457,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall_base(at::Tensor& outp
     at::Tensor din = dense(in), dout = dense(out);
     alltoallDense(din.data_ptr(), sendCounts, dout.data_ptr(), recvCounts, e.type, comm_, checker());
     copyBack(out, dout);
-  });
+  }, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tensor>& outputs,
@@ -611,13 +491,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tenso
       o.copy_(flatOut.narrow(0, off, o.numel()).view(o.sizes()));
       off += o.numel();
     }
-  });
+  }, opts.timeout);
 }
 
 // hoccl has no tags: the k-th send from a to b meets b's k-th receive from
-// a (as in ProcessGroupNCCL, which ignores tags too). Sends and receives
-// queued one after another run in one hoccl group; a blocking send that
-// waits for its receiver still needs the receiver to post it.
+// a (as in ProcessGroupNCCL, which ignores tags too). Both are p2p tasks:
+// held back until waited on (or until a collective follows), then run in
+// one hoccl group with the other held ones (see enqueue).
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   checkOne(tensors, "send");
   checkRoot(dstRank, size_, "send");
@@ -626,7 +506,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& 
   return enqueue(
       OpType::SEND, {},
       [this, d, e, dstRank] { check(hocclSend(d.data_ptr(), countOf(d), e.type, dstRank, comm_, nullptr), "hocclSend"); },
-      true);
+      c10d::kUnsetTimeout, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
@@ -638,7 +518,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& 
   return enqueue(
       OpType::RECV, {t},
       [this, t, e, srcRank] { check(hocclRecv(t.data_ptr(), countOf(t), e.type, srcRank, comm_, nullptr), "hocclRecv"); },
-      true);
+      c10d::kUnsetTimeout, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {

@@ -1,12 +1,17 @@
 // ProcessGroupHoccl: a c10d::ProcessGroup (PyTorch 1.13) that runs
 // torch.distributed's collectives through hoccl's public C API (hoccl.h).
 //
-// Execution: every call validates its arguments on the caller's thread
-// (unsupported dtypes, ops and methods raise at once), then queues a task and
-// returns a Work. One worker thread per process group runs the tasks in
-// order, so the order of hoccl calls is program order on every rank, and DDP
-// can overlap its bucket all-reduces with backward although a host hoccl
-// call blocks until it is complete. The Work's future carries the outputs.
+// Execution (work_queue.cc): every call validates its arguments on the
+// caller's thread (unsupported dtypes, ops and methods raise at once), then
+// queues a task and returns a Work. One worker thread per process group runs
+// the tasks in order, so the order of hoccl calls is program order on every
+// rank, and DDP can overlap its bucket all-reduces with backward although a
+// host hoccl call blocks until it is complete. The Work's future carries the
+// outputs. Sends and receives are held back until something needs them (a
+// wait on one, a later collective), then run together in one hoccl group:
+// isend and irecv posted in any order cannot deadlock. A per-call timeout
+// (c10d's options, Work.wait(timeout)) aborts the communicator when it
+// passes, as ProcessGroupNCCL's Work.wait(timeout) does.
 //
 // Devices: only CPU tensors today. The worker is the "CPU executor": a CUDA
 // executor would enqueue the same hoccl calls on a stream (hocclStream_t)
@@ -18,9 +23,12 @@
 #include <hoccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -34,19 +42,45 @@
 
 namespace hoccl_torch {
 
+class ProcessGroupHoccl;
+
+// What a process group shares with its Works (which may outlive it): the
+// lock over its queue, the worker's wake-up, and how far the caller has
+// released the point-to-point tasks the worker holds back.
+struct QueueState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t releasedUpTo = 0;  // held p2p tasks numbered up to this may run
+  ProcessGroupHoccl* group = nullptr;  // null once the group has stopped its worker
+};
+
 // A Work completed by the process group's worker; its future's value is the
-// list of output tensors (what DDP's communication hook reads).
+// list of output tensors (what DDP's communication hook reads). Waiting on
+// it in any way (wait, is_completed, the future) first releases the
+// point-to-point tasks held back up to it (see ProcessGroupHoccl::enqueue).
 class HocclWork : public c10d::Work {
  public:
-  HocclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+  HocclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::shared_ptr<QueueState> queue,
+            uint64_t seq);
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  bool isCompleted() override;
+  // With a timeout (not kNoTimeout): raises naming the op and the time if
+  // the work is not complete by then, and aborts the group's communicator
+  // (as ProcessGroupNCCL's Work.wait(timeout) does), so that no call is
+  // left waiting for the missing peers.
+  bool wait(std::chrono::milliseconds timeout) override;
+  void synchronize() override { release(); }
   // Completes the work: with the outputs when `error` is null, else with it.
   void complete(std::exception_ptr error);
+  uint64_t seq() const { return seq_; }
 
  private:
+  void release();
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<QueueState> queue_;
+  uint64_t seq_;
 };
 
 class ProcessGroupHoccl : public c10d::ProcessGroup {
@@ -122,16 +156,31 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   static void stopAllWorkers();
 
  private:
-  // Queues fn for the worker. Point-to-point tasks (p2p) that are next to
-  // each other in the queue run together in one hocclGroupStart/End.
+  friend class HocclWork;
+  // Aborts the communicator (hocclCommAbort) because a call of type `op`
+  // did not complete within `timeout`; returns the error, which names the
+  // op and the time (`how`: what bounded it). Under state_->mutex.
+  std::string timedOutLocked(c10d::OpType op, std::chrono::milliseconds timeout, const char* how);
+  // Queues fn for the worker; `timeout` (kUnsetTimeout: none) bounds the
+  // call from now (the watchdog enforces it). Point-to-point tasks (p2p) are held
+  // back, not started, until something needs them: a Work of one of them
+  // (or of a later task) is waited on, a task that is not p2p is queued
+  // behind them, or the worker stops; then all the held ones run together
+  // in one hocclGroupStart/End, so no order of isend/irecv can deadlock.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                         std::function<void()> fn, bool p2p = false);
+                                         std::function<void()> fn,
+                                         std::chrono::milliseconds timeout = c10d::kUnsetTimeout, bool p2p = false);
   struct Task {
     c10::intrusive_ptr<HocclWork> work;
     std::function<void()> fn;
     bool p2p;
+    std::chrono::steady_clock::time_point deadline;  // max(): none
+    std::chrono::milliseconds timeout;
   };
+  // Whether the task at the queue's front may run now. Under state_->mutex.
+  bool frontRunnable() const;
   void runBatch(std::vector<Task>& batch);
+  void watchLoop();
   void startWorker();
   void workerLoop();
   static std::mutex& liveMutex();
@@ -145,11 +194,20 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   std::string groupName_;
   std::string algorithm_;
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  std::shared_ptr<QueueState> state_ = std::make_shared<QueueState>();  // its mutex guards what follows
   std::deque<Task> queue_;
+  uint64_t nextSeq_ = 1;
   bool stop_ = false;
   bool aborted_ = false;
+  std::string timeoutError_;  // why a per-call timeout aborted the group ("" if none did)
+  // The watchdog enforces per-call timeouts (started with the first one):
+  // it aborts the communicator when a task passes its deadline, the running
+  // one (watch*) or a queued one.
+  std::thread watchdog_;
+  std::chrono::steady_clock::time_point watchUntil_ = std::chrono::steady_clock::time_point::max();
+  c10d::OpType watchedOp_ = c10d::OpType::UNKNOWN;
+  std::chrono::milliseconds watchedTimeout_{0};
+  bool watchStop_ = false;
   mutable std::atomic<bool> failed_{false};  // a hoccl call failed: the communicator is unusable
   std::thread worker_;
   std::mutex joinMutex_;  // stopWorker from atexit and from the destructor

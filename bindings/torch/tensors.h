@@ -1,7 +1,7 @@
 // The backend's tensor checks and conversions: which hoccl type and op a
 // tensor and a torch reduction become, what a method accepts, and dense
 // staging for non-contiguous tensors. Included by process_group_hoccl.cc
-// only (one translation unit: the torch headers dominate the build time).
+// only.
 #pragma once
 
 #include <functional>

@@ -22,16 +22,36 @@ hoccl group of hocclSend/hocclRecv), send, recv, isend, irecv.
 Point to point: hoccl has no tags, so ``tag`` is ignored (as by the NCCL
 backend); the k-th send from a to b meets b's k-th receive from a, and both
 sides must agree on size and dtype (else both raise with hoccl's
-"point-to-point mismatch" message). Sends and receives queued one after
-another on a group run together in one hocclGroupStart/End, but a send may
-wait for its receiver: order blocking pairs as for MPI's blocking
-send/recv (e.g. even ranks send first), and send to oneself only within a
-batch (isend and irecv queued together). ``recv`` without ``src`` (receive
-from any source) raises.
+"point-to-point mismatch" message). ``recv`` without ``src`` (receive from
+any source) raises.
+
+``isend`` and ``irecv`` (and ``batch_isend_irecv``) may be posted in any
+order on every rank: the backend holds them back, not started, until
+something needs them, then runs all those it holds in one
+hocclGroupStart/End, where no order can deadlock. What starts them: waiting
+on any of their works (``wait``, ``is_completed``, ``get_future``), a
+collective or barrier called on the group after them (it runs after them),
+or the group's destruction. A blocking ``send`` or ``recv`` is an isend or
+irecv waited on at once, so it runs with what is held before it:
+``isend(a); recv(b)`` is safe. What still waits, as with MPI: two ranks
+that each wait on a send to the other (a blocking ``send``, or an
+``isend`` waited on) before posting the receive the other needs, since a
+send may wait for its receiver until the timeout. Sends to oneself work
+when the isend and the irecv are both posted before either is waited on.
+A work nobody waits on does not start by itself: wait on (or poll) a send
+before blocking outside this group (another group, the store) on the peer
+that needs it.
 
 Timeouts: hoccl bounds every wait by the group's timeout (the ``timeout``
-of init_process_group / new_group); a per-call ``timeout`` in c10d's
-options is ignored, since hoccl's C API has no per-call bound.
+of init_process_group / new_group). A per-call ``timeout`` in c10d's
+options (e.g. ``AllreduceOptions.timeout`` passed to the process group's
+method) and ``Work.wait(timeout)`` are honoured too: when the call has not
+completed in time (the options' timeout counts from the call, wait's from
+the wait), it raises a RuntimeError naming the op and the time, and the
+group's communicator is aborted (hocclCommAbort, as ProcessGroupNCCL's
+``wait(timeout)`` does), so that no call is left waiting for the missing
+ranks; the group's other calls raise, other groups are unaffected.
+torch 1.13's ``monitored_barrier`` takes only the gloo backend.
 
 ``node_groups(group)`` splits a hoccl group into the ranks of this rank's
 node and this rank's rail (the ranks with the same local index on every

@@ -155,3 +155,41 @@ def test_node_groups_two_emulated_nodes(tmp_root):
         assert res["rail_sum"] == (local + 1) + (2 + local + 1), res
         assert res["rail_bcast"] == 2 + local, res
         assert res["intra_members"] == [2 * node, 2 * node + 1], res
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_p2p_in_any_order(n, tmp_root):
+    """isend/irecv posted with pauses in between, in orders that deadlock if
+    each runs alone as soon as it is posted (every rank sends first in a
+    ring; shuffled sends and receives to and from every rank), completed by
+    wait, is_completed polling, the future, a blocking recv and
+    batch_isend_irecv."""
+    codes, outputs, results = launch.launch("p2p_order", n, os.path.join(tmp_root, f"p2p_order{n}"), timeout_s=15,
+                                            limit_s=150)
+    if any(r is None for r in results):
+        pytest.fail(f"a rank did not finish:\n{launch.describe(codes, outputs)}")
+    errors = {(r["rank"], case): err for r in results for case, err in r["cases"].items() if err}
+    assert not errors, "\n".join(f"rank {r}, {case}: {err}" for (r, case), err in errors.items())
+    assert codes == [0] * n, launch.describe(codes, outputs)
+
+
+def test_per_call_timeout_raises_naming_the_op(tmp_root):
+    """Rank 1 never joins rank 0's all-reduces: a timeout in the call's
+    options (also for a call queued behind one that waits for rank 1), and
+    Work.wait(timeout), raise on rank 0 before the group's timeout, naming
+    the op; the group they ran on is aborted (its other calls raise), the
+    default group still works."""
+    group_timeout_s = 30
+    codes, outputs, results = launch.launch("call_timeout", 2, os.path.join(tmp_root, "call_timeout"),
+                                            timeout_s=group_timeout_s, limit_s=150)
+    assert results[0] is not None and results[1] is not None, launch.describe(codes, outputs)
+    r0 = results[0]
+    for case in ("opts", "wait", "queued"):
+        err = r0[f"{case}_error"]
+        assert err, f"{case}: no error"
+        assert "ALLREDUCE" in err and "1000 ms" in err, f"{case}: the error names neither the op nor the time: {err}"
+        # Raised by the call's own bound, not by the group's timeout.
+        assert r0[f"{case}_seconds"] < group_timeout_s / 2, f"{case}: raised after {r0[f'{case}_seconds']:.1f} s"
+        other = r0[f"{case}_other_error"]
+        assert other and "abort" in other, f"{case}: another call on the timed-out group: {other}"
+    assert [r["world_sum"] for r in results] == [2, 2]

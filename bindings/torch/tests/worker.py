@@ -7,13 +7,17 @@ Each scenario writes OUTDIR/rank<R>.json (and .pt files for tensors).
 Scenarios: methods (every collective against closed-form values), ddp, zero
 (training runs whose weights the test compares with a single-process
 reference), kill (the last rank dies mid-loop; the others must raise),
-p2p_mismatch (a send and its receive of different sizes), node_groups
-(hoccl_torch.node_groups over emulated nodes), paro (paro_scenario.py).
+p2p_mismatch (a send and its receive of different sizes), p2p_order
+(isend/irecv posted in orders that deadlock when each runs as it is
+posted), call_timeout (per-call timeouts while a peer stays away),
+node_groups (hoccl_torch.node_groups over emulated nodes), paro
+(paro_scenario.py).
 """
 import datetime
 import json
 import math
 import os
+import random
 import signal
 import sys
 import time
@@ -441,6 +445,144 @@ def run_p2p_mismatch(out):
         out["error"] = str(e)
 
 
+# ---- point to point in any order ----------------------------------------------
+# Each case sleeps between its posts, so that the backend's worker could have
+# started the first one before the next is posted: a send that waits for its
+# receiver, started alone on every rank, would deadlock.
+
+PAUSE = 0.2  # seconds between posts
+BIG = 1 << 20  # floats per message: more than a send buffers without its receiver
+
+
+def expect_all(got, value, what):
+    if not torch.equal(got, torch.full_like(got, value)):
+        raise AssertionError(f"{what}: got {got[:4].tolist()}..., expected {value}")
+
+
+def _ring(finish):
+    nxt, prev = (RANK + 1) % N, (RANK - 1) % N
+    got = torch.empty(BIG)
+    s = dist.isend(torch.full((BIG,), float(RANK)), dst=nxt)
+    time.sleep(PAUSE)
+    r = dist.irecv(got, src=prev)
+    time.sleep(PAUSE)
+    finish(s, r)
+    expect_all(got, prev, f"ring: from rank {prev}")
+
+
+def _poll(works):
+    while not all(w.is_completed() for w in works):
+        time.sleep(0.001)
+    for w in works:
+        w.wait()  # completed: raises its error, if any
+
+
+def _all_peers():
+    # Every rank sends to every rank (itself too) and receives from every
+    # rank, in a shuffled order of its own; then waits in another order.
+    rng = random.Random(1000 + RANK)
+    ops = [("send", p) for p in range(N)] + [("recv", p) for p in range(N)]
+    rng.shuffle(ops)
+    got = {p: torch.empty(BIG // 4) for p in range(N)}
+    works = []
+    for kind, p in ops:
+        if kind == "send":
+            works.append(dist.isend(torch.full((BIG // 4,), 100.0 * RANK + p), dst=p))
+        else:
+            works.append(dist.irecv(got[p], src=p))
+        time.sleep(PAUSE / 2)
+    rng.shuffle(works)
+    for w in works:
+        w.wait()
+    for p in range(N):
+        expect_all(got[p], 100 * p + RANK, f"all peers: from rank {p}")
+
+
+def _batch():
+    # batch_isend_irecv with the sends and receives in a shuffled order.
+    rng = random.Random(2000 + RANK)
+    got = {p: torch.empty(BIG // 8) for p in range(N)}
+    ops = [dist.P2POp(dist.isend, torch.full((BIG // 8,), 10.0 * RANK + p), p) for p in range(N)]
+    ops += [dist.P2POp(dist.irecv, got[p], p) for p in range(N)]
+    rng.shuffle(ops)
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    for p in range(N):
+        expect_all(got[p], 10 * p + RANK, f"batch_isend_irecv: from rank {p}")
+
+
+def _ring_blocking_recv():
+    # isend to the next rank, then a blocking recv from the previous one.
+    nxt, prev = (RANK + 1) % N, (RANK - 1) % N
+    got = torch.empty(BIG)
+    s = dist.isend(torch.full((BIG,), float(RANK)), dst=nxt)
+    time.sleep(PAUSE)
+    dist.recv(got, src=prev)
+    s.wait()
+    expect_all(got, prev, f"ring, blocking recv: from rank {prev}")
+
+
+P2P_CASES = {
+    "ring_wait": lambda: _ring(lambda s, r: (r.wait(), s.wait())),
+    "ring_poll": lambda: _ring(lambda s, r: _poll([s, r])),
+    "ring_future": lambda: _ring(lambda s, r: (s.get_future().wait(), r.get_future().wait())),
+    "ring_blocking_recv": _ring_blocking_recv,
+    "all_peers": _all_peers,
+    "batch": _batch,
+}
+
+
+def run_p2p_order(out):
+    errors = {}
+    for name, fn in P2P_CASES.items():
+        try:
+            fn()
+            errors[name] = None
+        except Exception as e:  # recorded per case; the test names it
+            errors[name] = f"{type(e).__name__}: {e}"
+    out["cases"] = errors
+
+
+# ---- per-call timeouts ---------------------------------------------------------
+
+
+def _timed(fn):
+    start = time.monotonic()
+    try:
+        fn()
+        err = None
+    except RuntimeError as e:
+        err = str(e)
+    return err, time.monotonic() - start
+
+
+def run_call_timeout(out):
+    # Rank 0 calls all-reduces that rank 1 never joins: one with a timeout in
+    # its options, one waited with Work.wait(timeout), one with a timeout
+    # queued behind one without. Each group is aborted by its timeout, so
+    # each case has a group of its own.
+    store = dist.distributed_c10d._get_default_store()
+    g_opts, g_wait, g_queued = dist.new_group([0, 1]), dist.new_group([0, 1]), dist.new_group([0, 1])
+    if RANK == 0:
+        opts = dist.AllreduceOptions()
+        opts.timeout = datetime.timedelta(seconds=1)
+        out["opts_error"], out["opts_seconds"] = _timed(lambda: g_opts.allreduce([torch.ones(4)], opts).wait())
+        out["opts_other_error"], _ = _timed(lambda: dist.all_reduce(torch.ones(4), group=g_opts))
+        work = dist.all_reduce(torch.ones(4), group=g_wait, async_op=True)
+        out["wait_error"], out["wait_seconds"] = _timed(lambda: work.wait(datetime.timedelta(seconds=1)))
+        out["wait_other_error"], _ = _timed(lambda: dist.all_reduce(torch.ones(4), group=g_wait))
+        # Queued behind a call without a timeout that waits for rank 1.
+        first = dist.all_reduce(torch.ones(4), group=g_queued, async_op=True)
+        out["queued_error"], out["queued_seconds"] = _timed(lambda: g_queued.allreduce([torch.ones(4)], opts).wait())
+        out["queued_other_error"], _ = _timed(first.wait)
+        store.set("call_timeout/done", "1")
+    else:
+        store.wait(["call_timeout/done"])
+    t = torch.ones(3)
+    dist.all_reduce(t)  # the default group is untouched
+    out["world_sum"] = t[0].item()
+
+
 def run_node_groups(out):
     # HOCCL_HOSTID makes ranks 2k and 2k+1 node k (set by the test).
     intra, rail = hoccl_torch.node_groups()
@@ -495,6 +637,10 @@ def main():
         run_kill(out)
     elif scenario == "p2p_mismatch":
         run_p2p_mismatch(out)
+    elif scenario == "p2p_order":
+        run_p2p_order(out)
+    elif scenario == "call_timeout":
+        run_call_timeout(out)
     elif scenario == "node_groups":
         run_node_groups(out)
     elif scenario == "paro":
@@ -504,7 +650,7 @@ def main():
         sys.exit(f"unknown scenario {scenario}")
     with open(os.path.join(outdir, f"rank{RANK}.json"), "w") as f:
         json.dump(out, f)
-    if scenario in ("kill", "p2p_mismatch"):
+    if scenario in ("kill", "p2p_mismatch", "call_timeout"):
         os._exit(0)  # the group is broken: skip the orderly teardown
     dist.destroy_process_group()
 
