@@ -198,7 +198,8 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   }
   HTRACE(kSubColl, "%s call #%llu", describeCall(call.coll, count, call.dtype, call.op, call.root).c_str(),
          static_cast<unsigned long long>(comm->opSeq + 1));
-  return report(comm, runCalls({{comm, call, key}}));
+  const CommCall one{comm, std::move(call), std::move(key)};
+  return report(comm, runCalls(&one, 1));
 }
 
 // As NCCL documents for blocking = 0: the handle is returned at once with

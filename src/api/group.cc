@@ -42,22 +42,28 @@ hocclResult_t hocclGroupEnd(void) {
   if (groupDepth == 0)
     return report(nullptr, errorf(hocclInvalidUsage, "hocclGroupEnd without a matching hocclGroupStart"));
   if (--groupDepth > 0) return hocclSuccess;
-  auto calls = std::move(pending);
-  pending.clear();
+  // The queue keeps its capacity from one group to the next: a group of one
+  // call per iteration (a benchmark, a training step) allocates nothing here.
+  std::vector<CommCall>& calls = pending;
   for (CommCall& c : pendingPeers) calls.push_back(std::move(c));
   pendingPeers.clear();
+  struct Clear {
+    std::vector<CommCall>& v;
+    ~Clear() { v.clear(); }
+  } clearAfter{calls};
   if (calls.empty()) return hocclSuccess;
   for (const CommCall& c : calls) {
     Status st = c.call.coll == CollKind::SendRecv ? checkSelfPairs(c.call, c.comm->rank) : Status();
     if (!st.ok()) return report(nullptr, st);
   }
-  std::vector<CommUse> uses(calls.size());
+  std::vector<CommUse> uses(calls.size() > 1 ? calls.size() : 0);
+  CommUse first;
   for (size_t i = 0; i < calls.size(); ++i) {
     Status st = enterComm(calls[i].comm, "hocclGroupEnd");
     if (!st.ok()) return report(nullptr, st);
-    uses[i].comm = calls[i].comm;
+    (i == 0 ? first : uses[i]).comm = calls[i].comm;
   }
-  Status st = runCalls(calls);
+  Status st = runCalls(calls.data(), calls.size());
   return report(st.ok() ? nullptr : calls[0].comm, st);
 }
 

@@ -81,7 +81,7 @@ hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, 
   CommCall c = peerCall(comm, part);
   st = checkSelfPairs(c.call, comm->rank);
   if (!st.ok()) return report(nullptr, st);
-  return report(comm, runCalls({c}));
+  return report(comm, runCalls(&c, 1));
 }
 
 }  // namespace
@@ -155,7 +155,8 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
     groupEnqueue(comm, call, key);
     return hocclSuccess;
   }
-  return report(comm, runCalls({{comm, call, key}}));
+  const CommCall one{comm, std::move(call), std::move(key)};
+  return report(comm, runCalls(&one, 1));
 }
 
 hocclResult_t hocclCommNodeInfo(const hocclComm_t comm, int* node, int* nnodes, int* localRank, int* localRanks) {

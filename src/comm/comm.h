@@ -170,6 +170,6 @@ struct CommCall {
 // or reuses each schedule and its connections, numbers the calls and hands
 // them to the executor. A failure is recorded as the communicator's fatal
 // error.
-Status runCalls(const std::vector<CommCall>& calls);
+Status runCalls(const CommCall* calls, size_t n);
 
 }  // namespace hoccl

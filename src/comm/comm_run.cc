@@ -26,12 +26,46 @@ bool hocclComm::peerProcessGone(int peer) {
 
 namespace hoccl {
 
-Status runCalls(const std::vector<CommCall>& calls) {
+namespace {
+
+// The executor's view of one prepared call: numbered, with its schedule.
+void makeWork(const CommCall& c, std::shared_ptr<const Schedule> sched, Work* w) {
+  hocclComm* comm = c.comm;
+  w->owner = comm;
+  w->call = c.call;
+  if (w->call.coll == CollKind::SendRecv) {
+    // Each message names its place in the stream between its two ranks.
+    comm->sendSeq.resize(comm->nranks);
+    comm->recvSeq.resize(comm->nranks);
+    for (PeerPart& p : w->call.parts) p.seq = ++(p.send ? comm->sendSeq : comm->recvSeq)[p.peer];
+    w->call.opSeq = comm->opSeq;
+  } else {
+    w->call.opSeq = ++comm->opSeq;
+  }
+  w->schedule = std::move(sched);
+  w->sliceBytes = comm->settings.sliceBytes;
+  w->checkCalls = comm->settings.checkCalls;
+  w->directBytes = comm->settings.directBytes;
+}
+
+}  // namespace
+
+Status runCalls(const CommCall* calls, size_t n) {
+  if (n == 1) {  // one call, the common case: no allocation here
+    std::shared_ptr<const Schedule> sched;
+    Status st = calls[0].comm->prepareCall(calls[0].call, calls[0].key, &sched);
+    if (!st.ok()) {
+      calls[0].comm->fail(st, true);
+      return st;
+    }
+    Work w;
+    makeWork(calls[0], std::move(sched), &w);
+    return hostExecutor().run(&w, 1);
+  }
   // Schedules first. One that needs new connections sets them up with its
   // peers over the bootstrap, which waits for them to do the same; when one
   // thread drives several ranks (a group over several communicators), the
   // ranks that must connect do so on threads of their own.
-  const size_t n = calls.size();
   std::vector<std::shared_ptr<const Schedule>> scheds(n);
   std::vector<Status> sts(n);
   auto prep = [&](size_t i) {
@@ -44,7 +78,7 @@ Status runCalls(const std::vector<CommCall>& calls) {
   std::vector<std::pair<hocclComm*, std::vector<size_t>>> uncached;
   for (size_t i = 0; i < n; ++i) {
     const CommCall& c = calls[i];
-    if (n == 1 || c.comm->hasSchedule(c.key, dtypeSize(c.call.dtype))) {
+    if (c.comm->hasSchedule(c.key, dtypeSize(c.call.dtype))) {
       prep(i);
       continue;
     }
@@ -63,29 +97,13 @@ Status runCalls(const std::vector<CommCall>& calls) {
   }
   std::vector<Work> work(n);
   for (size_t i = 0; i < n; ++i) {
-    hocclComm* comm = calls[i].comm;
     if (!sts[i].ok()) {
-      comm->fail(sts[i], true);
+      calls[i].comm->fail(sts[i], true);
       return sts[i];
     }
-    Work& w = work[i];
-    w.owner = comm;
-    w.call = calls[i].call;
-    if (w.call.coll == CollKind::SendRecv) {
-      // Each message names its place in the stream between its two ranks.
-      comm->sendSeq.resize(comm->nranks);
-      comm->recvSeq.resize(comm->nranks);
-      for (PeerPart& p : w.call.parts) p.seq = ++(p.send ? comm->sendSeq : comm->recvSeq)[p.peer];
-      w.call.opSeq = comm->opSeq;
-    } else {
-      w.call.opSeq = ++comm->opSeq;
-    }
-    w.schedule = scheds[i];
-    w.sliceBytes = comm->settings.sliceBytes;
-    w.checkCalls = comm->settings.checkCalls;
-    w.directBytes = comm->settings.directBytes;
+    makeWork(calls[i], scheds[i], &work[i]);
   }
-  return hostExecutor().run(work);
+  return hostExecutor().run(work.data(), n);
 }
 
 }  // namespace hoccl

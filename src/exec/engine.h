@@ -78,7 +78,7 @@ class Executor {
   // one fails: a mismatch, a peer's abort, a dead peer, an abort request or
   // no progress for longer than the timeout. The failing call's owner has
   // recorded the error when this returns it.
-  virtual Status run(const std::vector<Work>& work) = 0;
+  virtual Status run(const Work* work, size_t n) = 0;
 };
 
 // Host buffers: progresses the calls in the caller's thread, polling, then

@@ -50,22 +50,41 @@ Status deadPeer(TaskOwner& o, const CollTask& t) {
 
 class HostExecutor : public Executor {
  public:
-  Status run(const std::vector<Work>& work) override {
-    std::vector<std::unique_ptr<CollTask>> tasks;
+  Status run(const Work* work, size_t n) override {
     std::vector<ScratchPool::Lease> scaled;  // PreMulSum inputs, alive until the tasks end
-    for (const Work& w : work) {
-      CollCall call = w.call;
-      if (call.op == RedOp::PreMulSum) {
-        Status st = preMultiply(w, &call, &scaled);
-        if (!st.ok()) {
-          w.owner->recordFailure(st, true);
-          return st;
-        }
-      }
-      tasks.push_back(std::make_unique<CollTask>(call, w.schedule, &w.owner->connections(), w.owner->scratchPool(),
-                                                 w.sliceBytes, w.checkCalls, w.directBytes));
+    std::vector<CollCall> calls;             // PreMulSum calls, reading the scaled inputs
+    auto callOf = [&](size_t i, Status* st) -> const CollCall* {
+      if (work[i].call.op != RedOp::PreMulSum) return &work[i].call;
+      if (calls.empty()) calls.reserve(n);
+      calls.push_back(work[i].call);
+      *st = preMultiply(work[i], &calls.back(), &scaled);
+      if (!st->ok()) work[i].owner->recordFailure(*st, true);
+      return &calls.back();
+    };
+    Status st;
+    auto make = [&](size_t i, const CollCall& call) {
+      const Work& w = work[i];
+      return CollTask(call, w.schedule, &w.owner->connections(), w.owner->scratchPool(), w.sliceBytes,
+                      w.checkCalls, w.directBytes);
+    };
+    if (n == 1) {  // the common case: nothing on the heap but the task's channels
+      const CollCall* call = callOf(0, &st);
+      if (!st.ok()) return st;
+      CollTask task = make(0, *call);
+      CollTask* one = &task;
+      return progress(work, &one, 1);
     }
-    return progress(work, tasks);
+    std::vector<std::unique_ptr<CollTask>> tasks;
+    std::vector<CollTask*> ptrs;
+    for (size_t i = 0; i < n; ++i) {
+      const CollCall* call = callOf(i, &st);
+      if (!st.ok()) return st;
+      const Work& w = work[i];
+      tasks.push_back(std::make_unique<CollTask>(*call, w.schedule, &w.owner->connections(), w.owner->scratchPool(),
+                                                 w.sliceBytes, w.checkCalls, w.directBytes));
+      ptrs.push_back(tasks.back().get());
+    }
+    return progress(work, ptrs.data(), n);
   }
 
  private:
@@ -90,11 +109,11 @@ class HostExecutor : public Executor {
     return st;
   }
 
-  static Status progress(const std::vector<Work>& work, std::vector<std::unique_ptr<CollTask>>& tasks) {
-    if (tasks.empty()) return Status();
+  static Status progress(const Work* work, CollTask* const* tasks, size_t ntasks) {
+    if (ntasks == 0) return Status();
     TaskOwner* first = work[0].owner;
     bool multiComm = false;
-    for (const Work& w : work) multiComm |= w.owner != first;
+    for (size_t i = 0; i < ntasks; ++i) multiComm |= work[i].owner != first;
     const ProgressPolicy& policy = first->progressPolicy();
     double lastProgress = nowSec();
     double lastHealthCheck = lastProgress;
@@ -102,14 +121,14 @@ class HostExecutor : public Executor {
     // Calls on one communicator share its connections, so they run one
     // after another; calls on different communicators run together.
     std::vector<TaskOwner*> busy;
-    busy.reserve(tasks.size());
+    busy.reserve(ntasks);
     bool allDone = false, progressed = false;
     // One pass over every unfinished call; false when one failed (*st).
     auto poll = [&](Status* st) {
       allDone = true;
       progressed = false;
       busy.clear();
-      for (size_t i = 0; i < tasks.size(); ++i) {
+      for (size_t i = 0; i < ntasks; ++i) {
         TaskOwner* o = work[i].owner;
         CollTask& t = *tasks[i];
         if (t.done()) continue;
@@ -151,7 +170,7 @@ class HostExecutor : public Executor {
         continue;
       }
       double now = nowSec();
-      for (size_t i = 0; i < tasks.size(); ++i) {
+      for (size_t i = 0; i < ntasks; ++i) {
         TaskOwner* o = work[i].owner;
         CollTask& t = *tasks[i];
         if (t.done()) continue;
