@@ -198,22 +198,26 @@ Status CollTask::advance(int c, bool* progressed) {
     if (s.depChannel >= 0 && !stepDone(s.depChannel, s.depStep)) return Status();
     uint64_t n = std::min(sliceElems_, s.count - cs.done);
     size_t bytes = n * esize_;
+    if (cs.connStep != cs.step) {
+      cs.rc = s.recvPeer >= 0 ? links_->recvConn(s.recvPeer, link) : nullptr;
+      cs.sc = s.sendPeer >= 0 ? links_->sendConn(s.sendPeer, link) : nullptr;
+      cs.connStep = cs.step;
+      if ((s.recvPeer >= 0 && !cs.rc) || (s.sendPeer >= 0 && !cs.sc))
+        return errorf(hocclInternalError, "rank %d: channel %d step %zu has no connection to rank %d",
+                      sched_->key.rank, c, cs.step, cs.rc || s.recvPeer < 0 ? s.sendPeer : s.recvPeer);
+    }
     const SlotHeader* rh = nullptr;
     const void* rdata = nullptr;
-    RecvConn* rc = nullptr;
-    if (s.recvPeer >= 0) {
-      rc = links_->recvConn(s.recvPeer, link);
+    RecvConn* rc = cs.rc;
+    if (rc) {
       if (!rc->tryPeek(&rh, &rdata)) return blocked(s.recvPeer, false);
       if (s.dst.buf == Buf::Part && checkCalls_) HOCCL_TRY(checkPeerHeader(*rh, call_.parts[s.dst.part]));
       HOCCL_TRY(checkHeader(*rh, static_cast<uint32_t>(bytes), s.recvPeer));
     }
     SlotHeader* sh = nullptr;
     void* sdata = nullptr;
-    SendConn* sc = nullptr;
-    if (s.sendPeer >= 0) {
-      sc = links_->sendConn(s.sendPeer, link);
-      if (!sc->tryAcquire(&sh, &sdata)) return blocked(s.sendPeer, true);
-    }
+    SendConn* sc = cs.sc;
+    if (sc && !sc->tryAcquire(&sh, &sdata)) return blocked(s.sendPeer, true);
     const char* src = s.src.present() ? bufferAt(s.src) + cs.done * esize_ : nullptr;
     char* dst = s.dst.present() ? bufferAt(s.dst) + cs.done * esize_ : nullptr;
     // A large slice whose value stays put in this rank's buffers is sent

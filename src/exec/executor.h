@@ -6,6 +6,7 @@
 // enqueue the same task on a stream instead.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -113,6 +114,11 @@ class CollTask {
     uint64_t done = 0;  // elements of the current step completed
     int waitPeer = -1;
     bool waitSend = false;
+    // The current step's connections, looked up once per step (a poll
+    // that finds nothing to do looks nothing up).
+    size_t connStep = SIZE_MAX;
+    RecvConn* rc = nullptr;
+    SendConn* sc = nullptr;
   };
   bool stepDone(int channel, int step) const;
   Status advance(int channel, bool* progressed);
