@@ -16,11 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define HOCCL_HD __host__ __device__
-#else
-#define HOCCL_HD
-#endif
+#include "src/exec/cuda/hd.h"
 
 namespace hoccl::cuda {
 
