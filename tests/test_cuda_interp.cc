@@ -318,6 +318,22 @@ bool reduces(CollKind k) {
 }
 
 // ---- Bit-exact against the host executor ----------------------------------
+// Under ThreadSanitizer (tools/sanitize.sh tsan) each case costs ~20x: the
+// matrix runs every 7th case there (7 is prime to the rotations below, so
+// every type, op and slot size still occurs) and large counts up to 4 ranks.
+#if defined(__SANITIZE_THREAD__)
+#define HOCCL_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HOCCL_TEST_TSAN 1
+#endif
+#endif
+#ifdef HOCCL_TEST_TSAN
+constexpr int kMatrixStride = 7, kLargeMaxRanks = 4;
+#else
+constexpr int kMatrixStride = 1, kLargeMaxRanks = 8;
+#endif
+
 class CudaInterpMatrix : public ::testing::TestWithParam<CollKind> {};
 
 // Every algorithm that runs the collective (not its ring fallback) x P in
@@ -348,13 +364,13 @@ TEST_P(CudaInterpMatrix, MatchesHostExecutorBitForBit) {
             if (!reduces(coll)) c.op = RedOp::Sum;
             c.slotBytes = slots[n % 3];
             c.root = (n / 3) % P;
-            ++n;
+            if (n++ % kMatrixStride) continue;
             const std::string diff = compareRun(c);
             ASSERT_EQ(diff, "") << c.name();
           }
       }
   }
-  EXPECT_GT(n, 100);
+  EXPECT_GE(n, 100);  // cases enumerated (every kMatrixStride-th run)
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, CudaInterpMatrix,
@@ -369,7 +385,7 @@ TEST(CudaInterp, LargeCountsMatchHostExecutor) {
                         CollKind::Reduce})
     for (AlgoId algo : {AlgoId::Ring, AlgoId::Hierarchical, AlgoId::HoRing})
       for (int P : {2, 4, 8}) {
-        if (!algorithmInfo(algo).supports(coll)) continue;
+        if (!algorithmInfo(algo).supports(coll) || P > kLargeMaxRanks) continue;
         Case c;
         c.coll = coll;
         c.algo = algo;
