@@ -465,6 +465,24 @@ TEST(CudaInterp, HeaderOfAnotherCallStopsTheRun) {
   EXPECT_NE(run.status.message().find("belongs to another call"), std::string::npos) << run.status.message();
 }
 
+// Rank 1 runs the plan of a 1001-element call under the same call hash:
+// the first message between them has the wrong size.
+TEST(CudaInterp, MessageOfTheWrongSizeStopsTheRun) {
+  Case c = smallAllReduce(2), odd = c;
+  odd.count = c.count + 1;
+  const auto scheds = schedulesFor(c), oddScheds = schedulesFor(odd);
+  auto bufs = makeBuffers(c, scheds[0].key), oddBufs = makeBuffers(odd, oddScheds[0].key);
+  const std::vector<Schedule> mixed = {scheds[0], oddScheds[1]};
+  std::vector<Buffers> mixedBufs = {bufs[0], oddBufs[1]};
+  const InterpRun run = runInterp(c, mixed, &mixedBufs);
+  EXPECT_EQ(run.status.code(), hocclInvalidUsage);
+  EXPECT_EQ(run.control.code, uint32_t(cuda::kDevMismatch));
+  EXPECT_EQ(run.control.what, uint32_t(cuda::kWhatBytes));
+  EXPECT_EQ(run.control.peer, 1 - run.control.rank);
+  EXPECT_NE(run.control.expected, run.control.got);
+  EXPECT_NE(run.status.message().find("bytes, expected"), std::string::npos) << run.status.message();
+}
+
 // The wait a missing rank leaves behind: the step of `channel` that first
 // receives from `peer`.
 int firstReceive(const Schedule& s, int channel, int peer) {
