@@ -140,8 +140,14 @@ std::string describeFailure(const DevControl& k) {
                     got = std::to_string(k.got);
   std::string what;
   switch (k.what) {
-    case kWhatRecv: what = "waiting to receive from rank " + peer + " (message " + want + ")"; break;
-    case kWhatSend: what = "waiting for a free slot to send to rank " + peer; break;
+    case kWhatRecv:
+      what = "waiting to receive from rank " + peer + " (message " + want + " on this connection, " + got +
+             " arrived)";
+      break;
+    case kWhatSend:
+      what = "waiting for a free slot to send to rank " + peer + " (" + got + " of the messages sent were taken, " +
+             want + " needed)";
+      break;
     case kWhatDep: what = "waiting for channel " + peer + " to complete step " + std::to_string(k.expected - 1); break;
     case kWhatCall: what = "message from rank " + peer + " belongs to another call (hash " + got + ", expected " + want + ")"; break;
     case kWhatBytes: what = "message from rank " + peer + " has " + got + " bytes, expected " + want; break;
