@@ -2,9 +2,9 @@
 // (interp_host.h): for every collective, algorithm and shape, the plans of
 // the schedules the host executor runs give bit-identical buffers (memcmp)
 // to the host executor itself (CollTask, over in-memory connections), for
-// every type and op the interpreter has. And it fails cleanly: a header of
-// another call, an abort and a peer that never comes each end the run with
-// a message naming rank, channel, step and peer.
+// every type and op the interpreter has. And it fails cleanly: a message
+// of another call or of the wrong size, an abort and a peer that never
+// comes each end the run with a message naming rank, channel, step and peer.
 #include <gtest/gtest.h>
 
 #include <cstring>
