@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "src/exec/cuda/hd.h"
+
 namespace hoccl::cuda {
 
 inline constexpr uint32_t kPlanMagic = 0x504c4e48;  // "HNLP" read as little-endian bytes: H N L P
@@ -81,8 +83,8 @@ static_assert(sizeof(DevStep) == 48, "DevStep layout");
 struct DevPlanLayout {
   uint64_t channels, conns, steps, bytes;
 };
-inline constexpr uint64_t planAlign(uint64_t x) { return (x + 15) & ~uint64_t(15); }
-inline constexpr DevPlanLayout planLayout(uint64_t nchannels, uint64_t nconns, uint64_t nsteps) {
+HOCCL_HD inline constexpr uint64_t planAlign(uint64_t x) { return (x + 15) & ~uint64_t(15); }
+HOCCL_HD inline constexpr DevPlanLayout planLayout(uint64_t nchannels, uint64_t nconns, uint64_t nsteps) {
   DevPlanLayout l{};
   l.channels = planAlign(sizeof(DevPlanHeader));
   l.conns = planAlign(l.channels + nchannels * sizeof(DevChannel));

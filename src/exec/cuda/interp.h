@@ -1,0 +1,260 @@
+// The device-plan interpreter: runs one channel of one rank's plan
+// (dev_plan.h) step by step, with the semantics of algorithms/schedule.h's
+// Step, as the host executor (src/exec/executor.cc) runs a Schedule:
+//   v = recv ? (reduce ? recv (op) src : recv) : src
+//   if dst: dst = v;   if send: send v
+// cut into messages of at most `sliceElems` elements (a zero-count step is
+// one empty message: a sync step). A step with a dependency starts once
+// the other channel's "steps done" counter says that step has completed.
+//
+// The same code runs as a CUDA kernel (one CTA per channel, kernels.cu)
+// and on the host (interp_host.h: ranks and channels as threads), through a
+// lane policy L that provides
+//   lane(), lanes()       this thread's index among the channel's threads
+//   sync()                a barrier of those threads (__syncthreads)
+//   shared()              4 words every lane of the channel sees
+//   load(p) / store(p, v) 64-bit acquire load / release store (system scope)
+//   loadRelaxed(p)        64-bit relaxed load (a counter this thread owns)
+//   load32(p), cas32(p, expected, v)   on the control words
+//   nowNs(), relax()      a clock and a pause between polls
+// Lane 0 (the leader) does every wait and every counter update; all lanes
+// move the data, each taking elements lane, lane + lanes, ...
+//
+// Connections. Each (sender, receiver, link) has a DevConnMem: kDevSlots
+// slots of slotBytes, `tail` (messages posted, written by the sender; it
+// lives with the receiver) and `head` (messages released, written by the
+// receiver). Message k sits in slot k % kDevSlots. Its header carries the
+// call's hash, its bytes and k, which the receiver checks: a mismatch is
+// recorded in the shared DevControl and the run stops.
+//
+// Waits are bounded: every 2^kDevPollShift polls the leader reads the
+// abort word and the error code (another channel failed: stop too) and the
+// clock; a wait longer than timeoutNs records a timeout naming rank,
+// channel, step and peer. Nothing waits forever.
+#pragma once
+
+#include <cstdint>
+
+#include "src/exec/cuda/dev_plan.h"
+#include "src/exec/cuda/interp_ops.h"
+
+namespace hoccl::cuda {
+
+inline constexpr uint32_t kDevSlots = 8;
+inline constexpr uint32_t kDevPollShift = 10;
+
+struct DevSlotHeader {
+  uint64_t call;   // the call's hash (every rank's must agree)
+  uint32_t bytes;  // payload bytes
+  uint32_t seq;    // the message's position on its connection (low 32 bits)
+};
+static_assert(sizeof(DevSlotHeader) == 16, "DevSlotHeader layout");
+
+struct alignas(64) DevConnMem {
+  uint64_t tail;  // messages posted (sender writes, release)
+  uint8_t pad0[56];
+  uint64_t head;  // messages released (receiver writes, release)
+  uint8_t pad1[56];
+  DevSlotHeader header[kDevSlots];
+  uint8_t* data;       // kDevSlots slots of slotBytes each
+  uint64_t slotBytes;  // a multiple of 16
+};
+
+// Outcomes (DevControl::code, and what runChannel returns).
+enum DevCode : uint32_t {
+  kDevOk = 0,
+  kDevAborted = 1,      // the abort word was set
+  kDevMismatch = 2,     // a message header disagrees (call, bytes or sequence)
+  kDevTimeout = 3,      // a wait passed timeoutNs
+  kDevUnsupported = 4,  // a step this interpreter cannot run (Buf::Part)
+  kDevStopped = 5,      // another channel failed first (returned, never recorded)
+};
+
+// What the failing channel was doing (DevControl::what).
+enum DevWhat : uint32_t {
+  kWhatRecv = 0,   // waiting to receive from `peer`
+  kWhatSend = 1,   // waiting for a free slot to send to `peer`
+  kWhatDep = 2,    // waiting for channel `peer`'s step `expected` (a dependency)
+  kWhatCall = 3,   // header's call hash: expected vs got
+  kWhatBytes = 4,  // header's bytes
+  kWhatSeq = 5,    // header's sequence number
+  kWhatPart = 6,   // a point-to-point buffer
+};
+
+// Shared by every channel of every rank of one run. The host sets `abort`;
+// the first failure claims `code` (compare-and-swap) and fills the rest,
+// which are valid once the run has ended.
+struct DevControl {
+  uint32_t abort;
+  uint32_t code;
+  int32_t rank, channel, step, peer;
+  uint32_t what;
+  uint32_t reserved;
+  uint64_t expected, got;
+};
+
+struct InterpArgs {
+  const uint8_t* image;       // the rank's plan image (checked by readPlanImage)
+  char* input;                // Buf::Input, Output, Scratch bases
+  char* output;
+  char* scratch;
+  DevConnMem* const* conns;   // per plan connection (DevChannel::firstConn + index)
+  uint64_t* stepsDone;        // per channel of this rank: steps completed
+  DevControl* control;
+  uint64_t call;              // the call's hash, written and checked in headers
+  uint64_t sliceElems;        // elements per message, at most one slot
+  uint64_t timeoutNs;         // longest wait; 0: until aborted
+};
+
+namespace interp_detail {
+
+template <class L>
+HOCCL_HD inline void fail(L& l, const InterpArgs& a, uint32_t code, uint32_t c, uint32_t step, int32_t peer,
+                          uint32_t what, uint64_t expected, uint64_t got) {
+  DevControl* k = a.control;
+  if (!l.cas32(&k->code, 0, code)) return;  // someone failed first
+  k->rank = reinterpret_cast<const DevPlanHeader*>(a.image)->rank;
+  k->channel = int32_t(c);
+  k->step = int32_t(step);
+  k->peer = peer;
+  k->what = what;
+  k->expected = expected;
+  k->got = got;
+}
+
+// Leader only: waits until *ctr >= want. Returns kDevOk, or why it stopped
+// (recorded unless another channel failed first).
+template <class L>
+HOCCL_HD inline uint32_t waitFor(L& l, const InterpArgs& a, const uint64_t* ctr, uint64_t want, uint32_t c,
+                                 uint32_t step, int32_t peer, uint32_t what) {
+  uint64_t start = 0;
+  uint32_t polls = 0;
+  uint64_t seen;
+  while ((seen = l.load(ctr)) < want) {
+    if ((++polls & ((1u << kDevPollShift) - 1)) == 0) {
+      if (l.load32(&a.control->abort)) {
+        fail(l, a, kDevAborted, c, step, peer, what, want, seen);
+        return kDevAborted;
+      }
+      if (l.load32(&a.control->code)) return kDevStopped;
+      const uint64_t now = l.nowNs();
+      if (start == 0) {
+        start = now;
+      } else if (a.timeoutNs && now - start > a.timeoutNs) {
+        fail(l, a, kDevTimeout, c, step, peer, what, want, seen);
+        return kDevTimeout;
+      }
+    }
+    l.relax();
+  }
+  return kDevOk;
+}
+
+template <class T>
+HOCCL_HD inline T* at(const InterpArgs& a, uint8_t buf, uint64_t off) {
+  char* base = buf == 1 ? a.input : buf == 2 ? a.output : buf == 3 ? a.scratch : nullptr;
+  return base ? reinterpret_cast<T*>(base) + off : nullptr;
+}
+
+}  // namespace interp_detail
+
+// Runs channel `c` of the plan in `a` to its end. Every lane of the channel
+// calls it; all return the same code (kDevOk when every step completed).
+template <class T, class Op, class L>
+HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
+  using B = typename BitsOf<int(sizeof(T))>::type;
+  using namespace interp_detail;
+  const DevPlanHeader* h = reinterpret_cast<const DevPlanHeader*>(a.image);
+  const DevPlanLayout lay = planLayout(h->nchannels, h->nconns, h->nsteps);
+  const DevChannel ch = reinterpret_cast<const DevChannel*>(a.image + lay.channels)[c];
+  const DevConn* conns = reinterpret_cast<const DevConn*>(a.image + lay.conns) + ch.firstConn;
+  const DevStep* steps = reinterpret_cast<const DevStep*>(a.image + lay.steps) + ch.firstStep;
+  DevConnMem* const* mem = a.conns + ch.firstConn;
+  uint64_t* shared = l.shared();
+  const bool leader = l.lane() == 0;
+  for (uint32_t i = 0; i < ch.nsteps; ++i) {
+    const DevStep st = steps[i];
+    DevConnMem* rm = st.recvConn >= 0 ? mem[st.recvConn] : nullptr;
+    DevConnMem* wm = st.sendConn >= 0 ? mem[st.sendConn] : nullptr;
+    const int32_t rpeer = rm ? conns[st.recvConn].peer : -1, wpeer = wm ? conns[st.sendConn].peer : -1;
+    uint64_t off = 0;
+    do {
+      const uint64_t n = st.count - off < a.sliceElems ? st.count - off : a.sliceElems;
+      const uint32_t bytes = uint32_t(n * sizeof(T));
+      if (leader) {
+        uint32_t code = kDevOk;
+        if (st.srcBuf == 4 || st.dstBuf == 4) {
+          fail(l, a, kDevUnsupported, c, i, -1, kWhatPart, 0, 0);
+          code = kDevUnsupported;
+        }
+        if (code == kDevOk && off == 0 && st.depChannel >= 0)
+          code = waitFor(l, a, a.stepsDone + st.depChannel, uint64_t(st.depStep) + 1, c, i, st.depChannel,
+                         kWhatDep);
+        uint64_t rpos = 0, wpos = 0;
+        if (code == kDevOk && rm) {
+          rpos = l.loadRelaxed(&rm->head);
+          code = waitFor(l, a, &rm->tail, rpos + 1, c, i, rpeer, kWhatRecv);
+          if (code == kDevOk) {
+            const DevSlotHeader hd = rm->header[rpos % kDevSlots];
+            uint32_t what = hd.call != a.call ? kWhatCall : hd.bytes != bytes ? kWhatBytes
+                            : hd.seq != uint32_t(rpos) ? kWhatSeq : kWhatRecv;
+            if (what != kWhatRecv) {
+              const uint64_t want = what == kWhatCall ? a.call : what == kWhatBytes ? bytes : uint32_t(rpos);
+              const uint64_t got = what == kWhatCall ? hd.call : what == kWhatBytes ? hd.bytes : hd.seq;
+              fail(l, a, kDevMismatch, c, i, rpeer, what, want, got);
+              code = kDevMismatch;
+            }
+          }
+        }
+        if (code == kDevOk && wm) {
+          wpos = l.loadRelaxed(&wm->tail);
+          if (wpos + 1 > kDevSlots) code = waitFor(l, a, &wm->head, wpos + 1 - kDevSlots, c, i, wpeer, kWhatSend);
+        }
+        shared[0] = code;
+        shared[1] = rpos;
+        shared[2] = wpos;
+      }
+      l.sync();
+      const uint32_t code = uint32_t(shared[0]);
+      if (code != kDevOk) return code;
+      const T* r = rm ? reinterpret_cast<const T*>(rm->data + (shared[1] % kDevSlots) * rm->slotBytes) : nullptr;
+      T* w = wm ? reinterpret_cast<T*>(wm->data + (shared[2] % kDevSlots) * wm->slotBytes) : nullptr;
+      const T* s = at<T>(a, st.srcBuf, st.srcOff + off);
+      T* d = at<T>(a, st.dstBuf, st.dstOff + off);
+      if (r && (st.flags & kStepReduce)) {
+        for (uint64_t j = l.lane(); j < n; j += l.lanes()) {
+          const T v = Op::apply(r[j], s[j]);
+          if (d) d[j] = v;
+          if (w) w[j] = v;
+        }
+      } else {
+        // A copy: bits, never values. Storing src onto itself is skipped.
+        const B* from = reinterpret_cast<const B*>(r ? r : s);
+        B* to = reinterpret_cast<B*>(d == s && !r ? nullptr : d);
+        B* out = reinterpret_cast<B*>(w);
+        if (from)
+          for (uint64_t j = l.lane(); j < n; j += l.lanes()) {
+            const B v = from[j];
+            if (to) to[j] = v;
+            if (out) out[j] = v;
+          }
+      }
+      l.sync();
+      if (leader) {
+        if (wm) {
+          DevSlotHeader& hd = wm->header[shared[2] % kDevSlots];
+          hd.call = a.call;
+          hd.bytes = bytes;
+          hd.seq = uint32_t(shared[2]);
+          l.store(&wm->tail, shared[2] + 1);
+        }
+        if (rm) l.store(&rm->head, shared[1] + 1);
+      }
+      off += n;
+    } while (off < st.count);
+    if (leader) l.store(a.stepsDone + c, uint64_t(i) + 1);
+  }
+  return kDevOk;
+}
+
+}  // namespace hoccl::cuda

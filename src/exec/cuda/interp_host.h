@@ -1,0 +1,78 @@
+// The device-plan interpreter (interp.h) run on the host: every rank of a
+// call as threads of this process, each channel as `lanes` threads (the
+// CTA a GPU would give it), connections in host memory under acquire /
+// release atomics. What the CUDA executor will run, checked here without a
+// GPU: tests compare its results bit for bit with the host executor's and
+// run it under ThreadSanitizer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "src/base/error.h"
+#include "src/exec/cuda/interp.h"
+#include "src/exec/dataops.h"
+
+namespace hoccl::cuda {
+
+// Connection memory for ranks that share an address space: one DevConnMem
+// and its slots per (sender, receiver, link), made on first use.
+class HostFabric {
+ public:
+  // `slotBytes`: payload bytes of each slot, rounded up to 16.
+  explicit HostFabric(size_t slotBytes);
+  DevConnMem* conn(int from, int to, int link);
+  size_t slotBytes() const { return slotBytes_; }
+
+ private:
+  struct Edge {
+    std::unique_ptr<DevConnMem> mem;
+    std::unique_ptr<uint8_t[]> slots;
+  };
+  size_t slotBytes_;
+  std::map<std::tuple<int, int, int>, Edge> edges_;
+};
+
+// One rank's part of a run.
+struct HostRank {
+  std::vector<uint8_t> image;  // DevPlan::image() of the rank's schedule
+  const void* input = nullptr;
+  void* output = nullptr;
+  uint64_t call = 0;           // the call's hash (callHash), written in and checked against headers
+  bool run = true;             // false: the rank never arrives (tests of the bounded wait)
+};
+
+struct HostRunOptions {
+  DType dtype = DType::Float32;
+  RedOp op = RedOp::Sum;
+  int lanes = 1;                          // threads per channel
+  uint64_t timeoutNs = 60'000'000'000ull; // longest wait
+  // Elements per message; 0: as many as a slot holds. The schedules'
+  // maxStepCount must be at most kDevSlots / 2 messages (as the host
+  // executor's is at most half its slots).
+  uint64_t sliceElems = 0;
+};
+
+// True for the types and ops the host driver instantiates: every integer
+// type, fp16, bf16, float and double, with sum, prod, max and min.
+bool interpSupports(DType t, RedOp op);
+
+// A hash of what every rank's headers must agree on.
+uint64_t callHash(uint8_t coll, uint64_t count, DType t, RedOp op, int root, uint64_t opSeq);
+
+// Runs every rank's plan to its end. `control` is shared by all ranks
+// (zeroed here; a caller may set control->abort from another thread while
+// the run goes on). Each rank's scratch is allocated here. Returns the
+// first failure recorded, its message naming rank, channel, step and peer
+// (describeFailure).
+Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, const HostRunOptions& opt,
+                      DevControl* control);
+
+std::string describeFailure(const DevControl& k);
+
+}  // namespace hoccl::cuda

@@ -1,0 +1,142 @@
+// Element types and reductions of the device-plan interpreter (interp.h),
+// written once for g++ and nvcc. Each op is one element at a time and
+// computes exactly what the host's DataOps kernels compute
+// (src/exec/dataops_kernels.h), so results compare bit for bit:
+//  - integers wrap (the arithmetic runs in the unsigned type);
+//  - float and double sum/prod are a (op) nanFirst(a, b), where a is the
+//    received value and b the local one, as CollTask passes them;
+//  - max/min are the select (a > b) ? a : b and (a < b) ? a : b;
+//  - fp16 and bf16 are widened to float, combined in float and rounded
+//    back to nearest even, with the same bit formulas as the host's
+//    software conversion (which reproduces F16C, NaN included).
+// No fused multiply-add anywhere: nvcc compiles the kernels with
+// -fmad=false (cmake/Cuda.cmake).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "src/exec/cuda/hd.h"
+
+namespace hoccl::cuda {
+
+HOCCL_HD inline uint32_t floatBits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+HOCCL_HD inline float bitsFloat(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// fp16 bits to float: NaNs quieted with their payload kept.
+HOCCL_HD inline float halfToFloatBits(uint16_t h) {
+  const uint32_t a = h & 0x7fffu, sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t r;
+  if (a >= 0x7c00u) {
+    r = ((a << 13) + 0x70000000u) | (a > 0x7c00u ? 0x00400000u : 0u);
+  } else if (a >= 0x0400u) {
+    r = (a << 13) + 0x38000000u;
+  } else {  // subnormal: a * 2^-24, exact
+    r = floatBits((bitsFloat(a | 0x4b000000u) - 8388608.0f) * 0x1p-24f);
+  }
+  return bitsFloat(r | sign);
+}
+
+// Float to fp16 bits, round to nearest even; overflow gives inf, NaN a
+// quiet NaN keeping the top payload bits.
+HOCCL_HD inline uint16_t floatToHalfBits(float f) {
+  const uint32_t u = floatBits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  uint32_t r;
+  if (a > 0x7f800000u) {
+    r = ((a >> 13) & 0x3ffu) | 0x7e00u;
+  } else if (a >= 0x477ff000u) {
+    r = 0x7c00u;  // >= 65520 rounds to inf
+  } else if (a >= 0x38800000u) {
+    r = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  } else {  // below 2^-14: the float adder rounds at an ulp of 2^-24
+    r = floatBits(bitsFloat(a) + 0.5f) - 0x3f000000u;
+  }
+  return uint16_t(r | sign);
+}
+
+HOCCL_HD inline float bf16ToFloatBits(uint16_t b) { return bitsFloat(uint32_t(b) << 16); }
+
+HOCCL_HD inline uint16_t floatToBf16Bits(float f) {
+  const uint32_t u = floatBits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// Storage types of the 16-bit floats (distinct from uint16_t, which would
+// mean an integer).
+struct Half {
+  uint16_t bits;
+};
+struct Bf16 {
+  uint16_t bits;
+};
+
+// The unsigned type of an element's size: copies move bits, never values.
+template <int N>
+struct BitsOf;
+template <>
+struct BitsOf<1> { using type = uint8_t; };
+template <>
+struct BitsOf<2> { using type = uint16_t; };
+template <>
+struct BitsOf<4> { using type = uint32_t; };
+template <>
+struct BitsOf<8> { using type = uint64_t; };
+
+template <class T>
+struct IsInt {
+  static constexpr bool value = false;
+};
+template <> struct IsInt<int8_t> { static constexpr bool value = true; };
+template <> struct IsInt<uint8_t> { static constexpr bool value = true; };
+template <> struct IsInt<int32_t> { static constexpr bool value = true; };
+template <> struct IsInt<uint32_t> { static constexpr bool value = true; };
+template <> struct IsInt<int64_t> { static constexpr bool value = true; };
+template <> struct IsInt<uint64_t> { static constexpr bool value = true; };
+
+enum class OpKind { Sum, Prod, Max, Min };
+
+// The op on a type the hardware computes in (integers, float, double).
+template <OpKind K, class T>
+HOCCL_HD inline T applyNative(T a, T b) {
+  if constexpr (K == OpKind::Max) {
+    return (a > b) ? a : b;
+  } else if constexpr (K == OpKind::Min) {
+    return (a < b) ? a : b;
+  } else if constexpr (IsInt<T>::value) {
+    using U = typename BitsOf<int(sizeof(T))>::type;
+    const U x = U(a), y = U(b);
+    return T(U(K == OpKind::Sum ? U(x + y) : U(x * y)));
+  } else {
+    const T c = (a != a) ? a : b;  // nanFirst: the payload does not depend on operand order
+    return K == OpKind::Sum ? T(a + c) : T(a * c);
+  }
+}
+
+// Op<K, T>::apply(received, local): the reduction of one element.
+template <OpKind K, class T>
+struct Op {
+  HOCCL_HD static T apply(T a, T b) { return applyNative<K, T>(a, b); }
+};
+template <OpKind K>
+struct Op<K, Half> {
+  HOCCL_HD static Half apply(Half a, Half b) {
+    return Half{floatToHalfBits(applyNative<K, float>(halfToFloatBits(a.bits), halfToFloatBits(b.bits)))};
+  }
+};
+template <OpKind K>
+struct Op<K, Bf16> {
+  HOCCL_HD static Bf16 apply(Bf16 a, Bf16 b) {
+    return Bf16{floatToBf16Bits(applyNative<K, float>(bf16ToFloatBits(a.bits), bf16ToFloatBits(b.bits)))};
+  }
+};
+
+}  // namespace hoccl::cuda
