@@ -132,7 +132,7 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   size_t factor =
       (coll == CollKind::ReduceScatter || coll == CollKind::AllGather || coll == CollKind::AllToAll) ? comm->nranks : 1;
   // Keep every byte offset well inside size_t and ptrdiff_t.
-  if (count > (static_cast<size_t>(1) << 62) / esize / factor)
+  if (static_cast<unsigned __int128>(count) * esize * factor > (static_cast<unsigned __int128>(1) << 62))
     return errorf(hocclInvalidArgument, "%s: count %zu is too large: %zu x %zu-byte elements x %zu overflows",
                   fn, count, count, esize, factor);
   bool needSend = !(coll == CollKind::Broadcast && comm->rank != root);
@@ -150,7 +150,8 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   key->nchannels = comm->settings.nchannels;
   key->groups = comm->grouping;
   // Two messages must fit in a connection's slots (see ScheduleKey).
-  key->maxStepCount = static_cast<uint64_t>(comm->settings.slots / 2) * (comm->settings.sliceBytes / esize);
+  key->maxStepCount = static_cast<uint64_t>(comm->settings.slots / 2) *
+                      (comm->settings.sliceBytes >> __builtin_ctzll(esize));  // esize: a power of two
   uint64_t inBytes = inputCount(*key) * esize, outBytes = outputCount(*key) * esize;
   auto s = reinterpret_cast<uintptr_t>(sendbuff), r = reinterpret_cast<uintptr_t>(recvbuff);
   uintptr_t expectedSend = r;  // where sendbuff sits for an in-place call

@@ -318,6 +318,7 @@ void hocclComm::fail(const Status& st, bool tellPeers, double budgetSec) {
     if (fatalCode == hocclSuccess) {
       fatalCode = st.code();
       fatalMsg = st.message();
+      hasFatal.store(true, std::memory_order_release);
       first = true;
     }
   }

@@ -66,9 +66,11 @@ struct hocclComm : public hoccl::TaskOwner {
   hocclResult_t fatalCode = hocclSuccess;
   std::string fatalMsg;
   hoccl::Status fatalError() {
+    if (!hasFatal.load(std::memory_order_acquire)) return hoccl::Status();  // the usual case: no lock
     std::lock_guard<std::mutex> lock(errMutex);
     return hoccl::Status(fatalCode, fatalMsg);
   }
+  std::atomic<bool> hasFatal{false};  // set once fatalCode is
   std::atomic<bool> abortRequested{false};
   // Non-blocking init (config->blocking = 0): init runs on initThread and
   // initPending stays true until it ends; its error, if any, is fatal. An

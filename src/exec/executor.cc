@@ -355,8 +355,8 @@ std::string CollTask::describeWait() const {
 
 std::vector<int> CollTask::waitingOn() const {
   std::vector<int> peers;
-  for (const ChannelState& cs : chans_)
-    if (cs.waitPeer >= 0) peers.push_back(cs.waitPeer);
+  for (size_t c = 0; c < chans_.size(); ++c)
+    if (chans_[c].waitPeer >= 0) peers.push_back(chans_[c].waitPeer);
   return peers;
 }
 

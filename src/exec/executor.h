@@ -120,6 +120,23 @@ class CollTask {
     RecvConn* rc = nullptr;
     SendConn* sc = nullptr;
   };
+  // Per-channel state, kept inside the task for up to four channels (the
+  // tuner's most), so a small call allocates nothing for it.
+  class ChannelStates {
+   public:
+    explicit ChannelStates(size_t n) : n_(n) {
+      if (n > kInline) heap_.resize(n);
+    }
+    size_t size() const { return n_; }
+    ChannelState& operator[](size_t i) { return n_ > kInline ? heap_[i] : inline_[i]; }
+    const ChannelState& operator[](size_t i) const { return n_ > kInline ? heap_[i] : inline_[i]; }
+
+   private:
+    static constexpr size_t kInline = 4;
+    size_t n_;
+    ChannelState inline_[kInline];
+    std::vector<ChannelState> heap_;
+  };
   bool stepDone(int channel, int step) const;
   Status advance(int channel, bool* progressed);
   char* bufferAt(const Slice& s);
@@ -136,7 +153,7 @@ class CollTask {
   uint64_t sliceElems_;
   bool checkCalls_;
   size_t directMinBytes_;
-  std::vector<ChannelState> chans_;
+  ChannelStates chans_;
   ScratchPool::Lease scratch_;
   Status setupError_;  // scratch could not be allocated: progress() returns it
   std::vector<SendConn*> directSends_;  // connections that carried references

@@ -115,8 +115,10 @@ class HostExecutor : public Executor {
     bool multiComm = false;
     for (size_t i = 0; i < ntasks; ++i) multiComm |= work[i].owner != first;
     const ProgressPolicy& policy = first->progressPolicy();
-    double lastProgress = nowSec();
-    double lastHealthCheck = lastProgress;
+    // When the current stall was first noticed (-1: the last pass moved
+    // something), and when the peers' health was last checked: the clock
+    // is read only once polls stop moving, not on every call.
+    double lastProgress = -1, lastHealthCheck = -1;
     int spins = 0;
     // Calls on one communicator share its connections, so they run one
     // after another; calls on different communicators run together.
@@ -158,7 +160,7 @@ class HostExecutor : public Executor {
       if (!poll(&st)) return st;
       if (allDone) return Status();
       if (progressed) {
-        lastProgress = nowSec();
+        lastProgress = -1;
         spins = 0;
         continue;
       }
@@ -170,6 +172,8 @@ class HostExecutor : public Executor {
         continue;
       }
       double now = nowSec();
+      if (lastProgress < 0) lastProgress = now;
+      if (lastHealthCheck < 0) lastHealthCheck = now;
       for (size_t i = 0; i < ntasks; ++i) {
         TaskOwner* o = work[i].owner;
         CollTask& t = *tasks[i];
@@ -209,7 +213,7 @@ class HostExecutor : public Executor {
       if (allDone || progressed) {
         bell.disarm();
         if (allDone) return Status();
-        lastProgress = nowSec();
+        lastProgress = -1;
         spins = 0;
         continue;
       }
