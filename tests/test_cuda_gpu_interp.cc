@@ -88,29 +88,16 @@ std::vector<std::vector<uint8_t>> imagesOf(const std::vector<Schedule>& scheds) 
   return out;
 }
 
-// Each rank's memory: in place one buffer holding both (as NCCL lays them
-// out), else input then output; random floats everywhere.
+// Each rank's memory (rank_buffers.h), random floats everywhere.
 std::vector<RankBuffers> makeBuffers(const Case& c, const std::vector<Schedule>& scheds) {
-  std::vector<RankBuffers> out(c.nranks);
+  std::vector<RankBuffers> out = test_shapes::layOutRanks(scheds[0].key, sizeof(float));
   std::mt19937 rng(uint32_t(c.count * 31 + uint64_t(c.nranks)));
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  for (int r = 0; r < c.nranks; ++r) {
-    const ScheduleKey& k = scheds[r].key;
-    const uint64_t in = inputCount(k), outc = outputCount(k);
-    RankBuffers& b = out[r];
-    if (c.inPlace) {
-      b.mem.resize((std::max(in, outc) + 1) * 4);
-      if (c.coll == CollKind::AllGather) b.inOff = inPlaceOffset(k) * 4;
-      if (c.coll == CollKind::ReduceScatter) b.outOff = inPlaceOffset(k) * 4;
-    } else {
-      b.mem.resize((in + outc + 1) * 4);
-      b.outOff = in * 4;
-    }
+  for (RankBuffers& b : out)
     for (size_t i = 0; i + 4 <= b.mem.size(); i += 4) {
       const float f = u(rng);
       std::memcpy(&b.mem[i], &f, 4);
     }
-  }
   return out;
 }
 

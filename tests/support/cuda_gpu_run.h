@@ -15,15 +15,12 @@
 
 #include "src/exec/cuda/interp_host.h"
 #include "tests/support/cuda_gpu.h"
+#include "tests/support/rank_buffers.h"
 
 namespace hoccl::gputest {
 
-// One rank's memory as the host sees it: input and output inside `mem`
-// (the same place for an in-place call, where they overlap).
-struct RankBuffers {
-  std::vector<uint8_t> mem;
-  uint64_t inOff = 0, outOff = 0;  // bytes
-};
+// One rank's memory as the host sees it: input and output inside `mem`.
+using test_shapes::RankBuffers;
 
 struct GpuRunShape {
   int nranks = 1;
