@@ -100,6 +100,7 @@ TEST_F(CudaDriverTest, ReadyWithDevicesAndTheVersionAskedFor) {
   EXPECT_EQ(d.version, 12040);
   EXPECT_EQ(d.status, "CUDA driver 12.4, 2 devices");
   EXPECT_EQ(fake.requestedVersion, kDriverApiVersion);
+  EXPECT_EQ(d.getProc, &fakeGetProc);  // more entry points are resolved through it
 }
 
 TEST_F(CudaDriverTest, StubLibraryFromCuGetProcAddressOrCuInit) {

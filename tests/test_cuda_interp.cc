@@ -25,6 +25,7 @@
 #include "src/exec/cuda/interp_host.h"
 #include "src/exec/cuda/plan.h"
 #include "src/exec/executor.h"
+#include "tests/support/rank_buffers.h"
 #include "tests/test_shapes.h"
 
 namespace hoccl {
@@ -38,6 +39,7 @@ using cuda::DevControl;
 using cuda::HostFabric;
 using cuda::HostRank;
 using cuda::HostRunOptions;
+using test_shapes::RankBuffers;
 
 // ---- The host executor over in-memory connections -------------------------
 // Unbounded queues, one per (sender, receiver, link): every send succeeds,
@@ -165,15 +167,6 @@ std::vector<Schedule> schedulesFor(const Case& c) {
   return out;
 }
 
-// One rank's memory: in place a single buffer holding both (as NCCL lays
-// them out), else input then output.
-struct Buffers {
-  std::vector<uint8_t> mem;
-  uint64_t inOff = 0, outOff = 0;  // bytes
-  const void* in() const { return mem.data() + inOff; }
-  void* out() { return mem.data() + outOff; }
-};
-
 void fillRandom(uint8_t* p, uint64_t n, DType t, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-2.0, 2.0);
   for (uint64_t i = 0; i < n; ++i) {
@@ -203,31 +196,17 @@ void fillRandom(uint8_t* p, uint64_t n, DType t, std::mt19937_64& rng) {
   }
 }
 
-std::vector<Buffers> makeBuffers(const Case& c, const ScheduleKey& k0) {
+// Each rank's memory (rank_buffers.h), random values of the case's type.
+std::vector<RankBuffers> makeBuffers(const Case& c, const ScheduleKey& k0) {
   const size_t e = dtypeSize(c.dtype);
-  std::vector<Buffers> out(c.nranks);
+  std::vector<RankBuffers> out = test_shapes::layOutRanks(k0, e);
   std::mt19937_64 rng(c.count * 1315423911u + uint64_t(c.nranks) * 2654435761u + uint64_t(c.dtype));
-  for (int r = 0; r < c.nranks; ++r) {
-    ScheduleKey k = k0;
-    k.rank = r;
-    const uint64_t in = inputCount(k), outc = outputCount(k);
-    Buffers& b = out[r];
-    if (c.inPlace) {
-      b.mem.resize(std::max(in, outc) * e + 1);
-      const uint64_t off = inPlaceOffset(k) * e;
-      if (c.coll == CollKind::AllGather) b.inOff = off;
-      if (c.coll == CollKind::ReduceScatter) b.outOff = off;
-    } else {
-      b.mem.resize((in + outc) * e + 1);
-      b.outOff = in * e;
-    }
-    fillRandom(b.mem.data(), (b.mem.size() - 1) / e, c.dtype, rng);
-  }
+  for (RankBuffers& b : out) fillRandom(b.mem.data(), (b.mem.size() - 1) / e, c.dtype, rng);
   return out;
 }
 
 // Runs the host executor; "" or what went wrong.
-std::string runExecutor(const Case& c, const std::vector<Schedule>& scheds, std::vector<Buffers>* bufs) {
+std::string runExecutor(const Case& c, const std::vector<Schedule>& scheds, std::vector<RankBuffers>* bufs) {
   QueueNet net(c.nranks, c.slotBytes);
   std::vector<std::unique_ptr<CollTask>> tasks;
   for (int r = 0; r < c.nranks; ++r) {
@@ -260,7 +239,7 @@ struct InterpRun {
   DevControl control{};
 };
 
-InterpRun runInterp(const Case& c, const std::vector<Schedule>& scheds, std::vector<Buffers>* bufs,
+InterpRun runInterp(const Case& c, const std::vector<Schedule>& scheds, std::vector<RankBuffers>* bufs,
                     const std::vector<uint64_t>& calls = {}, const std::vector<bool>& present = {},
                     uint64_t timeoutNs = 60'000'000'000ull) {
   HostFabric fabric(c.slotBytes);
@@ -288,7 +267,7 @@ InterpRun runInterp(const Case& c, const std::vector<Schedule>& scheds, std::vec
 // Runs both and compares every byte of every rank's memory; "" if equal.
 std::string compareRun(const Case& c) {
   const std::vector<Schedule> scheds = schedulesFor(c);
-  std::vector<Buffers> ref = makeBuffers(c, scheds[0].key), got = ref;
+  std::vector<RankBuffers> ref = makeBuffers(c, scheds[0].key), got = ref;
   const std::string err = runExecutor(c, scheds, &ref);
   if (!err.empty()) return err;
   const InterpRun run = runInterp(c, scheds, &got);
@@ -473,7 +452,7 @@ TEST(CudaInterp, MessageOfTheWrongSizeStopsTheRun) {
   const auto scheds = schedulesFor(c), oddScheds = schedulesFor(odd);
   auto bufs = makeBuffers(c, scheds[0].key), oddBufs = makeBuffers(odd, oddScheds[0].key);
   const std::vector<Schedule> mixed = {scheds[0], oddScheds[1]};
-  std::vector<Buffers> mixedBufs = {bufs[0], oddBufs[1]};
+  std::vector<RankBuffers> mixedBufs = {bufs[0], oddBufs[1]};
   const InterpRun run = runInterp(c, mixed, &mixedBufs);
   EXPECT_EQ(run.status.code(), hocclInvalidUsage);
   EXPECT_EQ(run.control.code, uint32_t(cuda::kDevMismatch));

@@ -44,6 +44,7 @@ std::string resultName(int result) {
 
 Driver probeDriver(GetProcAddressFn getProc, const std::string& from) {
   Driver d;
+  d.getProc = getProc;
   int rc = 0;
   // The stub library answers every call, cuGetProcAddress included, with
   // CUDA_ERROR_STUB_LIBRARY.

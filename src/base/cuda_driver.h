@@ -63,6 +63,10 @@ struct Driver {
   // ...", "no device: ...", "CUDA driver 12.4, 1 device".
   std::string status;
   DriverApi api;
+  // The resolver the entry points came from (the library's
+  // cuGetProcAddress_v2, or a test's fake; null when none was found): code
+  // that needs more of the driver API resolves it here, by version.
+  GetProcAddressFn getProc = nullptr;
   bool usable() const { return state == DriverState::Ready; }
 };
 

@@ -97,7 +97,7 @@ ChannelFn channelFn(DType t, RedOp op) {
 
 // One rank's state for the run.
 struct RankRun {
-  DevPlan plan;
+  RankPlan rp;
   std::vector<DevConnMem*> conns;
   std::unique_ptr<uint64_t[]> stepsDone;
   std::unique_ptr<char[]> scratch;
@@ -174,22 +174,9 @@ Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, co
   std::vector<RankRun> runs(ranks.size());
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankRun& rr = runs[r];
-    HOCCL_TRY(readPlanImage(ranks[r].image.data(), ranks[r].image.size(), &rr.plan));
-    const DevPlanHeader& h = rr.plan.header;
-    if (h.rank != int(r) || h.nranks != int(ranks.size()))
-      return errorf(hocclInvalidArgument, "device plan interpreter: plan %zu is rank %d of %d", r, h.rank, h.nranks);
-    if (h.maxStepCount > uint64_t(kDevSlots / 2) * slice)
-      return errorf(hocclInvalidArgument,
-                    "device plan interpreter: rank %zu's steps may carry %llu elements, more than half of "
-                    "the %u slots of %llu", r, static_cast<unsigned long long>(h.maxStepCount), kDevSlots,
-                    static_cast<unsigned long long>(slice));
-    for (const DevChannel& ch : rr.plan.channels) {
-      const int link = ch.link >= 0 ? ch.link : int(&ch - rr.plan.channels.data());
-      for (uint32_t i = 0; i < ch.nconns; ++i) {
-        const DevConn& cn = rr.plan.conns[ch.firstConn + i];
-        rr.conns.push_back(cn.send ? fabric->conn(int(r), cn.peer, link) : fabric->conn(cn.peer, int(r), link));
-      }
-    }
+    HOCCL_TRY(readRankPlan(ranks[r].image, int(r), int(ranks.size()), slice, &rr.rp));
+    const DevPlanHeader& h = rr.rp.plan.header;
+    for (const PlanEdge& e : rr.rp.edges) rr.conns.push_back(fabric->conn(e.from, e.to, e.link));
     rr.stepsDone = std::make_unique<uint64_t[]>(h.nchannels + 1);  // zeroed
     if (h.scratchCount) rr.scratch = std::make_unique<char[]>(h.scratchCount * esize);
     InterpArgs& a = rr.args;
@@ -215,7 +202,7 @@ Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, co
   const uint32_t lanes = uint32_t(opt.lanes);
   for (size_t r = 0; r < ranks.size(); ++r) {
     if (!ranks[r].run) continue;
-    for (uint32_t c = 0; c < runs[r].plan.header.nchannels; ++c) {
+    for (uint32_t c = 0; c < runs[r].rp.plan.header.nchannels; ++c) {
       groups.push_back(std::make_unique<Group>(lanes));
       Group* g = groups.back().get();
       for (uint32_t l = 0; l < lanes; ++l)
@@ -226,12 +213,39 @@ Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, co
     }
   }
   for (std::thread& t : threads) t.join();
-  if (control->code == kDevOk) return Status();
-  const hocclResult_t rc = control->code == kDevMismatch      ? hocclInvalidUsage
-                           : control->code == kDevTimeout     ? hocclTimeout
-                           : control->code == kDevAborted     ? hocclRemoteError
-                                                              : hocclInvalidArgument;
-  return Status(rc, describeFailure(*control));
+  return runStatus(*control);
+}
+
+Status runStatus(const DevControl& k) {
+  if (k.code == kDevOk) return Status();
+  const hocclResult_t rc = k.code == kDevMismatch    ? hocclInvalidUsage
+                           : k.code == kDevTimeout   ? hocclTimeout
+                           : k.code == kDevAborted   ? hocclRemoteError
+                                                     : hocclInvalidArgument;
+  return Status(rc, describeFailure(k));
+}
+
+Status readRankPlan(const std::vector<uint8_t>& image, int rank, int nranks, uint64_t sliceElems, RankPlan* out) {
+  out->edges.clear();
+  HOCCL_TRY(readPlanImage(image.data(), image.size(), &out->plan));
+  const DevPlan& p = out->plan;
+  const DevPlanHeader& h = p.header;
+  if (h.rank != rank || h.nranks != nranks)
+    return errorf(hocclInvalidArgument, "device plan interpreter: plan %d is rank %d of %d", rank, h.rank, h.nranks);
+  if (h.maxStepCount > uint64_t(kDevSlots / 2) * sliceElems)
+    return errorf(hocclInvalidArgument,
+                  "device plan interpreter: rank %d's steps may carry %llu elements, more than half of "
+                  "the %u slots of %llu", rank, static_cast<unsigned long long>(h.maxStepCount), kDevSlots,
+                  static_cast<unsigned long long>(sliceElems));
+  for (size_t c = 0; c < p.channels.size(); ++c) {
+    const DevChannel& ch = p.channels[c];
+    const int link = ch.link >= 0 ? ch.link : int(c);
+    for (uint32_t i = 0; i < ch.nconns; ++i) {
+      const DevConn& cn = p.conns[ch.firstConn + i];
+      out->edges.push_back(cn.send ? PlanEdge{rank, cn.peer, link} : PlanEdge{cn.peer, rank, link});
+    }
+  }
+  return Status();
 }
 
 }  // namespace hoccl::cuda

@@ -16,6 +16,7 @@
 
 #include "src/base/error.h"
 #include "src/exec/cuda/interp.h"
+#include "src/exec/cuda/plan.h"
 #include "src/exec/dataops.h"
 
 namespace hoccl::cuda {
@@ -74,5 +75,27 @@ Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, co
                       DevControl* control);
 
 std::string describeFailure(const DevControl& k);
+
+// The outcome a run's control record says: Status() when every channel
+// completed, else hocclInvalidUsage (header mismatch), hocclTimeout,
+// hocclRemoteError (aborted) or hocclInvalidArgument, with describeFailure.
+Status runStatus(const DevControl& k);
+
+// A connection's memory: the DevConnMem of the messages `from` sends `to`
+// on link `link` (both ends' plans name the same one).
+struct PlanEdge {
+  int from = 0, to = 0, link = 0;
+};
+
+// One rank's plan, read and checked for a run of `nranks` ranks with
+// messages of `sliceElems` elements (its steps must fit in half the slots),
+// and the edge each of its connections uses, in the plan's order: what a
+// driver of the interpreter, host threads here or a GPU in the tests,
+// builds the rank's InterpArgs from.
+struct RankPlan {
+  DevPlan plan;
+  std::vector<PlanEdge> edges;
+};
+Status readRankPlan(const std::vector<uint8_t>& image, int rank, int nranks, uint64_t sliceElems, RankPlan* out);
 
 }  // namespace hoccl::cuda
