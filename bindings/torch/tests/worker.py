@@ -386,15 +386,20 @@ def large_and_empty():
     dist.broadcast(e, src=0)
 
 
-def run_methods(out):
+def run_each(cases, with_trace):
+    """Runs every (name, fn); records None or the error, per case (the test names it)."""
     results = {}
-    for name, fn in CHECKS:
+    for name, fn in cases:
         try:
             fn()
             results[name] = None
-        except Exception as e:  # recorded per check; the test names it
-            results[name] = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
-    out["checks"] = results
+        except Exception as e:  # recorded per case; the test names it
+            results[name] = f"{type(e).__name__}: {e}" + (f"\n{traceback.format_exc()}" if with_trace else "")
+    return results
+
+
+def run_methods(out):
+    out["checks"] = run_each(CHECKS, with_trace=True)
 
 
 # ---- training ----------------------------------------------------------------
@@ -533,14 +538,7 @@ P2P_CASES = {
 
 
 def run_p2p_order(out):
-    errors = {}
-    for name, fn in P2P_CASES.items():
-        try:
-            fn()
-            errors[name] = None
-        except Exception as e:  # recorded per case; the test names it
-            errors[name] = f"{type(e).__name__}: {e}"
-    out["cases"] = errors
+    out["cases"] = run_each(P2P_CASES.items(), with_trace=False)
 
 
 # ---- per-call timeouts ---------------------------------------------------------
