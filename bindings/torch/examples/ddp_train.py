@@ -40,7 +40,7 @@ def train(rank, world, args):
     dist.init_process_group(args.backend, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     teacher = mlp(32, 2, seed=1)
-    model = DDP(mlp(args.width, args.depth, seed=0))
+    model = DDP(mlp(args.width, args.depth, seed=0), bucket_cap_mb=args.bucket_mb)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     gen = torch.Generator().manual_seed(1234 + rank)
     times = []
@@ -90,6 +90,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb (large: one all-reduce after backward)")
     ap.add_argument("--print-every", type=int, default=10)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
