@@ -62,15 +62,12 @@ class HostExecutor : public Executor {
       return &calls.back();
     };
     Status st;
-    auto make = [&](size_t i, const CollCall& call) {
-      const Work& w = work[i];
-      return CollTask(call, w.schedule, &w.owner->connections(), w.owner->scratchPool(), w.sliceBytes,
-                      w.checkCalls, w.directBytes);
-    };
-    if (n == 1) {  // the common case: nothing on the heap but the task's channels
+    if (n == 1) {  // the common case: the task lives on the stack
       const CollCall* call = callOf(0, &st);
       if (!st.ok()) return st;
-      CollTask task = make(0, *call);
+      const Work& w = work[0];
+      CollTask task(*call, w.schedule, &w.owner->connections(), w.owner->scratchPool(), w.sliceBytes, w.checkCalls,
+                    w.directBytes);
       CollTask* one = &task;
       return progress(work, &one, 1);
     }
