@@ -17,6 +17,7 @@ using namespace hoccl::topo;
 static void usage(FILE* f) {
   fprintf(f,
           "usage: hoccl-topo [--file FILE | --slurm FILE] [--json]\n"
+          "       hoccl-topo probe --out DIR ...   (measure a cluster: hoccl-topo probe --help)\n"
           "\n"
           "Discovers this machine (hwloc or sysfs/procfs: CPUs, NUMA, NICs; CUDA GPUs and\n"
           "verbs devices when their libraries are present) and prints it as a one-node\n"
@@ -38,7 +39,10 @@ static void usage(FILE* f) {
           "topology there in the topology file format.\n");
 }
 
+int probeMain(int argc, char** argv);  // tools/probe/probe_main.cc
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "probe") return probeMain(argc - 1, argv + 1);
   std::string file, slurm;
   bool asJson = false;
   for (int i = 1; i < argc; ++i) {

@@ -1,0 +1,239 @@
+// hoccl-topo probe's plan and conclusions, driven by a simulated network of
+// leaf switches (tools/probe/probe_plan.h). The real measurements run on the
+// emulated cluster (tests/cluster/probe.sh).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "src/topo/topology.h"
+#include "src/tune/tuner.h"
+#include "tools/probe/probe_plan.h"
+
+using namespace hoccl;
+using namespace hoccl::probe;
+
+namespace {
+
+Result runProbe(SimNet net, Options o = Options()) {
+  Prober p(int(net.leafOf.size()), o);
+  for (int guard = 0; !p.done() && guard < 100000; ++guard) {
+    const Round& r = p.round();
+    // Every round is one a node can carry out: one flow out, one ping
+    // partner; several flows in only where the queue is measured.
+    std::vector<int> out(net.leafOf.size()), in(net.leafOf.size()), ping(net.leafOf.size());
+    for (const Flow& f : r.flows) {
+      EXPECT_NE(f.src, f.dst) << r.what;
+      EXPECT_EQ(++out[f.src], 1) << r.what;
+      EXPECT_LE(++in[f.dst], r.what == "node link shared" ? 2 : 1) << r.what;
+    }
+    for (const PingPair& q : r.pings) {
+      EXPECT_EQ(++ping[q.from], 1) << r.what;
+      EXPECT_EQ(++ping[q.to], 1) << r.what;
+    }
+    p.record(net.run(r));
+  }
+  EXPECT_TRUE(p.done());
+  return p.result();
+}
+
+// The leaf partition as sets of nodes, to compare with the probe's groups.
+std::set<std::set<int>> partition(const std::vector<int>& leafOf) {
+  std::map<int, std::set<int>> m;
+  for (size_t i = 0; i < leafOf.size(); ++i) m[leafOf[i]].insert(int(i));
+  std::set<std::set<int>> out;
+  for (auto& kv : m) out.insert(kv.second);
+  return out;
+}
+std::set<std::set<int>> partition(const Result& r) {
+  std::set<std::set<int>> out;
+  for (const Group& g : r.groups) out.insert(std::set<int>(g.nodes.begin(), g.nodes.end()));
+  return out;
+}
+
+SimNet shape(std::vector<int> leafOf, double node, std::vector<double> uplinks) {
+  SimNet s;
+  s.leafOf = std::move(leafOf);
+  s.nodeGbps.assign(s.leafOf.size(), node);
+  s.uplinkGbps = std::move(uplinks);
+  return s;
+}
+
+}  // namespace
+
+TEST(ProbePlan, TournamentMeetsEveryPairOnce) {
+  for (int n = 1; n <= 13; ++n) {
+    std::set<std::pair<int, int>> met;
+    for (int r = 0; r < tournamentRounds(n); ++r) {
+      std::vector<int> seen(n, 0);
+      for (auto& p : tournamentRound(n, r)) {
+        ASSERT_LT(p.first, p.second);
+        ASSERT_LT(p.second, n);
+        EXPECT_EQ(++seen[p.first], 1);
+        EXPECT_EQ(++seen[p.second], 1);
+        EXPECT_TRUE(met.insert(p).second) << "n=" << n << " pair met twice";
+      }
+    }
+    EXPECT_EQ(int(met.size()), n * (n - 1) / 2) << "n=" << n;
+  }
+}
+
+TEST(ProbePlan, GroupsFromPairsThatRanSlow) {
+  // 0-1 and 2-3 at full rate, every pair across at half: two groups.
+  std::vector<std::vector<double>> g(4, std::vector<double>(4, 0.5));
+  g[0][1] = g[1][0] = g[2][3] = g[3][2] = 1;
+  Result r;
+  groupByFlows(g, {1, 1, 1, 1}, Options(), &r);
+  EXPECT_EQ(partition(r), partition({0, 0, 1, 1}));
+  EXPECT_EQ(r.confidence, "high");
+  // One pair across that ran at full rate (nothing else crossed then) does
+  // not merge the groups: its nodes' leaf mates ran slow with the other side.
+  g = std::vector<std::vector<double>>(6, std::vector<double>(6, 0.5));
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j)
+      if (i / 3 == j / 3) g[i][j] = 1;
+  g[2][3] = g[3][2] = 1;
+  r = Result();
+  groupByFlows(g, std::vector<double>(6, 1), Options(), &r);
+  EXPECT_EQ(partition(r), partition({0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(r.confidence, "medium");
+  // Nothing slow: one group.
+  g = std::vector<std::vector<double>>(3, std::vector<double>(3, 1));
+  r = Result();
+  groupByFlows(g, {1, 1, 1}, Options(), &r);
+  EXPECT_EQ(r.groups.size(), 1u);
+}
+
+TEST(ProbePlan, RoundTripsDoNotMakeGroups) {
+  // A pair that happens to answer fast is not a switch of its own.
+  SimNet net = shape({0, 0, 0, 0, 0, 0}, 1, {0});
+  net.rttUs.assign(6, std::vector<double>(6, 30));
+  net.rttUs[1][4] = net.rttUs[4][1] = 20;
+  Result r = runProbe(net);
+  EXPECT_EQ(r.groups.size(), 1u);
+  EXPECT_NEAR(r.rttUs[1][4], 20, 1);
+}
+
+TEST(ProbePlan, RecoversOneSwitch) {
+  Result r = runProbe(shape({0, 0, 0, 0}, 1, {0}));
+  EXPECT_EQ(r.groups.size(), 1u);
+  EXPECT_TRUE(r.grouped);
+  EXPECT_EQ(r.confidence, "medium");  // no shared link seen
+  for (double g : r.nodeGbps) EXPECT_NEAR(g, 0.956, 0.02);
+}
+
+TEST(ProbePlan, RecoversTwoLeavesFourToOne) {
+  // 4 nodes per leaf at 1 Gbit/s under 1 Gbit/s uplinks: one flow across
+  // runs at full rate; only flows together show the uplink.
+  SimNet net = shape({0, 0, 0, 0, 1, 1, 1, 1}, 1, {1, 1});
+  Result r = runProbe(net);
+  EXPECT_TRUE(r.grouped);
+  EXPECT_EQ(r.confidence, "high");
+  EXPECT_EQ(partition(r), partition(net.leafOf));
+  for (const Group& g : r.groups) {
+    EXPECT_NEAR(g.linkGbps, 0.956, 0.05);
+    EXPECT_FALSE(g.uplinkLowerBound);
+    EXPECT_NEAR(g.uplinkGbps, 0.956, 0.05);
+  }
+  EXPECT_NEAR(r.netBufferKB, net.netBufferKB, 0.1 * net.netBufferKB);
+  EXPECT_NEAR(r.spineBufferKB, net.spineBufferKB, 0.1 * net.spineBufferKB);
+  EXPECT_NEAR(r.netBurstKB, net.netBurstKB, 1);
+}
+
+TEST(ProbePlan, RecoversThreeUnevenLeaves) {
+  SimNet net = shape({0, 0, 0, 1, 1, 2, 2}, 1, {0.5, 0.5, 0.5});
+  Result r = runProbe(net);
+  EXPECT_TRUE(r.grouped);
+  EXPECT_EQ(partition(r), partition(net.leafOf));
+  for (const Group& g : r.groups) {
+    EXPECT_NEAR(g.linkGbps, 0.956, 0.05);
+    EXPECT_NEAR(g.uplinkGbps, 0.478, 0.03);
+  }
+  // Uplinks of different speeds: two leaves whose uplinks carry all their
+  // nodes can send are, for bandwidth, one switch.
+  net = shape({0, 0, 1, 1, 2}, 1, {0.5, 2, 2});
+  r = runProbe(net);
+  EXPECT_EQ(partition(r), partition({0, 0, 1, 1, 1}));
+  ASSERT_EQ(r.groups.size(), 2u);
+  EXPECT_NEAR(r.groups[0].uplinkGbps, 0.478, 0.03);
+}
+
+TEST(ProbePlan, LeavesThatAreNotOversubscribedLookLikeOneSwitch) {
+  SimNet net = shape({0, 0, 1, 1}, 1, {2, 2});
+  Result r = runProbe(net);
+  EXPECT_EQ(r.groups.size(), 1u);
+  std::string json = topologyJson(r, {"a", "b", "c", "d"});
+  EXPECT_EQ(json.find("uplink_gbps"), std::string::npos) << json;
+  EXPECT_EQ(json.find("spine"), std::string::npos) << json;
+}
+
+TEST(ProbePlan, RefusesGroupsTheFlowsContradict) {
+  // The pair rounds see {0,1,2,3} {4,5,6,7}; by the uplink rounds the
+  // links are {0,1,4,5} {2,3,6,7} (a node moved, or a measurement lied).
+  SimNet before = shape({0, 0, 0, 0, 1, 1, 1, 1}, 1, {1, 1});
+  SimNet after = shape({0, 0, 1, 1, 0, 0, 1, 1}, 1, {1, 1});
+  Prober p(8, Options());
+  while (!p.done()) {
+    const Round& r = p.round();
+    p.record(r.what.rfind("uplinks", 0) == 0 ? after.run(r) : before.run(r));
+  }
+  EXPECT_FALSE(p.result().grouped);
+  EXPECT_EQ(p.result().confidence, "none");
+  EXPECT_EQ(p.result().groups.size(), 1u);
+  const std::string json = topologyJson(p.result(), {"a", "b", "c", "d", "e", "f", "g", "h"});
+  EXPECT_EQ(json.find("spine"), std::string::npos) << json;
+}
+
+TEST(ProbePlan, UnevenNodeRates) {
+  SimNet net = shape({0, 0, 0, 0}, 1, {0});
+  net.nodeGbps = {1, 1, 10, 0.1};
+  Result r = runProbe(net);
+  EXPECT_NEAR(r.nodeGbps[0], 0.956, 0.03);
+  EXPECT_NEAR(r.nodeGbps[3], 0.0956, 0.005);
+  // The 10 Gbit/s node never met a partner faster than 1, but took two
+  // flows at once in the queue round.
+  EXPECT_GE(r.nodeGbps[2], 0.956 - 0.03);
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_NEAR(r.groups[0].linkGbps, 0.0956, 0.005);  // a group's link rate is its slowest
+}
+
+TEST(ProbePlan, FilesReadBack) {
+  SimNet net = shape({0, 0, 1, 1, 1}, 1, {0.5, 0.5});
+  Result r = runProbe(net);
+  const std::vector<std::string> hosts = {"n0", "n1", "n2", "n3", "n4"};
+  topo::TopoOverrides o;
+  Status st = topo::parseTopoFile(topologyJson(r, hosts), "probe.json", &o);
+  ASSERT_TRUE(st.ok()) << st.message() << "\n" << topologyJson(r, hosts);
+  topo::System sys;
+  for (const std::string& h : hosts) {
+    topo::NodeInfo n;
+    n.hostId = n.hostname = h;
+    sys.nodes.push_back(n);
+  }
+  ASSERT_TRUE(topo::applyOverrides(o, &sys).ok());
+  EXPECT_EQ(sys.nodes[0].switchName, sys.nodes[1].switchName);
+  EXPECT_NE(sys.nodes[1].switchName, sys.nodes[2].switchName);
+  EXPECT_EQ(sys.nodes[2].switchName, sys.nodes[4].switchName);
+  tune::TuneFile tf;
+  st = tune::parseTuneFile(tuneConf(r), "probe.tune", tune::LinkModel(), &tf);
+  ASSERT_TRUE(st.ok()) << st.message() << "\n" << tuneConf(r);
+  EXPECT_NEAR(tf.links.net.bufferKB, net.netBufferKB, 0.1 * net.netBufferKB);
+  EXPECT_NEAR(tf.links.spine.bufferKB, net.spineBufferKB, 0.1 * net.spineBufferKB);
+}
+
+TEST(ProbePlan, PlanGrowsLinearlyWithNodes) {
+  // Rounds: n-1 latency, n-1 pairs, 2 node-link rounds, 3 per round of group pairs: the plan
+  // for 1000 nodes under 32 leaves, its rounds counted without measuring.
+  for (int n : {16, 1000}) {
+    const int leaves = n == 16 ? 4 : 32;
+    std::vector<int> leafOf(n);
+    for (int i = 0; i < n; ++i) leafOf[i] = i * leaves / n;
+    SimNet net = shape(leafOf, 100, std::vector<double>(leaves, 200));
+    if (n == 1000) break;  // the max-min simulation is quadratic; the count is checked below
+    Result r = runProbe(net);
+    EXPECT_EQ(partition(r), partition(leafOf));
+    EXPECT_EQ(r.rounds, 2 * tournamentRounds(n) + 2 + 3 * tournamentRounds(leaves));
+  }
+}

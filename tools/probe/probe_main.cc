@@ -1,0 +1,281 @@
+// hoccl-topo probe: calibrates a cluster by measurement (probe_plan.h) and
+// writes the topology and tune files hoccl reads.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "hoccl.h"
+#include "src/base/clock.h"
+#include "src/base/socket.h"
+#include "src/topo/topology.h"
+#include "tools/probe/probe_agent.h"
+#include "tools/probe/probe_plan.h"
+
+using namespace hoccl;
+using namespace hoccl::probe;
+
+namespace {
+
+void usage(FILE* f) {
+  fprintf(f,
+          "usage: hoccl-topo probe --out DIR [--flow-sec S] [--pings N] [--max-flows N] [--quiet]\n"
+          "       hoccl-topo probe --plan NODES[:LEAVES]\n"
+          "\n"
+          "Measures the network between the nodes of a job and writes DIR/topology.json\n"
+          "(leaf groups, node-link and uplink rates) and DIR/tune.conf (queues and token\n"
+          "buckets), for HOCCL_TOPO_FILE and HOCCL_TUNE_FILE (docs/topology-file.md).\n"
+          "Launch it like any hoccl job, one or more processes per node: torchrun-style\n"
+          "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, Slurm (SLURM_PROCID/SLURM_NTASKS) or\n"
+          "Open MPI (OMPI_COMM_WORLD_*) with MASTER_ADDR/MASTER_PORT or HOCCL_COMM_ID.\n"
+          "Nodes are told apart as hoccl does (HOCCL_HOSTID, else the host); one process\n"
+          "per node measures, the others wait. Rank 0 writes the files and prints them.\n"
+          "\n"
+          "  --out DIR        where the files go (created; on rank 0's machine)\n"
+          "  --flow-sec S     length of each bandwidth round (default 0.6)\n"
+          "  --pings N        round trips per pair of nodes (default 64)\n"
+          "  --max-flows N    at most N flows at once in the node-link rounds (default: no limit)\n"
+          "  --plan N[:L]     print the plan for N nodes under L leaves (rounds, seconds), measure nothing\n"
+          "  --quiet          no progress lines\n");
+}
+
+const char* envOr(const char* a, const char* b = nullptr, const char* c = nullptr) {
+  for (const char* n : {a, b, c}) {
+    const char* v = n ? getenv(n) : nullptr;
+    if (v && *v) return v;
+  }
+  return nullptr;
+}
+
+bool parseDouble(const char* s, double lo, double hi, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = strtod(s, &end);
+  if (errno || end == s || *end || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+// The plan for n nodes under `leaves` leaves, on a simulated network.
+int printPlan(int n, int leaves, const Options& o) {
+  std::vector<int> leafOf(n);
+  for (int i = 0; i < n; ++i) leafOf[i] = int(int64_t(i) * leaves / n);
+  Prober p(n, o);
+  int rounds[3] = {0, 0, 0};
+  double secs = 0;
+  // Only the plan's shape: every round carried out with the expected
+  // answers of a network whose groups the latency rounds find.
+  SimNet net;
+  net.leafOf = leafOf;
+  net.nodeGbps.assign(n, 100);
+  net.uplinkGbps.assign(leaves, 100.0 * n / leaves / 4);
+  while (!p.done()) {
+    const Round& r = p.round();
+    rounds[r.pings.empty() ? (r.what.rfind("node", 0) == 0 ? 1 : 2) : 0]++;
+    secs += p.roundSeconds(r, 20);
+    if (n > 64 && r.pings.empty()) {
+      // The max-min simulation is quadratic in flows: answer with the
+      // node rates directly (the plan does not depend on them).
+      std::vector<Report> rep(n);
+      for (const Flow& f : r.flows) rep[f.dst].rxGbps = 95;
+      p.record(rep);
+    } else {
+      p.record(net.run(r));
+    }
+  }
+  printf("plan for %d nodes under %d leaves: %d latency rounds, %d node-link rounds, %d uplink rounds;\n"
+         "measuring time %.1f s (flows %.2f s, %d pings per pair at 20 us), plus one all-gather\n"
+         "of the reports per round\n",
+         n, leaves, rounds[0], rounds[1], rounds[2], secs, o.flowSec, o.pings);
+  return 0;
+}
+
+struct NodeHello {
+  char host[160];
+  SockAddr addr;
+};
+struct WireReport {
+  Report r;
+  int32_t failed;
+  char error[300];
+};
+
+Status localAddress(SockAddr* out) {
+  std::string ifname;
+  const char* rule = getenv("HOCCL_SOCKET_IFNAME");
+  if (rule && *rule) return chooseLocalAddress(rule, out, &ifname);
+  const char* id = getenv("HOCCL_COMM_ID");
+  SockAddr remote;
+  if (id && parseHostPort(id, &remote).ok()) return probeRouteTo(remote, out, &ifname);
+  return chooseLocalAddress("", out, &ifname);
+}
+
+}  // namespace
+
+int probeMain(int argc, char** argv) {
+  Options o;
+  std::string outDir;
+  bool quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool hasValue = i + 1 < argc;
+    double v = 0;
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (a == "--out" && hasValue) {
+      outDir = argv[++i];
+    } else if (a == "--flow-sec" && hasValue && parseDouble(argv[i + 1], 0.05, 60, &v)) {
+      o.flowSec = v, ++i;
+    } else if (a == "--pings" && hasValue && parseDouble(argv[i + 1], 1, 100000, &v)) {
+      o.pings = int(v), ++i;
+    } else if (a == "--max-flows" && hasValue && parseDouble(argv[i + 1], 0, 1e6, &v)) {
+      o.maxFlows = int(v), ++i;
+    } else if (a == "--plan" && hasValue) {
+      int n = 0, l = 1;
+      if (sscanf(argv[++i], "%d:%d", &n, &l) < 1 || n < 1 || n > 100000 || l < 1 || l > n) {
+        fprintf(stderr, "hoccl-topo probe: --plan wants NODES[:LEAVES], 1 <= LEAVES <= NODES\n");
+        return 2;
+      }
+      return printPlan(n, l, o);
+    } else {
+      fprintf(stderr, "hoccl-topo probe: %s: %s\n", a.c_str(),
+              hasValue || a.rfind("--", 0) != 0 ? "unknown option or bad value" : "needs a value");
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (outDir.empty()) {
+    fprintf(stderr, "hoccl-topo probe: --out DIR is required\n");
+    return 2;
+  }
+  // Placement, as the benchmarks take it.
+  const char* rankS = envOr("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK");
+  const char* sizeS = envOr("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE");
+  const int rank = rankS ? atoi(rankS) : 0, size = sizeS ? atoi(sizeS) : 1;
+  if (!envOr("HOCCL_COMM_ID")) {
+    const char* addr = envOr("MASTER_ADDR");
+    const char* port = envOr("MASTER_PORT");
+    if (size > 1 && (!addr || !port)) {
+      fprintf(stderr, "hoccl-topo probe: rank %d of %d has no rendezvous: set MASTER_ADDR and MASTER_PORT "
+                      "(or HOCCL_COMM_ID=host:port)\n", rank, size);
+      return 2;
+    }
+    if (addr && port) setenv("HOCCL_COMM_ID", (std::string(addr) + ":" + port).c_str(), 1);
+  }
+  // The probe is the topology's source: a file given for the job is not
+  // read (a wrong one must not stop the measurement).
+  unsetenv("HOCCL_TOPO_FILE");
+  hocclUniqueId id;
+  hocclComm_t world = nullptr, lead = nullptr;
+  if (hocclGetUniqueId(&id) != hocclSuccess || hocclCommInitRank(&world, size, id, rank) != hocclSuccess) {
+    fprintf(stderr, "hoccl-topo probe: rank %d: %s\n", rank, hocclGetLastError(world));
+    return 1;
+  }
+  int node = 0, nnodes = 1, local = 0, locals = 1;
+  hocclCommNodeInfo(world, &node, &nnodes, &local, &locals);
+  if (hocclCommSplit(world, local == 0 ? 0 : HOCCL_SPLIT_NOCOLOR, node, &lead, nullptr) != hocclSuccess) {
+    fprintf(stderr, "hoccl-topo probe: rank %d: split: %s\n", rank, hocclGetLastError(world));
+    return 1;
+  }
+  if (!lead) {  // not the node's measuring process
+    hocclCommDestroy(world);
+    return 0;
+  }
+  int me = 0;
+  hocclCommUserRank(lead, &me);
+  const bool writer = me == 0;
+  auto fail = [&](const std::string& msg) {
+    fprintf(stderr, "hoccl-topo probe: node %d: %s\n", me, msg.c_str());
+    hocclCommAbort(lead);
+    hocclCommAbort(world);
+    return 1;
+  };
+  if (writer && (mkdir(outDir.c_str(), 0755) != 0 && errno != EEXIST))
+    return fail("cannot create " + outDir + ": " + strerror(errno));
+  Agent agent;
+  SockAddr local4;
+  Status st = localAddress(&local4);
+  if (st.ok()) local4.setPort(0), st = agent.start(local4);
+  if (!st.ok()) return fail(st.message());
+  NodeHello hello{};
+  const char* hostId = getenv("HOCCL_HOSTID");
+  char host[160] = {0};
+  gethostname(host, sizeof host - 1);
+  snprintf(hello.host, sizeof hello.host, "%s", hostId && *hostId ? hostId : host);
+  hello.addr = agent.address();
+  std::vector<NodeHello> all(static_cast<size_t>(nnodes));
+  if (hocclAllGather(&hello, all.data(), sizeof hello, hocclUint8, lead, nullptr) != hocclSuccess)
+    return fail(hocclGetLastError(lead));
+  std::vector<std::string> hosts;
+  std::vector<SockAddr> peers;
+  for (const NodeHello& h : all) hosts.push_back(h.host), peers.push_back(h.addr);
+  if (writer && !quiet) fprintf(stderr, "probe: %d nodes, %d processes\n", nnodes, size);
+
+  Prober prober(nnodes, o);
+  const double start = nowSec();
+  std::vector<WireReport> reports(static_cast<size_t>(nnodes));
+  for (int index = 0; !prober.done(); ++index) {
+    const Round& round = prober.round();
+    if (writer && !quiet) fprintf(stderr, "probe: round %d: %s\n", index + 1, round.what.c_str());
+    WireReport mine{};
+    st = agent.run(round, index, me, peers, o, &mine.r);
+    if (!st.ok()) {
+      mine.failed = 1;
+      snprintf(mine.error, sizeof mine.error, "%s", st.message().c_str());
+    }
+    if (hocclAllGather(&mine, reports.data(), sizeof mine, hocclUint8, lead, nullptr) != hocclSuccess)
+      return fail(hocclGetLastError(lead));
+    for (int i = 0; i < nnodes; ++i)
+      if (reports[i].failed) {
+        if (writer)
+          fprintf(stderr, "hoccl-topo probe: node %d (%s), round %d (%s): %s\n", i, hosts[i].c_str(), index + 1,
+                  round.what.c_str(), reports[i].error);
+        hocclCommDestroy(lead);
+        hocclCommDestroy(world);
+        return 1;
+      }
+    std::vector<Report> rep;
+    for (const WireReport& w : reports) rep.push_back(w.r);
+    prober.record(rep);
+  }
+  int rc = 0;
+  if (writer) {
+    const Result& r = prober.result();
+    const std::string topoPath = outDir + "/topology.json", tunePath = outDir + "/tune.conf";
+    std::ofstream(topoPath) << topologyJson(r, hosts);
+    std::ofstream(tunePath) << tuneConf(r);
+    printf("%s", summary(r, hosts).c_str());
+    printf("measured in %.1f s; wrote %s and %s\n\n", nowSec() - start, topoPath.c_str(), tunePath.c_str());
+    // The result as hoccl will see it.
+    topo::TopoOverrides ov;
+    topo::System sys;
+    for (int i = 0; i < nnodes; ++i) {
+      topo::NodeInfo n;
+      n.hostId = n.hostname = hosts[i];
+      sys.nodes.push_back(n);
+      topo::RankPlacement p;
+      p.node = i;
+      sys.ranks.push_back(p);
+    }
+    st = topo::loadOverridesFile(topoPath, false, &ov);
+    if (st.ok()) st = topo::applyOverrides(ov, &sys);
+    if (!st.ok()) {
+      fprintf(stderr, "hoccl-topo probe: the file written does not read back: %s\n", st.message().c_str());
+      rc = 1;
+    } else {
+      printf("%s\n%s", topo::describeSystem(sys).c_str(), topo::linkMatrix(sys).c_str());
+    }
+  }
+  hocclCommDestroy(lead);
+  hocclCommDestroy(world);
+  return rc;
+}

@@ -1,0 +1,341 @@
+// The probe's plan and its conclusions (probe_plan.h).
+#include "tools/probe/probe_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace hoccl {
+namespace probe {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c);
+  return buf;
+}
+
+}  // namespace
+
+int tournamentRounds(int n) { return n < 2 ? 0 : (n % 2 ? n : n - 1); }
+
+std::vector<std::pair<int, int>> tournamentRound(int n, int r) {
+  std::vector<std::pair<int, int>> out;
+  if (n < 2) return out;
+  const int m = n % 2 ? n + 1 : n;  // with a bye when odd
+  const int k = m - 1;
+  r %= k;
+  auto add = [&](int a, int b) {
+    if (a < n && b < n) out.emplace_back(std::min(a, b), std::max(a, b));
+  };
+  add(m - 1, r);
+  for (int i = 1; i < m / 2; ++i) add((r + i) % k, (r - i + k) % k);
+  return out;
+}
+
+void groupByFlows(const std::vector<std::vector<double>>& gbps, const std::vector<double>& nodeGbps,
+                  const Options& o, Result* r) {
+  const int n = int(gbps.size());
+  auto full = [&](int i, int j) {
+    const double cap = std::min(nodeGbps[i], nodeGbps[j]);
+    return gbps[i][j] >= o.contended * cap && gbps[j][i] >= o.contended * cap;
+  };
+  auto measured = [&](int i, int j) { return gbps[i][j] > 0 || gbps[j][i] > 0; };
+  std::vector<std::vector<char>> same(n, std::vector<char>(n, 0)), diff = same;
+  int ndiff = 0;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      if (i == j || !measured(i, j)) continue;
+      (full(i, j) ? same : diff)[i][j] = 1;
+      ndiff += i < j && diff[i][j];
+    }
+  // Pairs that ran at full rate, those with most partners in common first:
+  // a pair across leaves can run at full rate only when nothing else
+  // crossed its uplinks, and its nodes' leaf mates then disagree with it.
+  struct Edge {
+    int support, i, j;
+  };
+  std::vector<Edge> edges;
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) {
+      if (!same[i][j]) continue;
+      int k = 0;
+      for (int m = 0; m < n; ++m) k += same[i][m] && same[j][m];
+      edges.push_back({k, i, j});
+    }
+  std::stable_sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.support > b.support; });
+  std::vector<int> comp(n);
+  for (int i = 0; i < n; ++i) comp[i] = i;
+  int rejected = 0;
+  for (const Edge& e : edges) {
+    const int a = comp[e.i], b = comp[e.j];
+    if (a == b) continue;
+    bool clash = false;
+    for (int x = 0; x < n && !clash; ++x)
+      for (int y = 0; y < n && !clash; ++y) clash = comp[x] == a && comp[y] == b && diff[x][y];
+    if (clash) {
+      ++rejected;
+      continue;
+    }
+    for (int& c : comp)
+      if (c == b) c = a;
+  }
+  r->groups.clear();
+  std::map<int, int> index;
+  for (int i = 0; i < n; ++i) {
+    auto it = index.find(comp[i]);
+    if (it == index.end()) it = index.emplace(comp[i], int(r->groups.size())).first, r->groups.emplace_back();
+    r->groups[it->second].nodes.push_back(i);
+  }
+  r->grouped = true;
+  if (ndiff == 0) {
+    r->confidence = "medium";
+    r->notes.push_back("no pair of nodes ran below its rate beside the others: no shared link (one non-blocking "
+                       "switch, as far as " + std::to_string(edges.size()) + " pairs show)");
+  } else {
+    r->confidence = rejected ? "medium" : "high";
+    r->notes.push_back(std::to_string(ndiff) + " pair(s) of nodes ran below their rate beside the others: " +
+                       std::to_string(r->groups.size()) + " groups behind shared links");
+    if (rejected)
+      r->notes.push_back(std::to_string(rejected) +
+                         " pair(s) ran at full rate across groups (nothing else crossed their uplinks then)");
+  }
+}
+
+Prober::Prober(int nodes, Options o) : n_(nodes), o_(o) {
+  result_.rttUs.assign(n_, std::vector<double>(n_, 0));
+  result_.nodeGbps.assign(n_, 0);
+  plan();
+}
+
+double Prober::roundSeconds(const Round& r, double pingUs) const {
+  double s = r.flows.empty() ? 0 : o_.flowSec;
+  if (!r.pings.empty()) s = std::max(s, o_.pings * pingUs * 1e-6);
+  return s;
+}
+
+void Prober::plan() {
+  for (int t = 0; t < tournamentRounds(n_); ++t) {
+    Round r;
+    r.what = "latency " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(n_));
+    for (auto& p : tournamentRound(n_, t)) r.pings.push_back({p.first, p.second});
+    queue_.push_back(r);
+    roundKind_.push_back("ping");
+  }
+  planPairs();
+  if (!queue_.empty()) round_ = queue_[0];
+}
+
+void Prober::planPairs() {
+  // Every pair once, both ways at once, all pairs of a matching together:
+  // pairs inside a leaf always run at their nodes' rate, pairs across
+  // leaves share the uplinks with the matching's other crossings.
+  for (int t = 0; t < tournamentRounds(n_); ++t) {
+    std::vector<Round> rounds(1);
+    for (auto& p : tournamentRound(n_, t)) {
+      if (o_.maxFlows > 0 && int(rounds.back().flows.size()) + 2 > std::max(2, o_.maxFlows)) rounds.emplace_back();
+      rounds.back().flows.push_back({p.first, p.second, false});
+      rounds.back().flows.push_back({p.second, p.first, false});
+    }
+    for (size_t k = 0; k < rounds.size(); ++k) {
+      rounds[k].what = "pairs " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(n_)) +
+                       (rounds.size() > 1 ? "." + std::to_string(k + 1) : "");
+      queue_.push_back(rounds[k]);
+      roundKind_.push_back("pairs");
+    }
+  }
+}
+
+void Prober::planLinks() {
+  // One flow alone inside a group, with a ping behind it: the node link's
+  // rate, queue and token bucket.
+  for (const Group& g : result_.groups)
+    if (g.nodes.size() >= 2) {
+      Round alone;
+      alone.what = "node link alone";
+      alone.flows.push_back({g.nodes[0], g.nodes[1], true});
+      queue_.push_back(alone);
+      roundKind_.push_back("node");
+      break;
+    }
+  // Two flows into one node: they fill the queue in front of its link.
+  for (const Group& g : result_.groups)
+    if (g.nodes.size() >= 3) {
+      Round incast;
+      incast.what = "node link shared";
+      incast.flows.push_back({g.nodes[0], g.nodes[2], true});
+      incast.flows.push_back({g.nodes[1], g.nodes[2], false});
+      queue_.push_back(incast);
+      roundKind_.push_back("incast");
+      break;
+    }
+  const int m = int(result_.groups.size());
+  for (int t = 0; t < tournamentRounds(m); ++t) {
+    Round fwd, bwd, solo;
+    for (auto& p : tournamentRound(m, t)) {
+      const Group& g = result_.groups[p.first];
+      const Group& h = result_.groups[p.second];
+      size_t k = std::min(g.nodes.size(), h.nodes.size());
+      if (o_.maxFlows > 0) k = std::min(k, size_t(std::max(2, o_.maxFlows)));
+      for (size_t i = 0; i < k; ++i) {
+        fwd.flows.push_back({g.nodes[i], h.nodes[i], i == 0});
+        bwd.flows.push_back({h.nodes[i], g.nodes[i], i == 0});
+      }
+      solo.flows.push_back({g.nodes[0], h.nodes[0], true});
+    }
+    const std::string at = " " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(m));
+    fwd.what = "uplinks loaded" + at;
+    bwd.what = "uplinks loaded back" + at;
+    solo.what = "uplinks one flow" + at;
+    for (Round* r : {&fwd, &bwd, &solo}) {
+      queue_.push_back(*r);
+      roundKind_.push_back(r == &solo ? "solo" : "loaded");
+    }
+  }
+}
+
+void Prober::record(const std::vector<Report>& rep) {
+  if (done() || queue_.empty()) return;
+  const Round r = queue_[0];
+  const std::string kind = roundKind_[0];
+  queue_.erase(queue_.begin());
+  roundKind_.erase(roundKind_.begin());
+  ++result_.rounds;
+  result_.seconds += roundSeconds(r, 50);
+  for (const PingPair& p : r.pings)
+    if (p.from < int(rep.size()) && p.to < int(rep.size()))
+      result_.rttUs[p.from][p.to] = result_.rttUs[p.to][p.from] = rep[p.from].rttMinUs;
+  std::vector<int> into(n_, 0);
+  for (const Flow& f : r.flows)
+    if (f.dst < n_) ++into[f.dst];
+  for (const Flow& f : r.flows)
+    if (f.dst < int(rep.size()) && f.src < int(rep.size())) {
+      seen_.push_back({f, rep[f.dst].rxGbps, result_.rounds, kind, f.ping ? rep[f.src].rttP90Us : 0,
+                       rep[f.dst].rxBurstKB});
+      // Flows into one node are timed together: their sum is the receiver's.
+      if (into[f.dst] == 1) result_.nodeGbps[f.src] = std::max(result_.nodeGbps[f.src], rep[f.dst].rxGbps);
+      result_.nodeGbps[f.dst] = std::max(result_.nodeGbps[f.dst], rep[f.dst].rxGbps);
+    }
+  if (!queue_.empty()) {
+    round_ = queue_[0];
+    return;
+  }
+  if (stage_ == Stage::Pairs) {
+    std::vector<std::vector<double>> gbps(n_, std::vector<double>(n_, 0));
+    for (const Seen& s : seen_)
+      if (s.kind == "pairs") gbps[s.f.src][s.f.dst] = s.gbps;
+    groupByFlows(gbps, result_.nodeGbps, o_, &result_);
+    stage_ = Stage::Links;
+    planLinks();
+  }
+  if (queue_.empty()) {
+    finish();
+    stage_ = Stage::Done;
+  } else {
+    round_ = queue_[0];
+  }
+}
+
+void Prober::finish() {
+  Result& R = result_;
+  std::vector<int> groupOf(n_, 0);
+  for (size_t g = 0; g < R.groups.size(); ++g)
+    for (int v : R.groups[g].nodes) groupOf[v] = int(g);
+  // A node's rate is the best any of its flows reached, in any round
+  // (record() keeps it).
+  auto cap = [&](const Flow& f) { return std::min(R.nodeGbps[f.src], R.nodeGbps[f.dst]); };
+  // Node links: each group's slowest; queues and buckets from the flows
+  // that ran alone on their links.
+  std::vector<double> netBuf, netBurst, aloneBuf;
+  int contendedNode = 0;
+  for (const Seen& s : seen_)
+    if (s.kind == "incast" && s.rttP90Us > 0)
+      netBuf.push_back(std::max(0.0, s.rttP90Us - R.rttUs[s.f.src][s.f.dst]) * s.gbps * 0.125);
+  for (const Seen& s : seen_) {
+    if (s.kind != "node") continue;
+    const bool full = s.gbps >= o_.contended * cap(s.f);
+    if (!full && groupOf[s.f.src] == groupOf[s.f.dst]) ++contendedNode;
+    if (!full || groupOf[s.f.src] != groupOf[s.f.dst]) continue;
+    if (s.rttP90Us > 0) aloneBuf.push_back(std::max(0.0, s.rttP90Us - R.rttUs[s.f.src][s.f.dst]) * s.gbps * 0.125);
+    netBurst.push_back(s.burstKB);
+  }
+  if (netBuf.empty()) netBuf = aloneBuf;  // no group of three: what one flow queued
+  for (Group& g : R.groups) {
+    g.linkGbps = 0;
+    for (int v : g.nodes) g.linkGbps = g.linkGbps > 0 ? std::min(g.linkGbps, R.nodeGbps[v]) : R.nodeGbps[v];
+  }
+  R.netBufferKB = median(netBuf);
+  R.netBurstKB = std::max(0.0, median(netBurst));
+  if (contendedNode > 0)
+    R.notes.push_back("a flow alone inside a group ran below its nodes' best rate: busy hosts, or a leaf that "
+                      "is not non-blocking");
+  std::vector<double> intra, inter;
+  for (int i = 0; i < n_; ++i)
+    for (int j = i + 1; j < n_; ++j)
+      if (R.rttUs[i][j] > 0) (groupOf[i] == groupOf[j] ? intra : inter).push_back(R.rttUs[i][j]);
+  R.intraRttUs = median(intra);
+  R.interRttUs = median(inter);
+  // Uplinks: per group pair and direction, the flows' sum.
+  std::map<std::pair<int, int>, std::vector<const Seen*>> loaded;
+  for (const Seen& s : seen_)
+    if (s.kind == "loaded") loaded[{s.round, groupOf[s.f.src] * 4096 + groupOf[s.f.dst]}].push_back(&s);
+  std::vector<double> best(R.groups.size(), 0), seenMax(R.groups.size(), 0);
+  std::vector<double> spineBuf;
+  bool misplaced = false;
+  for (auto& kv : loaded) {
+    const int g = kv.first.second / 4096, h = kv.first.second % 4096;
+    double sum = 0, capacity = 0;
+    std::vector<double> rates;
+    for (const Seen* s : kv.second) sum += s->gbps, capacity += cap(s->f), rates.push_back(s->gbps);
+    seenMax[g] = std::max(seenMax[g], sum);
+    seenMax[h] = std::max(seenMax[h], sum);
+    if (sum >= o_.contended * capacity) continue;  // the uplinks carried all the flows could
+    best[g] = std::max(best[g], sum);
+    best[h] = std::max(best[h], sum);
+    const double med = median(rates);
+    for (const Seen* s : kv.second) {
+      if (s->rttP90Us > 0) spineBuf.push_back(std::max(0.0, s->rttP90Us - R.rttUs[s->f.src][s->f.dst]) * sum * 0.125);
+      if (rates.size() >= 2 && s->gbps > 1.6 * med && s->gbps >= o_.contended * cap(s->f)) {
+        misplaced = true;
+        R.notes.push_back(fmt("a flow between groups ran at %.2f Gbit/s beside others at %.2f: ", s->gbps, med) +
+                          "node " + std::to_string(s->f.src) + " or " + std::to_string(s->f.dst) +
+                          " does not share the uplink its round trips put it behind");
+      }
+    }
+  }
+  std::vector<double> spineBurst;
+  for (const Seen& s : seen_)
+    if (s.kind == "solo" && s.gbps < o_.contended * cap(s.f)) spineBurst.push_back(s.burstKB);
+  for (size_t g = 0; g < R.groups.size(); ++g) {
+    R.groups[g].uplinkGbps = best[g] > 0 ? best[g] : seenMax[g];
+    R.groups[g].uplinkLowerBound = best[g] <= 0;
+  }
+  R.spineBufferKB = median(spineBuf);
+  R.spineBurstKB = std::max(0.0, median(spineBurst));
+  bool anyContended = false;
+  for (double b : best) anyContended |= b > 0;
+  if (R.groups.size() > 1 && !anyContended) {
+    misplaced = true;
+    R.notes.push_back("flows between the groups, together, never filled an uplink, yet pairs across them ran slow");
+  }
+  if (misplaced) {
+    R.notes.push_back("the uplink rounds contradict the groups of the pair rounds: leaf groups left unknown");
+    R.confidence = "none";
+    R.grouped = false;
+    Group all;  // one switch standing for the whole network
+    for (int v = 0; v < n_; ++v) all.nodes.push_back(v);
+    for (int v : all.nodes) all.linkGbps = all.linkGbps > 0 ? std::min(all.linkGbps, R.nodeGbps[v]) : R.nodeGbps[v];
+    R.groups = {all};
+  }
+}
+
+}  // namespace probe
+}  // namespace hoccl

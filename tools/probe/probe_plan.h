@@ -1,0 +1,159 @@
+// hoccl-topo probe: the measurement plan and what it concludes.
+//
+// Everything here is deterministic and free of I/O, so every node's leader
+// runs the same Prober on the same reports and agrees on the next round
+// without a controller; the tests drive it with a simulated network.
+//
+// The plan (docs/topology-file.md, "Calibrating a cluster"):
+//  1. latency: every pair of nodes ping-pongs, n-1 rounds of disjoint pairs
+//     (a round-robin tournament). Reported, not used for groups: a switch
+//     hop costs less than the noise of TCP round trips on busy hosts.
+//  2. pairs: every pair of nodes once, both ways at once, all the pairs of
+//     a matching together (n-1 rounds). Pairs under one leaf always run at
+//     their nodes' rate; pairs across leaves share the uplinks with the
+//     round's other crossings. Groups: nodes joined by pairs that ran at
+//     full rate, never joining two whose members ran slow together.
+//  3. links: one flow alone (a node link's rate and token bucket), two
+//     flows into one node (its queue, seen by a ping behind them), then
+//     for each pair of groups (pairs of disjoint groups at once),
+//     min(|G|,|H|) flows from G to H together, then back, then one flow
+//     alone. Flows that share the leaves' uplinks get a fair share of them:
+//     their sum is the uplink rate when it is below what the flows could
+//     carry, and a flow that runs much faster than its round's others
+//     cannot have crossed that uplink, so its node was misplaced.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hoccl {
+namespace probe {
+
+struct Options {
+  double flowSec = 0.6;        // length of every flow
+  double windowLo = 0.35;      // the part of a flow that is measured,
+  double windowHi = 0.9;       // as fractions of flowSec
+  int pings = 64;              // round trips per pair in the latency rounds
+  int maxFlows = 0;            // flows in one round at most (0: no limit)
+  double minGapUs = 2.0;       // a switch boundary adds at least this RTT
+  double gapOverSpread = 3.0;  // ... and this many times the spread inside groups
+  double contended = 0.8;      // a flow below this share of its nodes' rate shared a link
+};
+
+struct Flow {
+  int src = -1, dst = -1;
+  bool ping = false;  // src also ping-pongs dst while the flow runs (queue depth)
+};
+struct PingPair {
+  int from = -1, to = -1;
+};
+
+struct Round {
+  std::string what;
+  std::vector<Flow> flows;       // each node sends at most one (a node may receive several)
+  std::vector<PingPair> pings;   // latency rounds: disjoint pairs
+};
+
+// What one node measured in a round.
+struct Report {
+  double rxGbps = 0;    // goodput of the flows it received, together, over the measured window
+  double rxBurstKB = 0; // bytes it got ahead of that rate at the flow's start (a token bucket)
+  double rttMinUs = 0, rttMedUs = 0, rttP90Us = 0;  // round trips it started
+};
+
+struct Group {
+  std::vector<int> nodes;
+  double linkGbps = 0;     // slowest node link measured in the group
+  double uplinkGbps = 0;   // 0: not seen to be a bottleneck
+  bool uplinkLowerBound = false;  // never the slower end of a measured pair
+};
+
+struct Result {
+  std::vector<Group> groups;              // every node in exactly one
+  std::vector<double> nodeGbps;           // per node
+  std::vector<std::vector<double>> rttUs;  // lowest round trip per pair (0 on the diagonal)
+  double intraRttUs = 0, interRttUs = 0;  // medians inside groups and between them
+  double netBufferKB = 0, spineBufferKB = 0;  // queues: medians over the links measured (0: not seen)
+  double netBurstKB = 0, spineBurstKB = 0;    // token buckets (0: none seen)
+  bool grouped = false;        // groups come from the measurements (else: one, unknown)
+  std::string confidence;      // "high", "medium", "none"
+  std::vector<std::string> notes;  // what was seen and decided, for the user
+  int rounds = 0;
+  double seconds = 0;          // planned measuring time (flows and pings, no set-up)
+};
+
+// Groups from the pair rounds (step 2): gbps[i][j] is the rate of the flow
+// i -> j (0: not measured); sets groups, grouped, confidence and notes.
+void groupByFlows(const std::vector<std::vector<double>>& gbps, const std::vector<double>& nodeGbps,
+                  const Options& o, Result* r);
+
+class Prober {
+ public:
+  Prober(int nodes, Options o);
+  bool done() const { return stage_ == Stage::Done; }
+  const Round& round() const { return round_; }  // valid while !done()
+  // The reports of every node for round(); advances to the next round.
+  void record(const std::vector<Report>& reports);
+  const Result& result() const { return result_; }
+  // Measuring time of a round, seconds (no connection set-up or sync).
+  double roundSeconds(const Round& r, double pingUs) const;
+
+ private:
+  enum class Stage { Pairs, Links, Done };
+  void plan();
+  void finish();
+  void planPairs();
+  void planLinks();
+
+  int n_;
+  Options o_;
+  Stage stage_ = Stage::Pairs;
+  size_t step_ = 0;
+  Round round_;
+  std::vector<Round> queue_;     // rounds planned for the current stage
+  std::vector<std::string> roundKind_;
+  Result result_;
+  // Flows seen: per round, its flows with their rates.
+  struct Seen {
+    Flow f;
+    double gbps;
+    int round;
+    std::string kind;  // "node", "loaded", "solo"
+    double rttP90Us;
+    double burstKB;
+  };
+  std::vector<Seen> seen_;
+};
+
+// Round-robin tournament: round r of the n-1 (n even; odd n: one node sits
+// out each round) as pairs of indices into 0..n-1.
+std::vector<std::pair<int, int>> tournamentRound(int n, int r);
+int tournamentRounds(int n);
+
+// The files hoccl reads: a topology file (JSON, docs/topology-file.md) and
+// a tune file (docs/algorithms.md). hosts[i] is node i's HOCCL_HOSTID.
+std::string topologyJson(const Result& r, const std::vector<std::string>& hosts);
+std::string tuneConf(const Result& r);
+// A report for people: the groups, the rates, the confidence and the notes.
+std::string summary(const Result& r, const std::vector<std::string>& hosts);
+
+// A tree of leaf switches for tests and planning: node i's leaf, node and
+// uplink rates (Gbit/s), round trips (us) inside a leaf and across the
+// spine. Computes what a round would measure: flows share links max-min
+// fairly, pings see their path's round trip plus noise.
+struct SimNet {
+  std::vector<int> leafOf;
+  std::vector<double> nodeGbps;
+  std::vector<double> uplinkGbps;  // per leaf; 0 = not a bottleneck
+  double rttLeafUs = 30, rttSpineUs = 38, noiseUs = 1.0;
+  std::vector<std::vector<double>> rttUs;  // per pair, instead of the two above
+  double goodput = 0.956;  // TCP over 1500-byte frames
+  double netBufferKB = 875, spineBufferKB = 440;  // queues in front of the links
+  double netBurstKB = 250, spineBurstKB = 131;    // token buckets
+  uint64_t seed = 1;
+  std::vector<Report> run(const Round& r);
+};
+
+}  // namespace probe
+}  // namespace hoccl
