@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "hoccl.h"
@@ -99,6 +100,7 @@ int printPlan(int n, int leaves, const Options& o) {
 struct NodeHello {
   char host[160];
   SockAddr addr;
+  int32_t mtu;
 };
 struct WireReport {
   Report r;
@@ -106,14 +108,20 @@ struct WireReport {
   char error[300];
 };
 
-Status localAddress(SockAddr* out) {
-  std::string ifname;
+Status localAddress(SockAddr* out, std::string* ifname) {
   const char* rule = getenv("HOCCL_SOCKET_IFNAME");
-  if (rule && *rule) return chooseLocalAddress(rule, out, &ifname);
+  if (rule && *rule) return chooseLocalAddress(rule, out, ifname);
   const char* id = getenv("HOCCL_COMM_ID");
   SockAddr remote;
-  if (id && parseHostPort(id, &remote).ok()) return probeRouteTo(remote, out, &ifname);
-  return chooseLocalAddress("", out, &ifname);
+  if (id && parseHostPort(id, &remote).ok()) return probeRouteTo(remote, out, ifname);
+  return chooseLocalAddress("", out, ifname);
+}
+
+// The interface's MTU (0 if unknown).
+int interfaceMtu(const std::string& ifname) {
+  std::ifstream f("/sys/class/net/" + ifname + "/mtu");
+  int mtu = 0;
+  return f >> mtu ? mtu : 0;
 }
 
 }  // namespace
@@ -203,7 +211,8 @@ int probeMain(int argc, char** argv) {
     return fail("cannot create " + outDir + ": " + strerror(errno));
   Agent agent;
   SockAddr local4;
-  Status st = localAddress(&local4);
+  std::string ifname;
+  Status st = localAddress(&local4, &ifname);
   if (st.ok()) local4.setPort(0), st = agent.start(local4);
   if (!st.ok()) return fail(st.message());
   NodeHello hello{};
@@ -212,12 +221,17 @@ int probeMain(int argc, char** argv) {
   gethostname(host, sizeof host - 1);
   snprintf(hello.host, sizeof hello.host, "%s", hostId && *hostId ? hostId : host);
   hello.addr = agent.address();
+  hello.mtu = interfaceMtu(ifname);
   std::vector<NodeHello> all(static_cast<size_t>(nnodes));
   if (hocclAllGather(&hello, all.data(), sizeof hello, hocclUint8, lead, nullptr) != hocclSuccess)
     return fail(hocclGetLastError(lead));
   std::vector<std::string> hosts;
   std::vector<SockAddr> peers;
-  for (const NodeHello& h : all) hosts.push_back(h.host), peers.push_back(h.addr);
+  int mtu = 0;  // the smallest: TCP's segments fit every link
+  for (const NodeHello& h : all) {
+    hosts.push_back(h.host), peers.push_back(h.addr);
+    if (h.mtu > 0) mtu = mtu > 0 ? std::min(mtu, int(h.mtu)) : int(h.mtu);
+  }
   if (writer && !quiet) fprintf(stderr, "probe: %d nodes, %d processes\n", nnodes, size);
 
   Prober prober(nnodes, o);
@@ -249,7 +263,8 @@ int probeMain(int argc, char** argv) {
   }
   int rc = 0;
   if (writer) {
-    const Result& r = prober.result();
+    Result r = prober.result();
+    toLineRate(&r, mtu);
     const std::string topoPath = outDir + "/topology.json", tunePath = outDir + "/tune.conf";
     std::ofstream(topoPath) << topologyJson(r, hosts);
     std::ofstream(tunePath) << tuneConf(r);

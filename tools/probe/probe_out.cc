@@ -40,6 +40,16 @@ struct Rng {
 
 }  // namespace
 
+void toLineRate(Result* r, int mtu) {
+  if (mtu <= 52) return;
+  const double f = double(mtu + 14) / double(mtu - 52);
+  r->lineFactor = f;
+  for (double& g : r->nodeGbps) g *= f;
+  for (Group& g : r->groups) g.linkGbps *= f, g.uplinkGbps *= f;
+  // Queues and buckets hold frames, as tbf and switch buffers count them.
+  for (double* kb : {&r->netBufferKB, &r->spineBufferKB, &r->netBurstKB, &r->spineBurstKB}) *kb *= f;
+}
+
 std::string topologyJson(const Result& r, const std::vector<std::string>& hosts) {
   std::ostringstream o;
   const bool tree = r.grouped && r.groups.size() > 1;
@@ -109,6 +119,8 @@ std::string summary(const Result& r, const std::vector<std::string>& hosts) {
     for (int v : gr.nodes) o << " " << hosts[v] << " (" << num(r.nodeGbps[v]) << ")";
     o << "\n";
   }
+  if (r.lineFactor != 1)
+    o << "  rates on the wire: TCP goodput x " << num(r.lineFactor) << " (Ethernet and TCP/IP headers)\n";
   o << "  queues: node link " << num(r.netBufferKB) << " kB";
   if (r.grouped && r.groups.size() > 1) o << ", uplink " << num(r.spineBufferKB) << " kB";
   o << "; token buckets: node link " << num(r.netBurstKB) << " kB";

@@ -166,13 +166,17 @@ void Prober::planLinks() {
       roundKind_.push_back("node");
       break;
     }
-  // Two flows into one node: they fill the queue in front of its link.
+  // Two flows into one node, one from a leaf mate: together they send
+  // more than its link takes and fill the queue in front of it.
   for (const Group& g : result_.groups)
-    if (g.nodes.size() >= 3) {
+    if (g.nodes.size() >= 2 && n_ >= 3) {
+      int other = g.nodes.size() >= 3 ? g.nodes[2] : -1;
+      for (int v = 0; other < 0 && v < n_; ++v)
+        if (v != g.nodes[0] && v != g.nodes[1]) other = v;
       Round incast;
       incast.what = "node link shared";
-      incast.flows.push_back({g.nodes[0], g.nodes[2], true});
-      incast.flows.push_back({g.nodes[1], g.nodes[2], false});
+      incast.flows.push_back({g.nodes[0], g.nodes[1], true});
+      incast.flows.push_back({other, g.nodes[1], false});
       queue_.push_back(incast);
       roundKind_.push_back("incast");
       break;

@@ -79,6 +79,7 @@ struct Result {
   bool grouped = false;        // groups come from the measurements (else: one, unknown)
   std::string confidence;      // "high", "medium", "none"
   std::vector<std::string> notes;  // what was seen and decided, for the user
+  double lineFactor = 1;       // rates below are goodput x this (toLineRate)
   int rounds = 0;
   double seconds = 0;          // planned measuring time (flows and pings, no set-up)
 };
@@ -130,6 +131,13 @@ class Prober {
 // out each round) as pairs of indices into 0..n-1.
 std::vector<std::pair<int, int>> tournamentRound(int n, int r);
 int tournamentRounds(int n);
+
+// TCP goodput to the rate on the wire, as topology files give link speeds:
+// Ethernet frames of `mtu` bytes carry mtu-52 bytes of TCP payload (IPv4
+// and TCP headers with timestamps) in mtu+14 bytes (Ethernet header); tbf
+// and switch ports count the same (queues and buckets too, in frame bytes).
+// mtu <= 52: left as measured.
+void toLineRate(Result* r, int mtu);
 
 // The files hoccl reads: a topology file (JSON, docs/topology-file.md) and
 // a tune file (docs/algorithms.md). hosts[i] is node i's HOCCL_HOSTID.
