@@ -22,6 +22,7 @@ Status Links::create(OutOfBand& oob, const Settings& s, const LinksOptions& opt,
   so.slots = s.slots;
   so.crossMemoryAttach = s.crossMemoryAttach;
   HOCCL_TRY(ShmDomain::create(oob, so, localRanks, &l->shm_));
+  l->bell_ = std::make_unique<LinksDoorbell>(l->shm_->doorbell());
   if (anyRemote) {
     NetChoice choice = netChoiceFrom(s);
     choice.socket.localAddr = choice.ib.localAddr = opt.localAddr;
@@ -37,7 +38,8 @@ Status Links::create(OutOfBand& oob, const Settings& s, const LinksOptions& opt,
     std::string chosen;
     // The network's completions wake this rank through the doorbell it
     // sleeps on, whichever transport that belongs to.
-    HOCCL_TRY(NetDomain::create(choice, no, &l->doorbell(), &l->net_, &chosen));
+    HOCCL_TRY(NetDomain::create(choice, no, &l->shm_->doorbell(), &l->net_, &chosen));
+    l->bell_->setNet(l->net_.get());
     HINFO(kSubNet, "rank %d: network %s", opt.rank, chosen.c_str());
   }
   *out = std::move(l);
@@ -47,6 +49,7 @@ Status Links::create(OutOfBand& oob, const Settings& s, const LinksOptions& opt,
 Links::~Links() {
   // The network's progress threads ring the shared-memory doorbell: they
   // stop first.
+  if (bell_) bell_->setNet(nullptr);
   net_.reset();
   shm_.reset();
 }

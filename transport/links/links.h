@@ -27,6 +27,32 @@ struct LinksOptions {
   std::string localIfname;
 };
 
+// The doorbell a rank sleeps on (the shared-memory domain's, which every
+// transport rings), telling the network transport when the rank sleeps:
+// while it polls, it reads what arrives itself (NetTransport::consumerWaiting).
+class LinksDoorbell : public Doorbell {
+ public:
+  explicit LinksDoorbell(Doorbell& inner) : inner_(inner) {}
+  void setNet(NetDomain* net) { net_ = net; }
+  void ring() override { inner_.ring(); }
+  uint32_t arm() override {
+    if (net_) net_->consumerWaiting(true);
+    return inner_.arm();
+  }
+  void disarm() override {
+    inner_.disarm();
+    if (net_) net_->consumerWaiting(false);
+  }
+  void wait(uint32_t seen, int timeoutMs) override {
+    inner_.wait(seen, timeoutMs);
+    if (net_) net_->consumerWaiting(false);
+  }
+
+ private:
+  Doorbell& inner_;
+  NetDomain* net_ = nullptr;
+};
+
 class Links : public Connections {
  public:
   // Collective over `oob` (every rank of the communicator calls it), which
@@ -46,7 +72,7 @@ class Links : public Connections {
   Status connect(const std::vector<EdgeRequest>& edges);
 
   // The doorbell this rank sleeps on; every transport rings it.
-  Doorbell& doorbell() { return shm_->doorbell(); }
+  Doorbell& doorbell() { return *bell_; }
   bool isLocal(int peer) const { return isLocal_[peer]; }
   bool hasNetwork() const { return net_ != nullptr; }
 
@@ -67,6 +93,7 @@ class Links : public Connections {
   int rank_ = 0;
   std::vector<bool> isLocal_;
   std::unique_ptr<ShmDomain> shm_;
+  std::unique_ptr<LinksDoorbell> bell_;
   std::unique_ptr<NetDomain> net_;  // null when every rank is on this node
 };
 

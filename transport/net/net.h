@@ -71,6 +71,13 @@ class NetTransport {
   // pending; hocclCommGetAsyncError reports it between calls. Transports
   // that cannot tell keep the default.
   virtual Status health(void* comm) { return Status(); }
+  // The consumer of completions (an executor that calls test() while it
+  // waits) is about to sleep on its doorbell (true), or polls again (false).
+  // A transport created with consumerPolls reads arriving messages itself
+  // only while its consumer sleeps: a consumer that polls reads them in its
+  // own thread, and a progress thread woken for each would only contend with
+  // it for the socket and the core.
+  virtual void consumerWaiting(bool sleeping) { (void)sleeping; }
 };
 
 struct SocketNetOptions {
@@ -83,6 +90,10 @@ struct SocketNetOptions {
   double timeoutSec = 300;
   NetNotify notify = nullptr;
   void* notifyArg = nullptr;
+  // The consumer polls test() and says when it sleeps (consumerWaiting):
+  // the progress thread then watches for arriving headers only meanwhile.
+  // Off (the NCCL plugin), it always watches.
+  bool consumerPolls = false;
 };
 
 // TCP: transport/net/socket.

@@ -141,6 +141,8 @@ Status NetDomain::create(NetChoice choice, const NetDomainOptions& opt, Doorbell
                          std::unique_ptr<NetDomain>* out, std::string* chosen) {
   choice.socket.notify = choice.ib.notify = wake ? &Doorbell::ringCallback : nullptr;
   choice.socket.notifyArg = choice.ib.notifyArg = wake;
+  // The executor polls its receives and says when it sleeps (Links).
+  choice.socket.consumerPolls = wake != nullptr;
   std::unique_ptr<NetTransport> transport;
   std::string how;
   HOCCL_TRY(createNetTransport(choice, &transport, &how));

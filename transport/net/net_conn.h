@@ -45,6 +45,7 @@ class NetDomain {
   SendConn* sendConn(int peer, int channel);
   RecvConn* recvConn(int peer, int channel);
   NetTransport& transport() { return *net_; }
+  void consumerWaiting(bool sleeping) { net_->consumerWaiting(sleeping); }
   // A connection that broke other than by the peer closing it (see
   // NetTransport::health): the peer's rank and the transport's account.
   bool lostPeer(int* peer, std::string* why) const;

@@ -166,12 +166,14 @@ class SocketTransport : public NetTransport {
     Request* r = static_cast<Request*>(request);
     std::lock_guard<std::mutex> lock(mu_);
     *done = 0;
-    if (!r->done && r->error.ok() && r->comm->failed.ok()) pumpAll(r->comm);
+    const bool pending = !r->done && r->error.ok() && r->comm->failed.ok() && pumpAll(r->comm);
     // A header read here queued parts on streams the progress thread does
     // not poll yet: it would find them only at its next 100 ms timeout.
+    // Parts this pump already moved need no one (a small message then
+    // costs the progress thread no wake-up).
     if (pollSetStale_) {
       pollSetStale_ = false;
-      kick();
+      if (pending) kick();
     }
     if (!r->error.ok()) return r->error;
     if (!r->done) return Status();
@@ -181,6 +183,17 @@ class SocketTransport : public NetTransport {
     Comm* c = r->comm;
     retireRequest(c, r);
     return Status();
+  }
+
+  void consumerWaiting(bool sleeping) override {
+    if (!opt_.consumerPolls) return;
+    // The first sleeper has the progress thread rebuild its poll set with
+    // the headers' sockets; level-triggered, it sees what already came.
+    if (sleeping) {
+      if (sleepers_.fetch_add(1, std::memory_order_acq_rel) == 0) kick();
+    } else {
+      sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+    }
   }
 
   Status health(void* comm) override {
@@ -460,6 +473,9 @@ class SocketTransport : public NetTransport {
       who.clear();
       fds.push_back({wake_, POLLIN, 0});
       who.emplace_back(nullptr, 0);
+      // Arriving headers: always, or while the consumer sleeps; otherwise
+      // only the peer's close (a dead peer is reported between calls too).
+      const bool watch = !opt_.consumerPolls || sleepers_.load(std::memory_order_acquire) > 0;
       {
         std::lock_guard<std::mutex> lock(mu_);
         pollSetStale_ = false;
@@ -467,7 +483,7 @@ class SocketTransport : public NetTransport {
           if (!c->failed.ok()) continue;
           short ctrlEvents = c->isSend ? static_cast<short>((c->ctrlOut.size() > c->ctrlOutDone ? POLLOUT : 0) |
                                                            (c->ctrlEof ? 0 : POLLIN))
-                                       : (c->ctrlClosed.ok() ? POLLIN : 0);
+                                       : (c->ctrlClosed.ok() ? (watch ? POLLIN : POLLRDHUP) : 0);
           if (ctrlEvents) {
             fds.push_back({c->ctrlFd, ctrlEvents, 0});
             who.emplace_back(c, -1);
@@ -506,6 +522,7 @@ class SocketTransport : public NetTransport {
   int wake_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> completed_{false};
+  std::atomic<int> sleepers_{0};  // consumers asleep on their doorbell (consumerWaiting)
   // A stream got work after the progress thread built its poll set (mu_).
   bool pollSetStale_ = false;
   std::thread thread_;
