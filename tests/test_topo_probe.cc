@@ -237,3 +237,12 @@ TEST(ProbePlan, PlanGrowsLinearlyWithNodes) {
     EXPECT_EQ(r.rounds, 2 * tournamentRounds(n) + 2 + 3 * tournamentRounds(leaves));
   }
 }
+
+TEST(ProbePlan, OneNodeIsDoneAtOnce) {
+  Prober p(1, Options());
+  EXPECT_TRUE(p.done());
+  ASSERT_EQ(p.result().groups.size(), 1u);
+  const std::string json = topologyJson(p.result(), {"only"});
+  topo::TopoOverrides o;
+  EXPECT_TRUE(topo::parseTopoFile(json, "one.json", &o).ok()) << json;
+}

@@ -68,7 +68,8 @@ std::string topologyJson(const Result& r, const std::vector<std::string>& hosts)
     if (gr.linkGbps > 0) o << ",\"link_gbps\":" << num(gr.linkGbps);
     if (tree && !gr.uplinkLowerBound && gr.uplinkGbps > 0) o << ",\"uplink_gbps\":" << num(gr.uplinkGbps);
     std::string c;
-    if (!r.grouped) c = "the probe could not tell which nodes share a leaf; this switch stands for the whole network";
+    if (hosts.size() == 1) c = "one node: nothing between nodes was measured";
+    else if (!r.grouped) c = "the probe could not tell which nodes share a leaf; this switch stands for the whole network";
     else if (tree && gr.uplinkLowerBound)
       c = "uplink never a bottleneck (carried " + num(gr.uplinkGbps) + " Gbit/s)";
     double lo = 1e300, hi = 0;

@@ -110,9 +110,18 @@ void groupByFlows(const std::vector<std::vector<double>>& gbps, const std::vecto
   }
 }
 
-Prober::Prober(int nodes, Options o) : n_(nodes), o_(o) {
+Prober::Prober(int nodes, Options o) : n_(std::max(nodes, 1)), o_(o) {
   result_.rttUs.assign(n_, std::vector<double>(n_, 0));
   result_.nodeGbps.assign(n_, 0);
+  if (n_ < 2) {  // nothing between nodes to measure
+    Group g;
+    g.nodes = {0};
+    result_.groups = {g};
+    result_.confidence = "none";
+    result_.notes.push_back("one node: there is no network between nodes to measure");
+    stage_ = Stage::Done;
+    return;
+  }
   plan();
 }
 
