@@ -207,8 +207,10 @@ int probeMain(int argc, char** argv) {
     hocclCommAbort(world);
     return 1;
   };
-  if (writer && (mkdir(outDir.c_str(), 0755) != 0 && errno != EEXIST))
-    return fail("cannot create " + outDir + ": " + strerror(errno));
+  struct stat sb;
+  if (writer && mkdir(outDir.c_str(), 0755) != 0 &&
+      (errno != EEXIST || stat(outDir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)))
+    return fail("cannot create the directory " + outDir + ": " + (errno == EEXIST ? "a file has that name" : strerror(errno)));
   Agent agent;
   SockAddr local4;
   std::string ifname;
@@ -266,8 +268,16 @@ int probeMain(int argc, char** argv) {
     Result r = prober.result();
     toLineRate(&r, mtu);
     const std::string topoPath = outDir + "/topology.json", tunePath = outDir + "/tune.conf";
-    std::ofstream(topoPath) << topologyJson(r, hosts);
-    std::ofstream(tunePath) << tuneConf(r);
+    for (const auto& [path, text] : {std::make_pair(topoPath, topologyJson(r, hosts)),
+                                      std::make_pair(tunePath, tuneConf(r))}) {
+      std::ofstream f(path);
+      f << text;
+      f.close();
+      if (!f) {
+        fprintf(stderr, "hoccl-topo probe: cannot write %s: %s\n", path.c_str(), strerror(errno));
+        rc = 1;
+      }
+    }
     printf("%s", summary(r, hosts).c_str());
     printf("measured in %.1f s; wrote %s and %s\n\n", nowSec() - start, topoPath.c_str(), tunePath.c_str());
     // The result as hoccl will see it.
