@@ -6,6 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <tuple>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -77,6 +81,71 @@ TEST(SocketTransport, GroupedReceiveMatchesTagsWithinTheGroup) {
   EXPECT_EQ(got2, 7);
   EXPECT_EQ(rd, d);
   for (void* r : s) waitDone(*p.net, r);
+  p.net->closeSend(p.send);
+  p.net->closeRecv(p.recv);
+}
+
+// A transport whose consumer polls (consumerPolls): a message that arrives
+// while the consumer says it sleeps must wake it through the notifier,
+// without a test() call; one that arrives while it polls is read by test().
+TEST(SocketTransport, WakesASleepingConsumerAndServesAPollingOne) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int notified = 0;
+  auto notify = [](void* arg) {
+    auto* st = static_cast<std::tuple<std::mutex*, std::condition_variable*, int*>*>(arg);
+    std::lock_guard<std::mutex> lock(*std::get<0>(*st));
+    ++*std::get<2>(*st);
+    std::get<1>(*st)->notify_all();
+  };
+  std::tuple<std::mutex*, std::condition_variable*, int*> state{&mu, &cv, &notified};
+  Pair p;
+  SocketNetOptions o;
+  o.ifnameRule = "lo";
+  o.consumerPolls = true;
+  o.notify = notify;
+  o.notifyArg = &state;
+  ASSERT_TRUE(createSocketTransport(o, &p.net).ok());
+  testsupport::connectToSelf(&p, 0, 0);
+  for (int round = 0; round < 3; ++round) {
+    uint64_t in = 0, out = 0x1234500 + round;
+    void* data = &in;
+    size_t cap = sizeof in;
+    int tag = 0;
+    void* rreq = nullptr;
+    void* sreq = nullptr;
+    ASSERT_TRUE(p.net->irecv(p.recv, 1, &data, &cap, &tag, nullptr, &rreq).ok());
+    ASSERT_NE(rreq, nullptr);
+    p.net->consumerWaiting(true);
+    int before;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      before = notified;
+    }
+    std::thread sender([&] {
+      usleep(20000);  // after the consumer went to sleep
+      EXPECT_TRUE(p.net->isend(p.send, &out, sizeof out, 0, nullptr, &sreq).ok());
+    });
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return notified > before; }))
+          << "round " << round << ": the sleeping consumer was not woken";
+    }
+    p.net->consumerWaiting(false);
+    sender.join();
+    int got = -1;
+    waitDone(*p.net, rreq, &got);
+    EXPECT_EQ(got, 8);
+    EXPECT_EQ(in, out);
+    waitDone(*p.net, sreq);
+    // Polling, not sleeping: test() alone reads the next message.
+    void* rreq2 = nullptr;
+    ASSERT_TRUE(p.net->irecv(p.recv, 1, &data, &cap, &tag, nullptr, &rreq2).ok());
+    ASSERT_TRUE(p.net->isend(p.send, &out, sizeof out, 0, nullptr, &sreq).ok());
+    waitDone(*p.net, rreq2, &got);
+    EXPECT_EQ(got, 8);
+    waitDone(*p.net, sreq);
+  }
   p.net->closeSend(p.send);
   p.net->closeRecv(p.recv);
 }
