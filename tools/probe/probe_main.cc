@@ -26,7 +26,7 @@ namespace {
 
 void usage(FILE* f) {
   fprintf(f,
-          "usage: hoccl-topo probe --out DIR [--flow-sec S] [--pings N] [--max-flows N] [--quiet]\n"
+          "usage: hoccl-topo probe --out DIR [--flow-sec S] [--pings N] [--repeats N] [--max-flows N] [--quiet]\n"
           "       hoccl-topo probe --plan NODES[:LEAVES]\n"
           "\n"
           "Measures the network between the nodes of a job and writes DIR/topology.json\n"
@@ -41,6 +41,8 @@ void usage(FILE* f) {
           "  --out DIR        where the files go (created; on rank 0's machine)\n"
           "  --flow-sec S     length of each bandwidth round (default 0.6)\n"
           "  --pings N        round trips per pair of nodes (default 64)\n"
+          "  --repeats N      passes over the pair and loaded uplink rounds; medians and majorities\n"
+          "                   decide, so a host busy for a moment does not (default 3)\n"
           "  --max-flows N    at most N flows at once in the node-link rounds (default: no limit)\n"
           "  --plan N[:L]     print the plan for N nodes under L leaves (rounds, seconds), measure nothing\n"
           "  --quiet          no progress lines\n");
@@ -145,6 +147,8 @@ int probeMain(int argc, char** argv) {
       o.flowSec = v, ++i;
     } else if (a == "--pings" && hasValue && parseDouble(argv[i + 1], 1, 100000, &v)) {
       o.pings = int(v), ++i;
+    } else if (a == "--repeats" && hasValue && parseDouble(argv[i + 1], 1, 100, &v)) {
+      o.repeats = int(v), ++i;
     } else if (a == "--max-flows" && hasValue && parseDouble(argv[i + 1], 0, 1e6, &v)) {
       o.maxFlows = int(v), ++i;
     } else if (a == "--plan" && hasValue) {

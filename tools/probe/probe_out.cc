@@ -202,7 +202,8 @@ std::vector<Report> SimNet::run(const Round& round) {
   for (size_t f = 0; f < F; ++f) {
     const Flow& fl = round.flows[f];
     const bool up = bottleneck[f] >= 2 * n;
-    rep[fl.dst].rxGbps += rate[f] * goodput * (1 + 0.01 * (rng.uniform() - 0.5));
+    const double hiccup = rng.uniform() < glitch ? 0.4 : 1.0;
+    rep[fl.dst].rxGbps += rate[f] * hiccup * goodput * (1 + 0.01 * (rng.uniform() - 0.5));
     rep[fl.dst].rxBurstKB = up ? spineBurstKB : netBurstKB;
     if (fl.ping) {
       const double buf = up ? spineBufferKB : netBufferKB;

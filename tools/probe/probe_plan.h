@@ -36,6 +36,7 @@ struct Options {
   double windowHi = 0.9;       // as fractions of flowSec
   int pings = 64;              // round trips per pair in the latency rounds
   int maxFlows = 0;            // flows in one round at most (0: no limit)
+  int repeats = 3;             // pair and loaded uplink rounds run this often: medians, majorities
   double minGapUs = 2.0;       // a switch boundary adds at least this RTT
   double gapOverSpread = 3.0;  // ... and this many times the spread inside groups
   double contended = 0.8;      // a flow below this share of its nodes' rate shared a link
@@ -159,6 +160,7 @@ struct SimNet {
   double goodput = 0.956;  // TCP over 1500-byte frames
   double netBufferKB = 875, spineBufferKB = 440;  // queues in front of the links
   double netBurstKB = 250, spineBurstKB = 131;    // token buckets
+  double glitch = 0;  // chance that a flow runs at 40% (a busy host), per flow and round
   uint64_t seed = 1;
   std::vector<Report> run(const Round& r);
 };
