@@ -133,11 +133,14 @@ void Prober::plan() {
     Round r;
     r.what = "latency " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(n_));
     for (auto& p : tournamentRound(n_, t)) r.pings.push_back({p.first, p.second});
-    queue_.push_back(r);
-    roundKind_.push_back("ping");
+    enqueue(r, "ping");
   }
   planPairs();
-  if (!queue_.empty()) round_ = queue_[0];
+}
+
+void Prober::enqueue(Round r, const char* kind) {
+  r.kind = kind;
+  queue_.push_back(std::move(r));
 }
 
 void Prober::planPairs() {
@@ -159,8 +162,7 @@ void Prober::planPairs() {
       rounds[k].what = "pairs " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(n_)) +
                        (rounds.size() > 1 ? "." + std::to_string(k + 1) : "") +
                        (reps > 1 ? " (pass " + std::to_string(pass + 1) + "/" + std::to_string(reps) + ")" : "");
-      queue_.push_back(rounds[k]);
-      roundKind_.push_back("pairs");
+      enqueue(rounds[k], "pairs");
     }
   }
 }
@@ -173,8 +175,7 @@ void Prober::planLinks() {
       Round alone;
       alone.what = "node link alone";
       alone.flows.push_back({g.nodes[0], g.nodes[1], true});
-      queue_.push_back(alone);
-      roundKind_.push_back("node");
+      enqueue(alone, "node");
       break;
     }
   // Two flows into one node, one from a leaf mate: together they send
@@ -188,8 +189,7 @@ void Prober::planLinks() {
       incast.what = "node link shared";
       incast.flows.push_back({g.nodes[0], g.nodes[1], true});
       incast.flows.push_back({other, g.nodes[1], false});
-      queue_.push_back(incast);
-      roundKind_.push_back("incast");
+      enqueue(incast, "incast");
       break;
     }
   const int m = int(result_.groups.size());
@@ -211,21 +211,16 @@ void Prober::planLinks() {
     bwd.what = "uplinks loaded back" + at;
     solo.what = "uplinks one flow" + at;
     for (int pass = 0; pass < std::max(1, o_.repeats); ++pass)
-      for (Round* r : {&fwd, &bwd}) {
-        queue_.push_back(*r);
-        roundKind_.push_back("loaded");
-      }
-    queue_.push_back(solo);
-    roundKind_.push_back("solo");
+      for (Round* r : {&fwd, &bwd}) enqueue(*r, "loaded");
+    enqueue(solo, "solo");
   }
 }
 
 void Prober::record(const std::vector<Report>& rep) {
   if (done() || queue_.empty()) return;
-  const Round r = queue_[0];
-  const std::string kind = roundKind_[0];
-  queue_.erase(queue_.begin());
-  roundKind_.erase(roundKind_.begin());
+  const Round r = std::move(queue_.front());
+  const std::string& kind = r.kind;
+  queue_.pop_front();
   ++result_.rounds;
   result_.seconds += roundSeconds(r, 50);
   for (const PingPair& p : r.pings)
@@ -242,10 +237,7 @@ void Prober::record(const std::vector<Report>& rep) {
       if (into[f.dst] == 1) result_.nodeGbps[f.src] = std::max(result_.nodeGbps[f.src], rep[f.dst].rxGbps);
       result_.nodeGbps[f.dst] = std::max(result_.nodeGbps[f.dst], rep[f.dst].rxGbps);
     }
-  if (!queue_.empty()) {
-    round_ = queue_[0];
-    return;
-  }
+  if (!queue_.empty()) return;
   if (stage_ == Stage::Pairs) {
     std::vector<std::vector<std::vector<double>>> each(n_, std::vector<std::vector<double>>(n_));
     for (const Seen& s : seen_)
@@ -260,8 +252,6 @@ void Prober::record(const std::vector<Report>& rep) {
   if (queue_.empty()) {
     finish();
     stage_ = Stage::Done;
-  } else {
-    round_ = queue_[0];
   }
 }
 

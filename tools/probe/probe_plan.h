@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,7 @@ struct Round {
   std::string what;
   std::vector<Flow> flows;       // each node sends at most one (a node may receive several)
   std::vector<PingPair> pings;   // latency rounds: disjoint pairs
+  std::string kind;              // the planner's: ping, pairs, node, incast, loaded, solo
 };
 
 // What one node measured in a round.
@@ -94,7 +96,7 @@ class Prober {
  public:
   Prober(int nodes, Options o);
   bool done() const { return stage_ == Stage::Done; }
-  const Round& round() const { return round_; }  // valid while !done()
+  const Round& round() const { return queue_.front(); }  // valid while !done()
   // The reports of every node for round(); advances to the next round.
   void record(const std::vector<Report>& reports);
   const Result& result() const { return result_; }
@@ -112,9 +114,8 @@ class Prober {
   Options o_;
   Stage stage_ = Stage::Pairs;
   size_t step_ = 0;
-  Round round_;
-  std::vector<Round> queue_;     // rounds planned for the current stage
-  std::vector<std::string> roundKind_;
+  void enqueue(Round r, const char* kind);
+  std::deque<Round> queue_;  // rounds planned for the current stage; front() runs next
   Result result_;
   // Flows seen: per round, its flows with their rates.
   struct Seen {
