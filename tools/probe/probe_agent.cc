@@ -2,7 +2,6 @@
 #include "tools/probe/probe_agent.h"
 
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,11 +38,6 @@ struct Rtts {
     r->rttP90Us = v[std::min(v.size() - 1, size_t(0.9 * double(v.size())))];
   }
 };
-
-void noDelay(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 // Streams until `until` (monotonic seconds), then closes its side.
 Status sendFlow(const Socket& s, double until) {
@@ -115,13 +109,19 @@ Status pingPong(const Socket& s, int count, double from, double until, Rtts* out
   return Status();
 }
 
+// Sends back each 8 bytes until the partner closes (Socket's descriptors
+// are non-blocking: a read may return part of a ping).
 Status echo(const Socket& s) {
   uint64_t v;
   for (;;) {
     if (!s.waitReadable(30000)) return errorf(hocclRemoteError, "ping partner went quiet");
-    const ssize_t n = ::recv(s.fd(), &v, sizeof v, MSG_WAITALL);
+    const ssize_t n = ::recv(s.fd(), &v, sizeof v, 0);
     if (n == 0) return Status();
-    if (n != ssize_t(sizeof v)) return sysErrorf("recv");
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+      return sysErrorf("recv");
+    }
+    if (size_t(n) < sizeof v) HOCCL_TRY(s.recvAll(reinterpret_cast<char*>(&v) + n, sizeof v - size_t(n), Deadline::in(5)));
     HOCCL_TRY(s.sendAll(&v, sizeof v, Deadline::in(5)));
   }
 }
@@ -168,7 +168,6 @@ Status Agent::run(const Round& r, int index, int self, const std::vector<SockAdd
         acceptSt = st.context("waiting for round " + std::to_string(index) + "'s connections");
         break;
       }
-      noDelay(c.fd());
       served.emplace_back([&, i, kind = h.kind, c = std::move(c)]() mutable {
         results[size_t(i)] = kind == kFlow ? recvFlow(c, t0, o.windowLo * o.flowSec, o.windowHi * o.flowSec,
                                                       flowEnd + 30, &rx)
@@ -197,7 +196,6 @@ Status Agent::run(const Round& r, int index, int self, const std::vector<SockAdd
     threads.emplace_back([&] {
       Socket s;
       pingSt = connect(pingTo, kPing, &s);
-      noDelay(s.fd());
       if (!pingSt.ok()) return;
       if (flowPing) {
         pingSt = pingPong(s, 0, t0 + o.windowLo * o.flowSec, t0 + o.windowHi * o.flowSec, &rtts);
