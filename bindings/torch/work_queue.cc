@@ -3,6 +3,8 @@
 // they are needed, the Works callers wait on, and per-call timeouts.
 #include "process_group_hoccl.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -145,6 +147,7 @@ std::string ProcessGroupHoccl::timedOutLocked(OpType op, std::chrono::millisecon
 // deadline, running or still queued (say, behind a call that waits for a
 // missing rank); hoccl's own bound is the group's timeout.
 void ProcessGroupHoccl::watchLoop() {
+  pthread_setname_np(pthread_self(), "hoccl-pg-watch");
   const auto none = std::chrono::steady_clock::time_point::max();
   std::unique_lock<std::mutex> lock(state_->mutex);
   while (!watchStop_) {
@@ -225,6 +228,7 @@ void ProcessGroupHoccl::runBatch(std::vector<Task>& batch) {
 }
 
 void ProcessGroupHoccl::workerLoop() {
+  pthread_setname_np(pthread_self(), "hoccl-pg-work");
   for (;;) {
     std::vector<Task> batch;
     bool aborted;

@@ -9,6 +9,7 @@
 #include "src/comm/comm_settings.h"
 #include "src/base/cuda_driver.h"
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 
 using namespace hoccl;
 
@@ -215,6 +216,7 @@ hocclResult_t initNonBlocking(hocclComm_t* comm, int nranks, const UniqueIdData&
   registerComm(c);
   *comm = c;
   c->initThread = std::thread([c, id, nranks, rank, config] {
+    nameThisThread("hoccl-init");
     Status st = commInit(id, nranks, rank, &config, c);
     if (!st.ok()) {
       st.context("rank " + std::to_string(rank) + " init");

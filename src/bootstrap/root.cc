@@ -15,6 +15,7 @@
 #include "hoccl.h"
 #include "src/bootstrap/wire.h"
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 
 namespace hoccl {
 
@@ -285,6 +286,7 @@ Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, So
     live.running.insert(magic);
   }
   std::thread([l = std::move(listener), magic, timeoutSec, &live]() mutable {
+    nameThisThread("hoccl-root");
     Root root(std::move(l), magic, timeoutSec);
     root.run();
     std::lock_guard<std::mutex> lock(live.mu);

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 
 namespace hoccl {
 namespace ibnet {
@@ -237,6 +238,7 @@ void IbTransport::peerClosed(Comm* c, int err) {
 }
 
 void IbTransport::progressLoop() {
+  nameThisThread("hoccl-ib");
   std::vector<pollfd> fds;
   std::vector<Comm*> who;
   while (!stop_) {

@@ -11,6 +11,7 @@
 #include "src/base/log.h"
 #include "transport/net/handle_steps.h"
 #include "transport/net/socket/socket_net.h"
+#include "src/base/thread_name.h"
 
 namespace hoccl {
 namespace socknet {
@@ -466,6 +467,7 @@ class SocketTransport : public NetTransport {
   }
 
   void progressLoop() {
+    nameThisThread("hoccl-net");
     std::vector<pollfd> fds;
     std::vector<std::pair<Comm*, int>> who;  // stream index, -1 control
     while (!stop_) {
