@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "perf/common/launcher_env.h"
+
 #ifdef HOCCL_PERF_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -102,40 +104,20 @@ struct Placement {
   bool mpi = false;
 };
 
-const char* envOr(const char* a, const char* b = nullptr, const char* c = nullptr) {
-  for (const char* name : {a, b, c}) {
-    if (!name) continue;
-    const char* v = getenv(name);
-    if (v && *v) return v;
-  }
-  return nullptr;
-}
+using hoccl_launch::envOr;
+using hoccl_launch::underMpiLauncher;
 
 // Launchers that set rank and size in the environment (torchrun, Slurm, Open
-// MPI without MPI support in this build). Returns false if none did.
+// MPI without MPI support in this build). Returns false if none did, or
+// with *error when what they set is wrong.
 bool placementFromEnv(Placement* p, std::string* error) {
-  const char* rank = envOr("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK");
-  const char* size = envOr("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE");
-  if (!rank || !size) return false;
-  p->procRank = atoi(rank);
-  p->nprocs = atoi(size);
+  hoccl_launch::Placement l;
+  if (hoccl_launch::placementFromEnv(&l, error) != hoccl_launch::Launch::Found) return false;
+  p->procRank = l.rank;
+  p->nprocs = l.size;
   p->how = "launcher environment";
-  if (!envOr("HOCCL_COMM_ID")) {
-    const char* addr = envOr("MASTER_ADDR");
-    const char* port = envOr("MASTER_PORT");
-    if (!addr || !port) {
-      *error = "launched with rank/size in the environment but no rendezvous: set HOCCL_COMM_ID=host:port "
-               "(or MASTER_ADDR and MASTER_PORT)";
-      return false;
-    }
-    std::string id = std::string(addr) + ":" + port;
-    // Before any hoccl call: the library reads its settings once, at the first.
-    setenv("HOCCL_COMM_ID", id.c_str(), 1);
-  }
   return true;
 }
-
-bool underMpiLauncher() { return envOr("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK") != nullptr; }
 
 // Runs this process's ranks (one per thread); returns the process exit code.
 int runProcess(const bench::Options& opt, Coll coll, const Placement& p, const hocclUniqueId& id) {

@@ -16,6 +16,7 @@
 #include "src/base/clock.h"
 #include "src/base/socket.h"
 #include "src/topo/topology.h"
+#include "perf/common/launcher_env.h"
 #include "tools/probe/probe_agent.h"
 #include "tools/probe/probe_plan.h"
 
@@ -46,14 +47,6 @@ void usage(FILE* f) {
           "  --max-flows N    at most N flows at once in the node-link rounds (default: no limit)\n"
           "  --plan N[:L]     print the plan for N nodes under L leaves (rounds, seconds), measure nothing\n"
           "  --quiet          no progress lines\n");
-}
-
-const char* envOr(const char* a, const char* b = nullptr, const char* c = nullptr) {
-  for (const char* n : {a, b, c}) {
-    const char* v = n ? getenv(n) : nullptr;
-    if (v && *v) return v;
-  }
-  return nullptr;
 }
 
 bool parseDouble(const char* s, double lo, double hi, double* out) {
@@ -170,19 +163,13 @@ int probeMain(int argc, char** argv) {
     return 2;
   }
   // Placement, as the benchmarks take it.
-  const char* rankS = envOr("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK");
-  const char* sizeS = envOr("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE");
-  const int rank = rankS ? atoi(rankS) : 0, size = sizeS ? atoi(sizeS) : 1;
-  if (!envOr("HOCCL_COMM_ID")) {
-    const char* addr = envOr("MASTER_ADDR");
-    const char* port = envOr("MASTER_PORT");
-    if (size > 1 && (!addr || !port)) {
-      fprintf(stderr, "hoccl-topo probe: rank %d of %d has no rendezvous: set MASTER_ADDR and MASTER_PORT "
-                      "(or HOCCL_COMM_ID=host:port)\n", rank, size);
-      return 2;
-    }
-    if (addr && port) setenv("HOCCL_COMM_ID", (std::string(addr) + ":" + port).c_str(), 1);
+  hoccl_launch::Placement place;
+  std::string launchError;
+  if (hoccl_launch::placementFromEnv(&place, &launchError) == hoccl_launch::Launch::Error) {
+    fprintf(stderr, "hoccl-topo probe: %s\n", launchError.c_str());
+    return 2;
   }
+  const int rank = place.rank, size = place.size;
   // The probe is the topology's source: a file given for the job is not
   // read (a wrong one must not stop the measurement).
   unsetenv("HOCCL_TOPO_FILE");
