@@ -31,64 +31,20 @@ Schedule buildDoubling(const ScheduleKey& key) {
   const int P = key.nranks, r = key.rank;
   const uint64_t n = key.count;
   const Slice in{key.inPlace ? Buf::Output : Buf::Input, 0}, out{Buf::Output, 0};
-  if (P == 1) {
-    if (!key.inPlace) ch.copy(in, out, n);
-    return s;
-  }
-  int p2 = 1;
-  while (p2 * 2 <= P) p2 *= 2;
-  const int extra = P - p2;
-  const uint64_t piece = key.maxStepCount ? key.maxStepCount : n;
-  auto pieces = [&](auto fn) {
-    for (uint64_t at = 0; at < n; at += piece) fn(at, std::min(piece, n - at));
-  };
-
-  if (r < 2 * extra && r % 2 == 0) {  // folds into r + 1 and waits for the result
-    ch.add(-1, r + 1, false, in, Slice{}, n);
-    ch.add(r + 1, -1, false, Slice{}, out, n);
-    return s;
-  }
-  Slice cur = in;  // where this rank's partial sum lives
-  if (r < 2 * extra) {
-    ch.add(r - 1, -1, true, in, out, n);
-    cur = out;
-  }
-  const int v = r < 2 * extra ? r / 2 : r - extra;
-  auto real = [&](int vr) { return vr < extra ? 2 * vr + 1 : vr + extra; };
-  for (int d = 1; d < p2; d *= 2) {
-    const int partner = real(v ^ d);
-    pieces([&](uint64_t off, uint64_t len) {
-      ch.add(-1, partner, false, shifted(cur, off), Slice{}, len);
-      ch.add(partner, -1, true, shifted(cur, off), shifted(out, off), len);
-    });
-    cur = out;
-  }
-  if (r < 2 * extra) ch.add(-1, r - 1, false, out, Slice{}, n);
+  SubGroup all;
+  for (int i = 0; i < P; ++i) all.members.push_back(i);
+  all.pos = r;
+  doublingAllReduce(ch, all, in, out, n, key.maxStepCount);
   return s;
 }
 
 // The fold, log2(p2) exchanges of the whole buffer, the unfold; one channel.
 CostPlan doublingCost(const CostQuery& q) {
-  const int P = q.nranks;
-  const double M = q.bytes;
-  int p2 = 1;
-  while (p2 * 2 <= P) p2 *= 2;
-  const int extra = P - p2;
-  auto real = [&](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+  std::vector<int> all;
+  for (int i = 0; i < q.nranks; ++i) all.push_back(i);
   CostPlan plan;
   plan.shape = "doubling";
-  std::vector<CostMessage> fold;
-  for (int i = 0; i < extra; ++i) fold.push_back({2 * i, 2 * i + 1});
-  if (!fold.empty()) plan.phases.push_back(exchangePhase(fold, M, true, 1));
-  for (int d = 1; d < p2; d *= 2) {
-    std::vector<CostMessage> x;
-    for (int v = 0; v < p2; ++v) x.push_back({real(v), real(v ^ d)});
-    plan.phases.push_back(exchangePhase(x, M, true, 1));
-  }
-  if (!fold.empty()) {
-    for (CostMessage& f : fold) std::swap(f.from, f.to);
-    plan.phases.push_back(exchangePhase(fold, M, false, 1));
-  }
+  appendDoublingCost(all, q.bytes, &plan.phases);
   return plan;
 }
 

@@ -58,7 +58,10 @@ void railPasses(const Hierarchy& h, MakeBlock block, Ring ring) {
   }
 }
 
-void allReduce(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part) {
+// How the leaders all-reduce their groups' sums.
+enum class LeaderPhase { Ring, Doubling };
+
+void allReduce(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part, LeaderPhase leaders) {
   const SubGroup group = h.group();
   const Slice dst = out(part.base);
   Slice sum = inputSlice(k, part.base, part.len);  // the group's sum, at the leader
@@ -66,7 +69,9 @@ void allReduce(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part)
     chainReduce(lane, group, sum, dst, part.len);
     sum = dst;
   }
-  if (h.myLocal == 0) {
+  if (h.myLocal == 0 && leaders == LeaderPhase::Doubling) {
+    doublingAllReduce(lane, h.leaders(), sum, dst, part.len, k.maxStepCount);
+  } else if (h.myLocal == 0) {
     std::vector<Block> blocks(h.ngroups());
     for (int q = 0; q < h.ngroups(); ++q) {
       const uint64_t at = partStart(part.len, h.ngroups(), q);
@@ -169,11 +174,23 @@ Schedule buildHierarchical(const ScheduleKey& key) {
     const Range part{partStart(key.count, nch, c), partSize(key.count, nch, c)};
     if (part.len == 0) continue;
     switch (key.coll) {
-      case CollKind::AllReduce: allReduce(lane, key, h, part); break;
+      case CollKind::AllReduce: allReduce(lane, key, h, part, LeaderPhase::Ring); break;
       case CollKind::ReduceScatter: reduceScatter(lane, key, h, part); break;
       default: allGather(lane, key, h, part); break;
     }
   }
+  return s;
+}
+
+Schedule buildLeaderDoubling(const ScheduleKey& key) {
+  if (key.coll != CollKind::AllReduce) return ringFallback(key, "ring (fallback: leaderdoubling is all-reduce only)");
+  Hierarchy h;
+  if (auto ring = groupedFallback(key, "ring (fallback: leaderdoubling is all-reduce only)", &h)) return *ring;
+  Schedule s = newSchedule(key, "leaderdoubling");
+  s.key.nchannels = 1;
+  s.channels.resize(1);
+  Lane lane(s, 0);
+  allReduce(lane, key, h, Range{0, key.count}, LeaderPhase::Doubling);
   return s;
 }
 
@@ -201,6 +218,22 @@ CostPlan hierarchicalCost(const CostQuery& q) {
     if (N > 1) ph.push_back(ringsPhase({leaders}, M / P, h.rails * (N - 1), false));
     ph.push_back(chainCost(h, M, false, false));
   }
+  return plan;
+}
+
+}  // namespace hoccl
+
+namespace hoccl {
+
+// Chain reduce in every group, the leaders' recursive doubling of the whole
+// buffer, chain broadcast; one channel.
+CostPlan leaderDoublingCost(const CostQuery& q) {
+  const Hierarchy h = queryHierarchy(q);
+  CostPlan plan;
+  plan.shape = "leaderdoubling";
+  plan.phases.push_back(chainCost(h, q.bytes, true, true));
+  appendDoublingCost(h.leaders().members, q.bytes, &plan.phases);
+  plan.phases.push_back(chainCost(h, q.bytes, false, false));
   return plan;
 }
 

@@ -161,6 +161,69 @@ void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& bloc
   });
 }
 
+// --------------------------------------------------------- doubling phase
+
+namespace {
+
+int largestPowerOfTwoUpTo(int n) {
+  int p2 = 1;
+  while (p2 * 2 <= n) p2 *= 2;
+  return p2;
+}
+
+}  // namespace
+
+void doublingAllReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len, uint64_t maxMsg) {
+  const int n = g.size(), i = g.pos;
+  if (n == 1) {
+    lane.copy(src, dst, len);
+    return;
+  }
+  const int p2 = largestPowerOfTwoUpTo(n), extra = n - p2;
+  if (i < 2 * extra && i % 2 == 0) {  // folds into i + 1 and waits for the result
+    lane.add(-1, g.at(i + 1), false, src, kNone, len);
+    lane.add(g.at(i + 1), -1, false, kNone, dst, len);
+    return;
+  }
+  Slice cur = src;  // where this member's partial sum lives
+  if (i < 2 * extra) {
+    lane.add(g.at(i - 1), -1, true, src, dst, len);
+    cur = dst;
+  }
+  const int v = i < 2 * extra ? i / 2 : i - extra;
+  auto member = [&](int vr) { return g.at(vr < extra ? 2 * vr + 1 : vr + extra); };
+  const uint64_t piece = maxMsg ? maxMsg : len;
+  for (int d = 1; d < p2; d *= 2) {
+    const int partner = member(v ^ d);
+    for (uint64_t at = 0; at < len; at += piece) {
+      const uint64_t k = std::min(piece, len - at);
+      lane.add(-1, partner, false, shifted(cur, at), kNone, k);
+      lane.add(partner, -1, true, shifted(cur, at), shifted(dst, at), k);
+    }
+    cur = dst;
+  }
+  if (i < 2 * extra) lane.add(-1, g.at(i - 1), false, dst, kNone, len);
+}
+
+void appendDoublingCost(const std::vector<int>& members, double bytes, std::vector<CostPhase>* phases) {
+  const int n = static_cast<int>(members.size());
+  if (n < 2) return;
+  const int p2 = largestPowerOfTwoUpTo(n), extra = n - p2;
+  auto member = [&](int vr) { return members[vr < extra ? 2 * vr + 1 : vr + extra]; };
+  std::vector<CostMessage> fold;
+  for (int i = 0; i < extra; ++i) fold.push_back({members[2 * i], members[2 * i + 1]});
+  if (!fold.empty()) phases->push_back(exchangePhase(fold, bytes, true, 1));
+  for (int d = 1; d < p2; d *= 2) {
+    std::vector<CostMessage> x;
+    for (int v = 0; v < p2; ++v) x.push_back({member(v), member(v ^ d)});
+    phases->push_back(exchangePhase(x, bytes, true, 1));
+  }
+  if (!fold.empty()) {
+    for (CostMessage& f : fold) std::swap(f.from, f.to);
+    phases->push_back(exchangePhase(fold, bytes, false, 1));
+  }
+}
+
 // ---------------------------------------------------- chain and star phases
 
 void chainReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len) {

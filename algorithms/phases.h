@@ -91,6 +91,21 @@ void ringAllGather(Lane& lane, const SubGroup& g, const std::vector<Block>& bloc
 // all-gather fused per round: 2n-1 steps for n members.
 void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
 
+// Recursive doubling all-reduce over g.members (positions are the virtual
+// ranks): every member ends with dst = the reduction of every member's src
+// (src may equal dst). With p2 the largest power of two <= n and e = n - p2,
+// members 2i and 2i+1 (i < e) fold first: the even one sends its src to the
+// odd one, takes no part in the exchanges and receives the result at the
+// end. Members exchange partial sums at distance 1, 2, 4, ... (neighbours
+// first); each computes received (op) own and its partner own (op)
+// received, the same bits for the commutative ops. Messages carry at most
+// maxMsg elements (0: unlimited), sent before the partner's is received, so
+// each edge needs room for one message. log2(p2) exchanges + 2 when e > 0.
+void doublingAllReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len, uint64_t maxMsg);
+// Its cost phases over those member ranks, for `bytes` each: the fold,
+// each exchange, the unfold.
+void appendDoublingCost(const std::vector<int>& members, double bytes, std::vector<CostPhase>* phases);
+
 // Chain and star phases have no cycle, so they emit one step per message of
 // any size (the executor pipelines it in slices, as for ring.cc's chains).
 //

@@ -8,6 +8,7 @@ namespace hoccl {
 CostPlan hierarchicalCost(const CostQuery& q);
 CostPlan horingCost(const CostQuery& q);
 CostPlan doublingCost(const CostQuery& q);
+CostPlan leaderDoublingCost(const CostQuery& q);
 
 namespace {
 
@@ -46,6 +47,11 @@ std::vector<AlgoInfo> rows() {
       {.name = "doubling",
        .description = "recursive doubling all-reduce: log2(P) exchanges of the whole buffer, for small messages",
        .supports = allReduceOnly, .build = buildDoubling, .cost = doublingCost, .maxChannels = 1},
+      {.name = "leaderdoubling",
+       .description = "reduce to a leader per group, recursive doubling among the leaders, broadcast in the "
+                      "group: for small all-reduces across nodes",
+       .supports = allReduceOnly, .build = buildLeaderDoubling, .cost = leaderDoublingCost, .grouped = true,
+       .maxChannels = 1},
   };
 }
 

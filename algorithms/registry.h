@@ -55,6 +55,9 @@ Schedule buildHoRing(const ScheduleKey& key);
 // Recursive doubling all-reduce (algorithms/doubling.cc); other
 // collectives fall back to buildRing.
 Schedule buildDoubling(const ScheduleKey& key);
+// Hierarchical all-reduce with recursive doubling among the leaders
+// (hierarchical.cc): for small messages across nodes.
+Schedule buildLeaderDoubling(const ScheduleKey& key);
 
 // The ring's cost plan, which the others fall back to (ring.cc).
 CostPlan ringCost(const CostQuery& q);

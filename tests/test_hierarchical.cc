@@ -523,5 +523,60 @@ TEST(Doubling, OtherCollectivesFallBackToTheRing) {
   EXPECT_TRUE(verifyBuilder(buildDoubling, key).ok);
 }
 
+// ------------------------------------------------ leaders' doubling
+
+TEST(LeaderDoubling, VerifiesOnEveryShape) {
+  std::vector<Shape> shapes = smallShapes();
+  for (const Shape& s : largeShapes()) shapes.push_back(s);
+  for (const Shape& shape : shapes) {
+    for (uint64_t count : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(1009)}) {
+      for (bool inPlace : {false, true}) {
+        for (uint64_t maxStep : {0, 3}) {
+          if (shape.nranks > 64 && maxStep && count > 7) continue;  // keeps the verifier under a few seconds
+          const ScheduleKey key = makeKey(CollKind::AllReduce, shape, count, inPlace, 1, maxStep);
+          const VerifyResult res = verifyBuilder(buildLeaderDoubling, key);
+          ASSERT_TRUE(res.ok) << shape.name << " count " << count << " inPlace " << inPlace << " maxStep "
+                              << maxStep << ": " << res.error;
+        }
+      }
+    }
+  }
+}
+
+// Across groups the leaders exchange log2(N) times (+2 when N is not a
+// power of two), where hierarchical's ring takes 2(N-1) steps; inside a
+// group it is the same chain reduce and broadcast.
+TEST(LeaderDoubling, LeadersExchangeLogarithmically) {
+  for (int N : {2, 4, 8, 6, 16}) {
+    const Shape shape = rect(N, 4);
+    const ScheduleKey key = makeKey(CollKind::AllReduce, shape, 64);
+    auto across = [&](Builder b) {
+      size_t most = 0;
+      for (const Schedule& s : buildAll(b, key)) {
+        size_t n = 0;
+        for (const Channel& ch : s.channels)
+          for (const Step& st : ch.steps)
+            n += st.sendPeer >= 0 && shape.groups->groupOf[st.sendPeer] != shape.groups->groupOf[s.key.rank];
+        most = std::max(most, n);
+      }
+      return most;
+    };
+    int lg = 0;
+    while ((2 << lg) <= N) ++lg;
+    const bool pow2 = (N & (N - 1)) == 0;
+    EXPECT_EQ(across(buildLeaderDoubling), size_t(lg + (pow2 ? 0 : 1))) << "N " << N;
+    EXPECT_EQ(across(buildHierarchical), size_t(2 * (N - 1))) << "N " << N;
+  }
+}
+
+TEST(LeaderDoubling, FallsBackWhereItCannotRun) {
+  ScheduleKey key = makeKey(CollKind::ReduceScatter, rect(2, 2), 10);
+  EXPECT_STREQ(buildLeaderDoubling(key).algorithm, "ring (fallback: leaderdoubling is all-reduce only)");
+  EXPECT_TRUE(verifyBuilder(buildLeaderDoubling, key).ok);
+  // No grouping: one group, a chain reduce and broadcast.
+  key = makeKey(CollKind::AllReduce, Shape{"null_grouping", 5, nullptr}, 10);
+  EXPECT_TRUE(verifyBuilder(buildLeaderDoubling, key).ok);
+}
+
 }  // namespace
 }  // namespace hoccl
