@@ -109,7 +109,7 @@ struct FakeCuda::State {
   std::mutex mu;
   std::map<uintptr_t, size_t> device, mapped;  // base -> bytes
   std::map<Stream*, std::unique_ptr<Stream>> streams;
-  std::unique_ptr<Stream> defaultStream = std::make_unique<Stream>();
+  std::unique_ptr<Stream> defaultStream;  // made on first use (a test that forks has no thread of it)
   std::map<Stream*, std::vector<std::shared_ptr<Gate>>> gates;
   std::map<std::string, Function> functions;
   int context = 0, module = 0;
@@ -123,8 +123,11 @@ FakeCuda::State* g = nullptr;
 thread_local CuHandle currentCtx = nullptr;
 
 Stream* streamOf(CuHandle s) {
-  if (!s) return g->defaultStream.get();
   std::lock_guard<std::mutex> l(g->mu);
+  if (!s) {
+    if (!g->defaultStream) g->defaultStream = std::make_unique<Stream>();
+    return g->defaultStream.get();
+  }
   auto it = g->streams.find(static_cast<Stream*>(s));
   return it == g->streams.end() ? nullptr : it->second.get();
 }
@@ -403,7 +406,7 @@ FakeCuda::~FakeCuda() {
       }
   }
   for (auto& [p, s] : g->streams) s->waitIdle(60);
-  g->defaultStream->waitIdle(60);
+  if (g->defaultStream) g->defaultStream->waitIdle(60);
   cuda::setProcessDriverForTesting(nullptr);
   cuda::setKernelImageForTesting(nullptr);
   g->streams.clear();
