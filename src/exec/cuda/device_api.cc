@@ -1,27 +1,22 @@
 // Resolving the device executor's driver entry points (device_api.h).
 #include "src/exec/cuda/device_api.h"
 
-#include <type_traits>
-
 namespace hoccl::cuda {
+
+void* resolveSymbol(GetProcAddressFn getProc, const char* name) {
+  void* p = nullptr;
+  int symbolStatus = -1;
+  constexpr uint64_t kLegacyStream = 1;  // CU_GET_PROC_ADDRESS_LEGACY_STREAM
+  const int rc = getProc(name, &p, kDriverApiVersion, kLegacyStream, &symbolStatus);
+  return rc == kCudaSuccess && symbolStatus == 0 ? p : nullptr;
+}
 
 Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   *api = DeviceApi();
   if (!d.usable()) return Status(hocclSystemError, "no usable CUDA driver: " + d.status);
   if (!d.getProc) return Status(hocclSystemError, "unusable driver: cuGetProcAddress missing");
   std::string missing;
-  auto get = [&](const char* name, auto* fn) {
-    void* p = nullptr;
-    int symbolStatus = -1;
-    // CU_GET_PROC_ADDRESS_LEGACY_STREAM: a NULL stream is the legacy default
-    // stream, as it is for cudart callers by default.
-    const int rc = d.getProc(name, &p, kDriverApiVersion, 1, &symbolStatus);
-    if (rc != kCudaSuccess || !p || symbolStatus != 0) {
-      missing += missing.empty() ? name : std::string(", ") + name;
-      return;
-    }
-    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(p);
-  };
+  auto get = [&](const char* name, auto* fn) { resolveInto(d.getProc, name, fn, &missing); };
   get("cuCtxGetCurrent", &api->ctxGetCurrent);
   get("cuCtxSetCurrent", &api->ctxSetCurrent);
   get("cuDevicePrimaryCtxRetain", &api->devicePrimaryCtxRetain);

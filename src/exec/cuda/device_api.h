@@ -50,6 +50,22 @@ struct DeviceApi {
   int (*streamWaitEvent)(CuHandle stream, CuHandle event, unsigned flags) = nullptr;
 };
 
+// `name` from getProc for the CUDA 12.0 API (a NULL stream being the
+// legacy default stream, as for cudart callers); null when the driver
+// does not have it.
+void* resolveSymbol(GetProcAddressFn getProc, const char* name);
+
+// resolveSymbol into *fn, or `name` appended to *missing (", " between).
+template <class Fn>
+void resolveInto(GetProcAddressFn getProc, const char* name, Fn* fn, std::string* missing) {
+  void* p = resolveSymbol(getProc, name);
+  if (p) {
+    *fn = reinterpret_cast<Fn>(p);
+  } else {
+    *missing += missing->empty() ? name : std::string(", ") + name;
+  }
+}
+
 // Resolves every entry point of DeviceApi through d.getProc. Fails with
 // hocclSystemError "unusable driver: <names> missing" when the driver is
 // not Ready or lacks any of them; never calls an unresolved one.
