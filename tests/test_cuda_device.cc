@@ -260,6 +260,32 @@ TEST_F(CudaDeviceTest, AGroupOnTwoStreamsRunsInCallOrder) {
   }));
 }
 
+// One thread drives every rank in a group: each communicator's first call
+// exchanges connection addresses with the others, so each is set up on a
+// thread of its own.
+TEST_F(CudaDeviceTest, OneThreadDrivesEveryRankInAGroup) {
+  const int n = 3;
+  std::vector<hocclComm_t> comms = initComms(n);
+  std::vector<void*> streams;
+  for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  const Case c{CollKind::ReduceScatter, DType::Bfloat16, RedOp::Max, 5000, false, 0};
+  std::vector<std::unique_ptr<Buffers>> bufs;
+  for (int r = 0; r < n; ++r) bufs.push_back(std::make_unique<Buffers>(fake.get(), c, n, r));
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(callApi(c, bufs[r]->devIn(), bufs[r]->devOut(), comms[r], streams[r]), hocclSuccess);
+  ASSERT_EQ(hocclGroupEnd(), hocclSuccess) << hocclGetLastError(comms[0]);
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(callApi(c, bufs[r]->host.in(), bufs[r]->host.out(), comms[r], nullptr), hocclSuccess);
+  ASSERT_EQ(hocclGroupEnd(), hocclSuccess) << hocclGetLastError(comms[0]);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(fake->sync(streams[r]));
+    EXPECT_TRUE(bufs[r]->same()) << "rank " << r;
+  }
+  for (hocclComm_t comm : comms) EXPECT_EQ(hocclCommDestroy(comm), hocclSuccess);
+}
+
 TEST_F(CudaDeviceTest, CallsTheDevicePathCannotRunAreRefused) {
   testutil::Options o;
   o.ranks = 2;
