@@ -427,7 +427,17 @@ TEST_F(CudaDeviceTest, RanksInSeparateProcessesAreRefused) {
   }, &error)) << error;
 }
 
+// Without a usable driver (none here, or the toolkit's stub library where
+// the build found it) no pointer is device memory: host calls run as before.
 TEST(CudaDeviceRealDriver, HostCallsRunAsBefore) {
+#ifdef HOCCL_TEST_CUDA_STUB
+  const cuda::Driver stub = cuda::loadDriver(HOCCL_TEST_CUDA_STUB);
+  ASSERT_EQ(stub.state, cuda::DriverState::Stub) << stub.status;
+  cuda::setProcessDriverForTesting(&stub);
+  struct Restore {
+    ~Restore() { cuda::setProcessDriverForTesting(nullptr); }
+  } restore;
+#endif
   const cuda::Driver& d = cuda::processDriver();
   if (d.usable()) GTEST_SKIP() << "a usable CUDA driver: " << d.status;
   ASSERT_TRUE(testutil::runThreads(2, [&](hocclComm_t comm, int rank) {
