@@ -12,6 +12,7 @@
 // peer. With the real driver (no GPU here) host calls run as before.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -258,6 +259,34 @@ TEST_F(CudaDeviceTest, AGroupOnTwoStreamsRunsInCallOrder) {
     EXPECT_TRUE(x.same()) << "rank " << rank;
     EXPECT_TRUE(y.same()) << "rank " << rank;
   }));
+}
+
+// A watchdog thread polls hocclCommGetAsyncError (as PyTorch's does) while
+// the ranks make their first device calls and more (run under TSan too).
+TEST_F(CudaDeviceTest, AWatchdogMayPollWhileCallsRun) {
+  const int n = 2;
+  std::vector<hocclComm_t> comms = initComms(n);
+  std::vector<void*> streams;
+  for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    while (!done.load()) {
+      for (hocclComm_t comm : comms) {
+        hocclResult_t async = hocclInternalError;
+        EXPECT_EQ(hocclCommGetAsyncError(comm, &async), hocclSuccess);
+        EXPECT_EQ(async, hocclSuccess);
+      }
+      std::this_thread::yield();
+    }
+  });
+  onEveryRank(n, [&](int r) {
+    for (uint64_t count : {1000u, 20000u, 1000u, 77u})
+      runAndCompare(fake.get(), Case{CollKind::AllReduce, DType::Float32, RedOp::Sum, count, false, 0}, comms[r], r,
+                    n, streams[r]);
+  });
+  done = true;
+  watchdog.join();
+  for (hocclComm_t comm : comms) EXPECT_EQ(hocclCommDestroy(comm), hocclSuccess);
 }
 
 // One thread drives every rank in a group: each communicator's first call

@@ -391,10 +391,10 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   // on another thread to return.
   comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true, 0.3);
   if (comm->links) comm->links->doorbell().ring();
-  if (comm->device) {
+  if (cuda::DeviceExecutor* exec = comm->deviceExecutor()) {
     // A launch waiting for a peer ends at its next poll of the abort word.
-    comm->device->requestAbort();
-    if (!comm->device->waitIdle(0.5)) {
+    exec->requestAbort();
+    if (!exec->waitIdle(0.5)) {
       HWARN(kSubAll, "hocclCommAbort: rank %d's device launches did not end within 0.5 s (a stream held up before "
             "them?); their memory is leaked", comm->rank);
       comm->device.release();
@@ -446,7 +446,7 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
     }
   }
   // A failed communicator's launches stop waiting for peers.
-  if (*asyncError != hocclSuccess && comm->device) comm->device->requestAbort();
+  if (*asyncError != hocclSuccess && comm->deviceExecutor()) comm->deviceExecutor()->requestAbort();
   return hocclSuccess;
 }
 
@@ -460,7 +460,8 @@ hocclResult_t hocclCommCount(const hocclComm_t comm, int* count) {
 hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
   Status st = checkQuery(comm, device, "hocclCommCuDevice", "device");
   if (!st.ok()) return report(nullptr, st);
-  *device = comm->device ? comm->device->device() : -1;  // -1: no call on device buffers yet
+  const cuda::DeviceExecutor* exec = comm->deviceExecutor();
+  *device = exec ? exec->device() : -1;  // -1: no call on device buffers yet
   return hocclSuccess;
 }
 

@@ -102,8 +102,12 @@ struct hocclComm : public hoccl::TaskOwner {
 
   // Calls on device buffers: the executor, made by the first one, and
   // their schedules (without host connections), by the same key as
-  // `schedules`.
+  // `schedules`. Other threads (a watchdog polling
+  // hocclCommGetAsyncError, an abort) see the executor through
+  // deviceExecutor(), published once it is complete.
   std::unique_ptr<hoccl::cuda::DeviceExecutor> device;
+  std::atomic<hoccl::cuda::DeviceExecutor*> devicePublished{nullptr};
+  hoccl::cuda::DeviceExecutor* deviceExecutor() const { return devicePublished.load(std::memory_order_acquire); }
   std::map<std::tuple<int, uint64_t, int, bool, uint64_t, size_t>, std::shared_ptr<const hoccl::Schedule>>
       deviceSchedules;
   // The schedule of a call on device buffers, and the device executor

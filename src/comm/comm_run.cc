@@ -37,6 +37,7 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
     const cuda::Driver& d = cuda::processDriver();
     const void* on = cuda::memoryKind(d, call.recvbuff) == cuda::MemoryKind::Device ? call.recvbuff : call.sendbuff;
     HOCCL_TRY(cuda::DeviceExecutor::create(d, this, boot.get(), ds, on, &device));
+    devicePublished.store(device.get(), std::memory_order_release);
   }
   const size_t esize = dtypeSize(call.dtype);
   auto k = std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace, key.maxStepCount, esize);
@@ -48,8 +49,9 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
 }
 
 Status hocclComm::pollDevice() {
-  if (!device) return Status();
-  Status st = device->poll();
+  cuda::DeviceExecutor* exec = deviceExecutor();
+  if (!exec) return Status();
+  Status st = exec->poll();
   if (!st.ok() && fatalError().ok()) fail(st, true);
   return st;
 }
