@@ -206,10 +206,12 @@ TEST_F(CudaDriverTest, ProcessDriverIsProbedOnceAndCanBeReplaced) {
   EXPECT_EQ(&processDriver(), &real);
 }
 
-// With a driver that calls one buffer device memory, the collectives refuse
-// it (there is no device executor yet) and refuse a mix; host buffers still
-// run. A host communicator has no CUDA device.
-TEST_F(CudaDriverTest, CollectivesRefuseDeviceBuffersAndRunHostOnes) {
+// With a driver that calls one buffer device memory, the collectives send
+// it to the device path, which this driver (no contexts, launches or
+// streams) cannot run: they say which entry points it lacks, and refuse a
+// mix; host buffers still run. A host communicator has no CUDA device.
+// (The device path itself: test_cuda_device.cc.)
+TEST_F(CudaDriverTest, CollectivesNameADriverTheDevicePathCannotUse) {
   static float deviceMemory[8];
   fake.deviceBegin = deviceMemory;
   fake.deviceEnd = deviceMemory + 8;
@@ -219,9 +221,9 @@ TEST_F(CudaDriverTest, CollectivesRefuseDeviceBuffersAndRunHostOnes) {
   ASSERT_TRUE(testutil::runThreads(1, [&](hocclComm_t comm, int) {
     auto lastError = [] { return std::string(hocclGetLastError(nullptr)); };
     float host[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {0};
-    EXPECT_EQ(hocclAllReduce(deviceMemory, deviceMemory, 8, hocclFloat, hocclSum, comm, nullptr), hocclInvalidUsage);
-    EXPECT_TRUE(contains(lastError(), "sendbuff is CUDA device memory")) << lastError();
-    EXPECT_TRUE(contains(lastError(), "CUDA driver 12.4, 1 device")) << lastError();
+    EXPECT_EQ(hocclAllReduce(deviceMemory, deviceMemory, 8, hocclFloat, hocclSum, comm, nullptr), hocclSystemError);
+    EXPECT_TRUE(contains(lastError(), "unusable driver: cuCtxGetCurrent, cuCtxSetCurrent,")) << lastError();
+    EXPECT_TRUE(contains(lastError(), "cuStreamWaitEvent missing (CUDA driver 12.4, 1 device)")) << lastError();
     EXPECT_EQ(hocclAllGather(host, deviceMemory, 8, hocclFloat, comm, nullptr), hocclInvalidUsage);
     EXPECT_TRUE(contains(lastError(), "sendbuff is host memory but recvbuff is CUDA device memory")) << lastError();
     EXPECT_EQ(hocclBroadcast(deviceMemory, out, 8, hocclFloat, 0, comm, nullptr), hocclInvalidUsage);

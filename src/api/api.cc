@@ -86,10 +86,12 @@ Status checkDatatype(const char* fn, int dtype) {
   return Status();
 }
 
-// Buffers must be host memory until the device executor exists. Without a
-// usable CUDA driver (probed once per process) no pointer can be device
-// memory and nothing is asked; with one, the driver says where each lives.
-Status checkHostBuffers(const char* fn, const void* sendbuff, const void* recvbuff) {
+namespace {
+// Where a call's buffers live (null buffers are not asked about). Without
+// a usable CUDA driver (probed once per process) no pointer can be device
+// memory and nothing is asked; with one, the driver says. Mixing is refused.
+Status bufferKind(const char* fn, const void* sendbuff, const void* recvbuff, bool* device) {
+  *device = false;
   const cuda::Driver& driver = cuda::processDriver();
   if (!driver.usable()) return Status();
   const bool sendOnDevice = cuda::memoryKind(driver, sendbuff) == cuda::MemoryKind::Device;
@@ -97,18 +99,41 @@ Status checkHostBuffers(const char* fn, const void* sendbuff, const void* recvbu
   if (sendbuff && recvbuff && sendOnDevice != recvOnDevice)
     return errorf(hocclInvalidUsage, "%s: sendbuff is %s memory but recvbuff is %s memory; both must be one kind", fn,
                   sendOnDevice ? "CUDA device" : "host", recvOnDevice ? "CUDA device" : "host");
-  if (sendOnDevice || recvOnDevice)
-    return errorf(hocclInvalidUsage, "%s: %s is CUDA device memory, and this hoccl runs collectives on host "
-                  "memory only (no device executor yet; %s)", fn, sendOnDevice ? "sendbuff" : "recvbuff",
-                  driver.status.c_str());
+  *device = sendOnDevice || recvOnDevice;
   return Status();
 }
 
+// A collective on device buffers: one the device-plan interpreter runs,
+// with a kernel for its type and op.
+Status checkDeviceCall(const char* fn, const CollCall& call) {
+  if (call.coll == CollKind::AllToAll || call.coll == CollKind::AllToAllv || call.coll == CollKind::SendRecv)
+    return errorf(hocclInvalidUsage, "%s: device buffers are not supported for point-to-point and all-to-all "
+                  "calls yet (the device executor runs all-reduce, reduce-scatter, all-gather, broadcast and reduce)",
+                  fn);
+  if (cuda::deviceKernelName(call.dtype, call.op).empty())
+    return errorf(hocclInvalidArgument, "%s: no device kernel for %s %s (device buffers take the integer, fp16, "
+                  "bf16, float and double types with sum, prod, max, min and avg)", fn, dtypeName(call.dtype),
+                  call.op == RedOp::PreMulSum ? "PreMulSum" : redOpName(call.op));
+  return Status();
+}
+}  // namespace
+
+// Point-to-point calls: host buffers only for now.
+Status checkHostBuffers(const char* fn, const void* sendbuff, const void* recvbuff) {
+  bool device = false;
+  HOCCL_TRY(bufferKind(fn, sendbuff, recvbuff, &device));
+  if (device)
+    return errorf(hocclInvalidUsage, "%s: %s is CUDA device memory, and point-to-point calls run on host memory "
+                  "only (the device executor runs collectives; %s)", fn, sendbuff ? "sendbuff" : "recvbuff",
+                  cuda::processDriver().status.c_str());
+  return Status();
+}
 
 Status checkUsable(hocclComm* comm, const char* fn) {
   if (comm->initPending.load(std::memory_order_acquire))
     return errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress; wait until "
                   "hocclCommGetAsyncError returns hocclSuccess", fn);
+  comm->pollDevice();
   Status fatal = comm->fatalError();
   if (!fatal.ok())
     return Status(fatal.code(), std::string(fn) + ": the communicator is unusable after an earlier error (" +
@@ -140,8 +165,9 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   bool needRecv = !(coll == CollKind::Reduce && comm->rank != root);
   if (count > 0 && needSend && !sendbuff) return errorf(hocclInvalidArgument, "%s: sendbuff is NULL", fn);
   if (count > 0 && needRecv && !recvbuff) return errorf(hocclInvalidArgument, "%s: recvbuff is NULL", fn);
-  HOCCL_TRY(checkHostBuffers(fn, count > 0 && needSend ? sendbuff : nullptr,
-                             count > 0 && needRecv ? recvbuff : nullptr));
+  bool device = false;
+  HOCCL_TRY(bufferKind(fn, count > 0 && needSend ? sendbuff : nullptr, count > 0 && needRecv ? recvbuff : nullptr,
+                       &device));
 
   key->coll = coll;
   key->nranks = comm->nranks;
@@ -176,6 +202,8 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   call->dtype = static_cast<DType>(dtype);
   call->op = !reduces ? RedOp::Sum : op >= hocclNumOps ? RedOp::PreMulSum : static_cast<RedOp>(op);
   call->root = key->root;
+  call->device = device;
+  if (device) HOCCL_TRY(checkDeviceCall(fn, *call));
   return Status();
 }
 
@@ -185,7 +213,6 @@ namespace {
 
 hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, size_t count, int dtype,
                          int op, int root, hocclComm_t comm, hocclStream_t stream) {
-  (void)stream;  // host buffers: the call completes before returning
   CollCall call;
   ScheduleKey key;
   CommUse use;
@@ -193,6 +220,9 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   if (st.ok()) use.comm = comm;
   if (st.ok()) st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &call, &key);
   if (!st.ok()) return report(nullptr, st);
+  // Device buffers: queued on the stream. Host buffers: the call completes
+  // before returning, whatever the stream.
+  call.stream = call.device ? stream : nullptr;
   setLogRank(comm->rank);
   if (groupActive()) {
     groupEnqueue(comm, call, key);
@@ -361,6 +391,15 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   // on another thread to return.
   comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true, 0.3);
   if (comm->links) comm->links->doorbell().ring();
+  if (cuda::DeviceExecutor* exec = comm->deviceExecutor()) {
+    // A launch waiting for a peer ends at its next poll of the abort word.
+    exec->requestAbort();
+    if (!exec->waitIdle(0.5)) {
+      HWARN(kSubAll, "hocclCommAbort: rank %d's device launches did not end within 0.5 s (a stream held up before "
+            "them?); their memory is leaked", comm->rank);
+      comm->device.release();
+    }
+  }
   for (int i = 0; i < 600 && comm->inFlight.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (comm->inFlight.load() > 0) {
     // Freeing memory another thread still uses would be worse than a leak.
@@ -380,6 +419,14 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
   }
   *asyncError = comm->fatalError().code();
   if (*asyncError == hocclSuccess) {
+    // A launch that failed on the device (timeout, mismatch, abort).
+    Status dev = comm->pollDevice();
+    if (!dev.ok()) {
+      report(comm, dev);
+      *asyncError = comm->fatalError().code();
+    }
+  }
+  if (*asyncError == hocclSuccess) {
     // A peer's abort notice: sticky from now on, as NCCL's async errors are.
     Status peer = comm->peerAbort(true);
     if (!peer.ok()) {
@@ -398,6 +445,8 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
       *asyncError = lost.code();
     }
   }
+  // A failed communicator's launches stop waiting for peers.
+  if (*asyncError != hocclSuccess && comm->deviceExecutor()) comm->deviceExecutor()->requestAbort();
   return hocclSuccess;
 }
 
@@ -411,7 +460,8 @@ hocclResult_t hocclCommCount(const hocclComm_t comm, int* count) {
 hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
   Status st = checkQuery(comm, device, "hocclCommCuDevice", "device");
   if (!st.ok()) return report(nullptr, st);
-  *device = -1;  // host-memory communicator
+  const cuda::DeviceExecutor* exec = comm->deviceExecutor();
+  *device = exec ? exec->device() : -1;  // -1: no call on device buffers yet
   return hocclSuccess;
 }
 

@@ -28,8 +28,8 @@ void unregisterComm(hocclComm* comm);
 
 // comm has finished a non-blocking init and has no fatal error.
 Status checkUsable(hocclComm* comm, const char* fn);
-// Buffers must be host memory until the device executor exists (asks the
-// CUDA driver only when one is usable; null buffers are not checked).
+// Point-to-point buffers must be host memory (asks the CUDA driver only
+// when one is usable; null buffers are not checked).
 Status checkHostBuffers(const char* fn, const void* sendbuff, const void* recvbuff);
 // The datatype is one of hocclDataType_t, or an error naming it and fn.
 Status checkDatatype(const char* fn, int dtype);

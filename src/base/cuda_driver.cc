@@ -38,6 +38,11 @@ std::string resultName(int result) {
                      : result == kCudaErrorStubLibrary         ? "CUDA_ERROR_STUB_LIBRARY"
                      : result == kCudaErrorInsufficientDriver  ? "CUDA_ERROR_INSUFFICIENT_DRIVER"
                      : result == kCudaErrorNoDevice            ? "CUDA_ERROR_NO_DEVICE"
+                     : result == 2                             ? "CUDA_ERROR_OUT_OF_MEMORY"
+                     : result == 200                           ? "CUDA_ERROR_INVALID_IMAGE"
+                     : result == 500                           ? "CUDA_ERROR_NOT_FOUND"
+                     : result == 600                           ? "CUDA_ERROR_NOT_READY"
+                     : result == 700                           ? "CUDA_ERROR_ILLEGAL_ADDRESS"
                                                                : "CUresult";
   return std::string(name) + " (" + std::to_string(result) + ")";
 }

@@ -17,6 +17,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/base/config.h"
 #include "src/base/error.h"
+#include "src/exec/cuda/device_executor.h"
 #include "src/exec/engine.h"
 #include "src/topo/topology.h"
 #include "src/tune/tuner.h"
@@ -99,6 +100,24 @@ struct hocclComm : public hoccl::TaskOwner {
 
   hoccl::ScratchPool scratch;  // tasks' scratch, kept across calls
 
+  // Calls on device buffers: the executor, made by the first one, and
+  // their schedules (without host connections), by the same key as
+  // `schedules`. Other threads (a watchdog polling
+  // hocclCommGetAsyncError, an abort) see the executor through
+  // deviceExecutor(), published once it is complete.
+  std::unique_ptr<hoccl::cuda::DeviceExecutor> device;
+  std::atomic<hoccl::cuda::DeviceExecutor*> devicePublished{nullptr};
+  hoccl::cuda::DeviceExecutor* deviceExecutor() const { return devicePublished.load(std::memory_order_acquire); }
+  std::map<std::tuple<int, uint64_t, int, bool, uint64_t, size_t>, std::shared_ptr<const hoccl::Schedule>>
+      deviceSchedules;
+  // The schedule of a call on device buffers, and the device executor
+  // (made now if this is the communicator's first such call).
+  hoccl::Status prepareDevice(const hoccl::CollCall& call, const hoccl::ScheduleKey& key,
+                              std::shared_ptr<const hoccl::Schedule>* out);
+  // The device executor's first recorded failure, made the communicator's
+  // fatal error (and told to the peers); Status() when none.
+  hoccl::Status pollDevice();
+
   // Builds (or reuses) this rank's schedule for a call and makes sure every
   // connection it uses exists. The tuner picks the algorithm, channels and
   // pipeline depth for the call's size in bytes (esize: element size).
@@ -141,6 +160,7 @@ struct hocclComm : public hoccl::TaskOwner {
   const hoccl::ProgressPolicy& progressPolicy() const override { return policy; }
   std::string describeSelf() const override;
   hoccl::PeerInfo peerInfo(int peer) const override;
+  bool sameProcess(int peer) const override;
   bool remotePeer(int peer) const override { return !isLocal[peer]; }
   bool usesNetwork() const override { return links->hasNetwork(); }
   bool abortPending() const override { return abortRequested.load(std::memory_order_relaxed); }

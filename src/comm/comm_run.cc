@@ -2,6 +2,8 @@
 // the executor; and what the executor may ask the communicator meanwhile.
 #include <unistd.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <functional>
 #include <thread>
@@ -17,6 +19,41 @@ std::string hocclComm::describeSelf() const {
 PeerInfo hocclComm::peerInfo(int peer) const {
   const RankInfo& info = boot->table()[peer];
   return PeerInfo{info.pid, info.hostId};
+}
+
+bool hocclComm::sameProcess(int peer) const {
+  const RankInfo& me = boot->table()[rank];
+  const RankInfo& other = boot->table()[peer];
+  return other.pid == me.pid && strcmp(other.machineId, me.machineId) == 0;
+}
+
+Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, std::shared_ptr<const Schedule>* out) {
+  if (!device) {
+    cuda::DeviceSettings ds;
+    ds.sliceBytes = settings.sliceBytes;
+    ds.slots = settings.slots;
+    // The device of whichever buffer the call reads or writes there (a
+    // reduce's non-root receive buffer, say, is not looked at).
+    const cuda::Driver& d = cuda::processDriver();
+    const void* on = cuda::memoryKind(d, call.recvbuff) == cuda::MemoryKind::Device ? call.recvbuff : call.sendbuff;
+    HOCCL_TRY(cuda::DeviceExecutor::create(d, this, boot.get(), ds, on, &device));
+    devicePublished.store(device.get(), std::memory_order_release);
+  }
+  const size_t esize = dtypeSize(call.dtype);
+  auto k = std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace, key.maxStepCount, esize);
+  auto it = deviceSchedules.find(k);
+  if (it == deviceSchedules.end())
+    it = deviceSchedules.emplace(k, std::make_shared<const Schedule>(tunedSchedule(key, esize))).first;
+  *out = it->second;
+  return Status();
+}
+
+Status hocclComm::pollDevice() {
+  cuda::DeviceExecutor* exec = deviceExecutor();
+  if (!exec) return Status();
+  Status st = exec->poll();
+  if (!st.ok() && fatalError().ok()) fail(st, true);
+  return st;
 }
 
 bool hocclComm::peerProcessGone(int peer) {
@@ -50,7 +87,70 @@ void makeWork(const CommCall& c, std::shared_ptr<const Schedule> sched, Work* w)
 
 }  // namespace
 
+namespace {
+
+// One communicator's device calls, in order: schedule, number, enqueue.
+// A call refused before it reached its peers (no usable device path, ranks
+// in other processes, a type with no kernel) leaves the communicator
+// usable: every rank of this process refuses it alike. A failure after
+// (connection setup, a launch) may leave peers waiting: it is fatal.
+Status enqueueDevice(const CommCall* calls, const std::vector<size_t>& idx) {
+  for (size_t i : idx) {
+    const CommCall& c = calls[i];
+    std::shared_ptr<const Schedule> sched;
+    HOCCL_TRY(c.comm->prepareDevice(c.call, c.key, &sched));
+    Work w;
+    makeWork(c, std::move(sched), &w);
+    Status st = c.comm->device->enqueue(w);
+    if (!st.ok()) {
+      if (st.code() != hocclInvalidArgument) c.comm->fail(st, true);
+      return st;
+    }
+  }
+  return Status();
+}
+
+// Calls on device buffers are queued on their streams. A communicator's
+// first call of a schedule exchanges connection addresses with its peers,
+// so when one thread drives several communicators (a group), each is set
+// up on a thread of its own.
+Status runDeviceCalls(const CommCall* calls, size_t n) {
+  std::vector<std::pair<hocclComm*, std::vector<size_t>>> byComm;
+  for (size_t i = 0; i < n; ++i) {
+    auto it = std::find_if(byComm.begin(), byComm.end(), [&](const auto& u) { return u.first == calls[i].comm; });
+    if (it == byComm.end()) it = byComm.insert(byComm.end(), {calls[i].comm, {}});
+    it->second.push_back(i);
+  }
+  if (byComm.size() == 1) return enqueueDevice(calls, byComm[0].second);
+  std::vector<Status> sts(byComm.size());
+  std::vector<std::thread> threads;
+  for (size_t j = 0; j < byComm.size(); ++j)
+    threads.emplace_back([&, j] { sts[j] = enqueueDevice(calls, byComm[j].second); });
+  for (std::thread& t : threads) t.join();
+  for (const Status& st : sts)
+    if (!st.ok()) return st;
+  return Status();
+}
+
+Status runHostCalls(const CommCall* calls, size_t n);
+
+}  // namespace
+
 Status runCalls(const CommCall* calls, size_t n) {
+  size_t onDevice = 0;
+  for (size_t i = 0; i < n; ++i) onDevice += calls[i].call.device ? 1 : 0;
+  if (onDevice == 0) return runHostCalls(calls, n);
+  if (onDevice == n) return runDeviceCalls(calls, n);
+  // A group of both: the device calls are queued, then the host ones run.
+  std::vector<CommCall> device, host;
+  for (size_t i = 0; i < n; ++i) (calls[i].call.device ? device : host).push_back(calls[i]);
+  HOCCL_TRY(runDeviceCalls(device.data(), device.size()));
+  return runHostCalls(host.data(), host.size());
+}
+
+namespace {
+
+Status runHostCalls(const CommCall* calls, size_t n) {
   if (n == 1) {  // one call, the common case: no allocation here
     std::shared_ptr<const Schedule> sched;
     Status st = calls[0].comm->prepareCall(calls[0].call, calls[0].key, &sched);
@@ -106,4 +206,5 @@ Status runCalls(const CommCall* calls, size_t n) {
   return hostExecutor().run(work.data(), n);
 }
 
+}  // namespace
 }  // namespace hoccl

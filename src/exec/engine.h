@@ -45,6 +45,9 @@ class TaskOwner {
   // "rank 0 (pid 12 on hostA)": this rank, as timeout messages name it.
   virtual std::string describeSelf() const = 0;
   virtual PeerInfo peerInfo(int peer) const = 0;
+  // True if `peer` is a thread of this process (device pointers are
+  // valid in both).
+  virtual bool sameProcess(int peer) const { return peer == ownRank(); }
   // True if `peer` is reached over the network, not shared memory.
   virtual bool remotePeer(int peer) const = 0;
   // True if some peer is (the network may stall longer than a neighbour).

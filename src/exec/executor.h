@@ -83,6 +83,10 @@ struct CollCall {
   const void* scalarAt = nullptr;
   alignas(8) unsigned char scalar[8] = {};
   std::vector<PeerPart> parts;  // SendRecv only
+  // Device buffers: the call runs as a launch on `stream` (a CUstream;
+  // null: the default stream), queued when the API call returns.
+  bool device = false;
+  void* stream = nullptr;
 };
 
 // "AllReduce(count=1000, float, sum)" as it appears in messages.

@@ -2,30 +2,20 @@
 
 #include <cstring>
 #include <mutex>
-#include <type_traits>
 
 #include "src/base/cuda_driver.h"
+#include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/image.h"
 
 namespace hoccl::gputest {
 namespace {
 
 constexpr const char* kNoGpu = "no usable GPU: ";
-constexpr uint64_t kLegacyStream = 1;  // CU_GET_PROC_ADDRESS_LEGACY_STREAM: the NULL stream synchronises
 
 // Resolves every entry point of GpuApi; "" or which one is missing.
 std::string resolveApi(cuda::GetProcAddressFn getProc, GpuApi* api) {
   std::string missing;
-  auto get = [&](const char* name, auto* fn) {
-    void* p = nullptr;
-    int symbolStatus = -1;
-    const int rc = getProc(name, &p, cuda::kDriverApiVersion, kLegacyStream, &symbolStatus);
-    if (rc != cuda::kCudaSuccess || !p || symbolStatus != 0) {
-      missing += missing.empty() ? name : std::string(", ") + name;
-      return;
-    }
-    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(p);
-  };
+  auto get = [&](const char* name, auto* fn) { cuda::resolveInto(getProc, name, fn, &missing); };
   get("cuDevicePrimaryCtxRetain", &api->devicePrimaryCtxRetain);
   get("cuCtxSetCurrent", &api->ctxSetCurrent);
   get("cuCtxSynchronize", &api->ctxSynchronize);

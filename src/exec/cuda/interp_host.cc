@@ -122,40 +122,29 @@ DevConnMem* HostFabric::conn(int from, int to, int link) {
 
 bool interpSupports(DType t, RedOp op) { return channelFn(t, op) != nullptr; }
 
-uint64_t callHash(uint8_t coll, uint64_t count, DType t, RedOp op, int root, uint64_t opSeq) {
-  const uint64_t words[] = {coll, count, uint64_t(t), uint64_t(op), uint64_t(uint32_t(root)), opSeq};
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the words' bytes
-  for (uint64_t w : words)
-    for (int b = 0; b < 8; ++b) h = (h ^ ((w >> (8 * b)) & 0xff)) * 1099511628211ull;
-  return h;
-}
 
-std::string describeFailure(const DevControl& k) {
-  static const char* const kCodes[] = {"ok", "aborted", "header mismatch", "timed out", "unsupported step",
-                                       "stopped"};
-  const char* code = k.code < 6 ? kCodes[k.code] : "unknown failure";
-  std::string where = "rank " + std::to_string(k.rank) + " channel " + std::to_string(k.channel) + " step " +
-                      std::to_string(k.step);
-  const std::string peer = std::to_string(k.peer), want = std::to_string(k.expected),
-                    got = std::to_string(k.got);
-  std::string what;
-  switch (k.what) {
-    case kWhatRecv:
-      what = "waiting to receive from rank " + peer + " (message " + want + " on this connection, " + got +
-             " arrived)";
-      break;
-    case kWhatSend:
-      what = "waiting for a free slot to send to rank " + peer + " (" + got + " of the messages sent were taken, " +
-             want + " needed)";
-      break;
-    case kWhatDep: what = "waiting for channel " + peer + " to complete step " + std::to_string(k.expected - 1); break;
-    case kWhatCall: what = "message from rank " + peer + " belongs to another call (hash " + got + ", expected " + want + ")"; break;
-    case kWhatBytes: what = "message from rank " + peer + " has " + got + " bytes, expected " + want; break;
-    case kWhatSeq: what = "message from rank " + peer + " is number " + got + ", expected " + want; break;
-    case kWhatPart: what = "point-to-point buffers are not supported"; break;
-    default: what = "?"; break;
+void runLaunchOnHost(DType t, RedOp op, const InterpArgs& a, uint32_t nchannels, int lanes) {
+  const ChannelFn fn = channelFn(t, op);
+  if (!fn || lanes < 1) return;  // callers check interpSupports
+  // A channel's lanes share a barrier and the leader's four words.
+  struct Group {
+    SpinBarrier bar;
+    uint64_t shared[4] = {};
+    explicit Group(uint32_t n) : bar(n) {}
+  };
+  std::vector<std::unique_ptr<Group>> groups;
+  std::vector<std::thread> threads;
+  const uint32_t n = uint32_t(lanes);
+  for (uint32_t c = 0; c < nchannels; ++c) {
+    groups.push_back(std::make_unique<Group>(n));
+    Group* g = groups.back().get();
+    for (uint32_t l = 0; l < n; ++l)
+      threads.emplace_back([fn, g, l, n, c, &a] {
+        HostLanes hl(l, n, &g->bar, g->shared);
+        fn(a, c, hl);
+      });
   }
-  return std::string("device plan interpreter: ") + where + ": " + code + ", " + what;
+  for (std::thread& t : threads) t.join();
 }
 
 Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, const HostRunOptions& opt,
@@ -191,61 +180,16 @@ Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, co
     a.sliceElems = slice;
     a.timeoutNs = opt.timeoutNs;
   }
-  // A channel's lanes share a barrier and the leader's four words.
-  struct Group {
-    SpinBarrier bar;
-    uint64_t shared[4] = {};
-    explicit Group(uint32_t n) : bar(n) {}
-  };
-  std::vector<std::unique_ptr<Group>> groups;
+  // Every rank's launch at once, as every rank's GPU (or stream) would.
   std::vector<std::thread> threads;
-  const uint32_t lanes = uint32_t(opt.lanes);
   for (size_t r = 0; r < ranks.size(); ++r) {
     if (!ranks[r].run) continue;
-    for (uint32_t c = 0; c < runs[r].rp.plan.header.nchannels; ++c) {
-      groups.push_back(std::make_unique<Group>(lanes));
-      Group* g = groups.back().get();
-      for (uint32_t l = 0; l < lanes; ++l)
-        threads.emplace_back([fn, g, l, lanes, c, args = &runs[r].args] {
-          HostLanes hl(l, lanes, &g->bar, g->shared);
-          fn(*args, c, hl);
-        });
-    }
+    threads.emplace_back([&opt, args = &runs[r].args, n = runs[r].rp.plan.header.nchannels] {
+      runLaunchOnHost(opt.dtype, opt.op, *args, n, opt.lanes);
+    });
   }
   for (std::thread& t : threads) t.join();
   return runStatus(*control);
-}
-
-Status runStatus(const DevControl& k) {
-  if (k.code == kDevOk) return Status();
-  const hocclResult_t rc = k.code == kDevMismatch    ? hocclInvalidUsage
-                           : k.code == kDevTimeout   ? hocclTimeout
-                           : k.code == kDevAborted   ? hocclRemoteError
-                                                     : hocclInvalidArgument;
-  return Status(rc, describeFailure(k));
-}
-
-Status readRankPlan(const std::vector<uint8_t>& image, int rank, int nranks, uint64_t sliceElems, RankPlan* out) {
-  out->edges.clear();
-  HOCCL_TRY(readPlanImage(image.data(), image.size(), &out->plan));
-  const DevPlan& p = out->plan;
-  const DevPlanHeader& h = p.header;
-  if (h.rank != rank || h.nranks != nranks)
-    return errorf(hocclInvalidArgument, "device plan interpreter: plan %d is rank %d of %d", rank, h.rank, h.nranks);
-  if (h.maxStepCount > uint64_t(kDevSlots / 2) * sliceElems)
-    return errorf(hocclInvalidArgument,
-                  "device plan interpreter: rank %d's steps may carry %llu elements, more than half of "
-                  "the %u slots of %llu", rank, static_cast<unsigned long long>(h.maxStepCount), kDevSlots,
-                  static_cast<unsigned long long>(sliceElems));
-  for (size_t c = 0; c < p.channels.size(); ++c) {
-    const DevChannel& ch = p.channels[c];
-    const int link = ch.link >= 0 ? ch.link : int(c);
-    for (uint32_t i = 0; i < ch.nconns; ++i) {
-      const DevConn& cn = p.conns[ch.firstConn + i];
-      out->edges.push_back(cn.send ? PlanEdge{rank, cn.peer, link} : PlanEdge{cn.peer, rank, link});
-    }
-  }
-  return Status();
 }
 
 }  // namespace hoccl::cuda

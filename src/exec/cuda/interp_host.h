@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "src/base/error.h"
+#include "src/exec/cuda/interp_record.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/cuda/plan.h"
 #include "src/exec/dataops.h"
@@ -63,9 +64,6 @@ struct HostRunOptions {
 // type, fp16, bf16, float and double, with sum, prod, max and min.
 bool interpSupports(DType t, RedOp op);
 
-// A hash of what every rank's headers must agree on.
-uint64_t callHash(uint8_t coll, uint64_t count, DType t, RedOp op, int root, uint64_t opSeq);
-
 // Runs every rank's plan to its end. `control` is shared by all ranks
 // (zeroed here; a caller may set control->abort from another thread while
 // the run goes on). Each rank's scratch is allocated here. Returns the
@@ -74,28 +72,11 @@ uint64_t callHash(uint8_t coll, uint64_t count, DType t, RedOp op, int root, uin
 Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, const HostRunOptions& opt,
                       DevControl* control);
 
-std::string describeFailure(const DevControl& k);
 
-// The outcome a run's control record says: Status() when every channel
-// completed, else hocclInvalidUsage (header mismatch), hocclTimeout,
-// hocclRemoteError (aborted) or hocclInvalidArgument, with describeFailure.
-Status runStatus(const DevControl& k);
-
-// A connection's memory: the DevConnMem of the messages `from` sends `to`
-// on link `link` (both ends' plans name the same one).
-struct PlanEdge {
-  int from = 0, to = 0, link = 0;
-};
-
-// One rank's plan, read and checked for a run of `nranks` ranks with
-// messages of `sliceElems` elements (its steps must fit in half the slots),
-// and the edge each of its connections uses, in the plan's order: what a
-// driver of the interpreter, host threads here or a GPU in the tests,
-// builds the rank's InterpArgs from.
-struct RankPlan {
-  DevPlan plan;
-  std::vector<PlanEdge> edges;
-};
-Status readRankPlan(const std::vector<uint8_t>& image, int rank, int nranks, uint64_t sliceElems, RankPlan* out);
+// Runs channels [0, nchannels) of one rank's launch (InterpArgs as a kernel
+// gets them) on host threads, `lanes` per channel, the lane policy a CTA
+// gives the kernel; returns once every channel has ended (the outcome is
+// in a.control). What a GPU's grid of nchannels CTAs would do.
+void runLaunchOnHost(DType t, RedOp op, const InterpArgs& a, uint32_t nchannels, int lanes);
 
 }  // namespace hoccl::cuda

@@ -1,0 +1,52 @@
+// Resolving the device executor's driver entry points (device_api.h).
+#include "src/exec/cuda/device_api.h"
+
+namespace hoccl::cuda {
+
+void* resolveSymbol(GetProcAddressFn getProc, const char* name) {
+  void* p = nullptr;
+  int symbolStatus = -1;
+  constexpr uint64_t kLegacyStream = 1;  // CU_GET_PROC_ADDRESS_LEGACY_STREAM
+  const int rc = getProc(name, &p, kDriverApiVersion, kLegacyStream, &symbolStatus);
+  return rc == kCudaSuccess && symbolStatus == 0 ? p : nullptr;
+}
+
+Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
+  *api = DeviceApi();
+  if (!d.usable()) return Status(hocclSystemError, "no usable CUDA driver: " + d.status);
+  if (!d.getProc) return Status(hocclSystemError, "unusable driver: cuGetProcAddress missing");
+  std::string missing;
+  auto get = [&](const char* name, auto* fn) { resolveInto(d.getProc, name, fn, &missing); };
+  get("cuCtxGetCurrent", &api->ctxGetCurrent);
+  get("cuCtxSetCurrent", &api->ctxSetCurrent);
+  get("cuDevicePrimaryCtxRetain", &api->devicePrimaryCtxRetain);
+  get("cuDevicePrimaryCtxRelease", &api->devicePrimaryCtxRelease);
+  get("cuModuleLoadData", &api->moduleLoadData);
+  get("cuModuleUnload", &api->moduleUnload);
+  get("cuModuleGetFunction", &api->moduleGetFunction);
+  get("cuLaunchKernel", &api->launchKernel);
+  get("cuMemAlloc", &api->memAlloc);
+  get("cuMemFree", &api->memFree);
+  get("cuMemcpyHtoD", &api->memcpyHtoD);
+  get("cuMemsetD8Async", &api->memsetD8Async);
+  get("cuMemHostAlloc", &api->memHostAlloc);
+  get("cuMemHostGetDevicePointer", &api->memHostGetDevicePointer);
+  get("cuMemFreeHost", &api->memFreeHost);
+  get("cuStreamQuery", &api->streamQuery);
+  get("cuStreamSynchronize", &api->streamSynchronize);
+  get("cuEventCreate", &api->eventCreate);
+  get("cuEventDestroy", &api->eventDestroy);
+  get("cuEventRecord", &api->eventRecord);
+  get("cuEventQuery", &api->eventQuery);
+  get("cuStreamWaitEvent", &api->streamWaitEvent);
+  if (missing.empty()) return Status();
+  *api = DeviceApi();
+  return Status(hocclSystemError, "unusable driver: " + missing + " missing (" + d.status + ")");
+}
+
+Status cuCheck(int rc, const char* what) {
+  if (rc == kCudaSuccess) return Status();
+  return Status(hocclUnhandledCudaError, std::string(what) + ": " + resultName(rc));
+}
+
+}  // namespace hoccl::cuda

@@ -1,0 +1,78 @@
+// The driver entry points the device executor needs beyond cuda::DriverApi,
+// resolved by version through the driver's cuGetProcAddress_v2
+// (Driver::getProc), so a fake resolver in the tests drives the whole
+// device path on the host. No CUDA header: handles are pointers and device
+// addresses 64-bit integers, as the driver defines them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "src/base/cuda_driver.h"
+#include "src/base/error.h"
+
+namespace hoccl::cuda {
+
+using DevPtr = uint64_t;  // CUdeviceptr
+using CuHandle = void*;   // CUcontext, CUmodule, CUfunction, CUstream, CUevent
+
+// CUresult and flag values the executor names.
+constexpr int kCudaErrorNotReady = 600;              // CUDA_ERROR_NOT_READY
+constexpr int kPointerAttributeContext = 1;          // CU_POINTER_ATTRIBUTE_CONTEXT
+constexpr int kPointerAttributeDeviceOrdinal = 9;    // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+constexpr unsigned kHostAllocPortableMapped = 3;     // CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
+constexpr unsigned kEventDisableTiming = 2;          // CU_EVENT_DISABLE_TIMING
+
+struct DeviceApi {
+  int (*ctxGetCurrent)(CuHandle* ctx) = nullptr;
+  int (*ctxSetCurrent)(CuHandle ctx) = nullptr;
+  int (*devicePrimaryCtxRetain)(CuHandle* ctx, int device) = nullptr;
+  int (*devicePrimaryCtxRelease)(int device) = nullptr;
+  int (*moduleLoadData)(CuHandle* module, const void* image) = nullptr;
+  int (*moduleUnload)(CuHandle module) = nullptr;
+  int (*moduleGetFunction)(CuHandle* fn, CuHandle module, const char* name) = nullptr;
+  int (*launchKernel)(CuHandle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                      unsigned sharedBytes, CuHandle stream, void** params, void** extra) = nullptr;
+  int (*memAlloc)(DevPtr* p, size_t bytes) = nullptr;
+  int (*memFree)(DevPtr p) = nullptr;
+  int (*memcpyHtoD)(DevPtr dst, const void* src, size_t bytes) = nullptr;
+  int (*memsetD8Async)(DevPtr dst, unsigned char value, size_t bytes, CuHandle stream) = nullptr;
+  int (*memHostAlloc)(void** p, size_t bytes, unsigned flags) = nullptr;
+  int (*memHostGetDevicePointer)(DevPtr* d, void* p, unsigned flags) = nullptr;
+  int (*memFreeHost)(void* p) = nullptr;
+  int (*streamQuery)(CuHandle stream) = nullptr;
+  int (*streamSynchronize)(CuHandle stream) = nullptr;
+  int (*eventCreate)(CuHandle* event, unsigned flags) = nullptr;
+  int (*eventDestroy)(CuHandle event) = nullptr;
+  int (*eventRecord)(CuHandle event, CuHandle stream) = nullptr;
+  int (*eventQuery)(CuHandle event) = nullptr;
+  int (*streamWaitEvent)(CuHandle stream, CuHandle event, unsigned flags) = nullptr;
+};
+
+// `name` from getProc for the CUDA 12.0 API (a NULL stream being the
+// legacy default stream, as for cudart callers); null when the driver
+// does not have it.
+void* resolveSymbol(GetProcAddressFn getProc, const char* name);
+
+// resolveSymbol into *fn, or `name` appended to *missing (", " between).
+template <class Fn>
+void resolveInto(GetProcAddressFn getProc, const char* name, Fn* fn, std::string* missing) {
+  void* p = resolveSymbol(getProc, name);
+  if (p) {
+    *fn = reinterpret_cast<Fn>(p);
+  } else {
+    *missing += missing->empty() ? name : std::string(", ") + name;
+  }
+}
+
+// Resolves every entry point of DeviceApi through d.getProc. Fails with
+// hocclSystemError "unusable driver: <names> missing" when the driver is
+// not Ready or lacks any of them; never calls an unresolved one.
+Status resolveDeviceApi(const Driver& d, DeviceApi* api);
+
+// "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2)" as a hocclUnhandledCudaError,
+// or Status() for CUDA_SUCCESS.
+Status cuCheck(int rc, const char* what);
+
+}  // namespace hoccl::cuda

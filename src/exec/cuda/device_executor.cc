@@ -1,0 +1,333 @@
+// The device executor (device_executor.h).
+#include "src/exec/cuda/device_executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <iterator>
+#include <thread>
+
+#include "src/base/log.h"
+#include "src/exec/cuda/image.h"
+#include "src/exec/cuda/kernel_names.h"
+#include "src/exec/cuda/plan.h"
+
+namespace hoccl::cuda {
+namespace {
+
+// Bootstrap tag of a connection's address, receiver to sender.
+constexpr uint32_t kTagDevConn = 0x60000000;
+
+std::atomic<const void*> testImage{nullptr};
+
+// What the receiver of an edge tells its sender.
+struct ConnAddress {
+  int32_t from, to, link, reserved;
+  uint64_t address;
+};
+
+bool eventDone(const DeviceApi& api, CuHandle ev) { return api.eventQuery(ev) == kCudaSuccess; }
+
+// A connection's memory is used by two ranks' executors: the receiver
+// allocated it and the sender writes into it, so it is freed by whichever
+// lets go last (after an abort, a peer's launch may still be sending).
+struct SharedConn {
+  int holders = 0;
+  DevPtr slots = 0;
+};
+std::mutex sharedMu;
+std::map<DevPtr, SharedConn>& sharedConns() {
+  static std::map<DevPtr, SharedConn> conns;
+  return conns;
+}
+
+}  // namespace
+
+std::string deviceKernelName(DType t, RedOp op) { return interpKernelName(t, op); }
+
+void setKernelImageForTesting(const void* image) { testImage.store(image, std::memory_order_release); }
+
+// The executor's context current on this thread while in scope, and the
+// caller's back after.
+class DeviceExecutor::CtxScope {
+ public:
+  explicit CtxScope(const DeviceExecutor& e) : api_(e.api_) {
+    if (api_.ctxGetCurrent(&prev_) != kCudaSuccess) prev_ = nullptr;
+    switched_ = prev_ != e.ctx_ && api_.ctxSetCurrent(e.ctx_) == kCudaSuccess;
+  }
+  ~CtxScope() {
+    if (switched_) api_.ctxSetCurrent(prev_);
+  }
+
+ private:
+  const DeviceApi& api_;
+  CuHandle prev_ = nullptr;
+  bool switched_ = false;
+};
+
+Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob, const DeviceSettings& s,
+                              const void* devicePtr, std::unique_ptr<DeviceExecutor>* out) {
+  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor());
+  e->oob_ = oob;
+  e->settings_ = s;
+  e->rank_ = oob->rank();
+  e->timeoutSec_ = owner->progressPolicy().timeoutSec;
+  e->nranks_ = oob->nranks();
+  // Connections are raw device pointers: every rank must share this
+  // address space. The same table on every rank gives every rank the same
+  // answer, so none waits for a refusing peer.
+  for (int p = 0; p < e->nranks_; ++p) {
+    if (owner->sameProcess(p)) continue;
+    const PeerInfo peer = owner->peerInfo(p);
+    return errorf(hocclInvalidUsage,
+                  "device buffers: %s and rank %d (pid %d on %s) are different processes; the device path "
+                  "runs only ranks that are threads of one process for now (ranks in different processes "
+                  "need CUDA IPC/VMM connections, which this hoccl does not have yet)",
+                  owner->describeSelf().c_str(), p, peer.pid, peer.host.c_str());
+  }
+  HOCCL_TRY(resolveDeviceApi(d, &e->api_));
+  const DeviceApi& cu = e->api_;
+  HOCCL_TRY(cuCheck(d.api.pointerGetAttribute(&e->device_, kPointerAttributeDeviceOrdinal,
+                                              reinterpret_cast<uintptr_t>(devicePtr)),
+                    "cuPointerGetAttribute(DEVICE_ORDINAL)"));
+  HOCCL_TRY(cuCheck(cu.devicePrimaryCtxRetain(&e->ctx_, e->device_), "cuDevicePrimaryCtxRetain"));
+  e->retained_ = true;
+  CtxScope scope(*e);
+  const void* image = testImage.load(std::memory_order_acquire);
+  if (!image) image = kernelImage().data;
+  if (!image)
+    return Status(hocclInvalidUsage, "device buffers: this hoccl embeds no device kernels (built without the "
+                                     "CUDA Toolkit; configure with -DHOCCL_CUDA=ON)");
+  HOCCL_TRY(cuCheck(cu.moduleLoadData(&e->module_, image), "cuModuleLoadData(the embedded kernels)"));
+  void* host = nullptr;
+  HOCCL_TRY(cuCheck(cu.memHostAlloc(&host, sizeof(DevControl), kHostAllocPortableMapped),
+                    "cuMemHostAlloc(DEVICEMAP) for the control block"));
+  e->control_ = static_cast<DevControl*>(host);
+  std::memset(static_cast<void*>(e->control_), 0, sizeof(DevControl));
+  HOCCL_TRY(cuCheck(cu.memHostGetDevicePointer(&e->controlDev_, host, 0), "cuMemHostGetDevicePointer"));
+  HOCCL_TRY(cuCheck(cu.eventCreate(&e->last_, kEventDisableTiming), "cuEventCreate"));
+  // A schedule's step carries up to slots/2 slices (its key's
+  // maxStepCount); the device has kDevSlots slots, half of which must hold it.
+  size_t slot = s.sliceBytes;
+  if (s.slots > int(kDevSlots)) slot = (s.sliceBytes * size_t(s.slots) + kDevSlots - 1) / kDevSlots;
+  e->slotBytes_ = (slot + 15) & ~size_t(15);
+  *out = std::move(e);
+  return Status();
+}
+
+DeviceExecutor::~DeviceExecutor() {
+  if (!api_.ctxGetCurrent) return;  // never resolved: nothing was made
+  CtxScope scope(*this);
+  if (!waitIdle(timeoutSec_ + 5)) {
+    requestAbort();
+    if (!waitIdle(1)) {
+      HWARN(kSubAll, "rank %d: a device launch did not end; its device memory is leaked rather than freed under it",
+            rank_);
+      return;
+    }
+  }
+  for (DevPtr p : allocations_) api_.memFree(p);
+  {
+    std::lock_guard<std::mutex> lock(sharedMu);
+    for (DevPtr mem : held_) {
+      auto it = sharedConns().find(mem);
+      if (it == sharedConns().end() || --it->second.holders > 0) continue;
+      api_.memFree(it->second.slots);
+      api_.memFree(mem);
+      sharedConns().erase(it);
+    }
+  }
+  if (control_) api_.memFreeHost(control_);
+  if (last_) api_.eventDestroy(last_);
+  if (module_) api_.moduleUnload(module_);
+  if (retained_) api_.devicePrimaryCtxRelease(device_);
+}
+
+Status DeviceExecutor::alloc(size_t bytes, DevPtr* p) {
+  *p = 0;
+  HOCCL_TRY(cuCheck(api_.memAlloc(p, bytes ? bytes : 16), "cuMemAlloc"));
+  allocations_.push_back(*p);
+  return Status();
+}
+
+Status DeviceExecutor::kernel(DType t, RedOp op, CuHandle* fn) {
+  const std::string name = deviceKernelName(t, op);
+  if (name.empty())
+    return errorf(hocclInvalidArgument, "device buffers: no kernel for %s %s", dtypeName(t), redOpName(op));
+  auto it = functions_.find(name);
+  if (it == functions_.end()) {
+    CuHandle f = nullptr;
+    const int rc = api_.moduleGetFunction(&f, module_, name.c_str());
+    if (rc != kCudaSuccess)
+      return Status(hocclInvalidArgument, "device buffers: the embedded kernels have no " + name + " (" +
+                                              dtypeName(t) + " " + redOpName(op) + "): cuModuleGetFunction " +
+                                              resultName(rc));
+    it = functions_.emplace(name, f).first;
+  }
+  *fn = it->second;
+  return Status();
+}
+
+// Receiving ends first: allocate, initialise, tell the sender; then the
+// addresses of the sending ends, from their receivers. Sends do not wait
+// for the peer, so every rank can post all of its own before reading any.
+Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
+  std::map<int, int> wanted;  // peer -> sending ends it still owes us
+  for (const PlanEdge& e : edges) {
+    const auto key = std::make_tuple(e.from, e.to, e.link);
+    if (conns_.count(key)) continue;
+    if (e.to != rank_) {
+      ++wanted[e.to];
+      conns_[key] = 0;  // filled below
+      continue;
+    }
+    DevPtr mem = 0, slots = 0;
+    HOCCL_TRY(cuCheck(api_.memAlloc(&mem, sizeof(DevConnMem)), "cuMemAlloc(connection)"));
+    Status st = cuCheck(api_.memAlloc(&slots, kDevSlots * slotBytes_), "cuMemAlloc(connection slots)");
+    DevConnMem init;
+    std::memset(static_cast<void*>(&init), 0, sizeof init);
+    init.data = reinterpret_cast<uint8_t*>(slots);
+    init.slotBytes = slotBytes_;
+    if (st.ok()) st = cuCheck(api_.memcpyHtoD(mem, &init, sizeof init), "cuMemcpyHtoD(connection)");
+    if (!st.ok()) {
+      api_.memFree(mem);
+      if (slots) api_.memFree(slots);
+      return st;
+    }
+    {
+      std::lock_guard<std::mutex> lock(sharedMu);
+      sharedConns()[mem] = SharedConn{1, slots};
+    }
+    held_.push_back(mem);
+    conns_[key] = mem;
+    if (e.from == rank_) continue;  // a rank's edge to itself
+    const ConnAddress a{e.from, e.to, e.link, 0, mem};
+    HOCCL_TRY(oob_->send(e.from, kTagDevConn, &a, sizeof a).context("device connection to rank " +
+                                                                     std::to_string(e.from)));
+  }
+  Status st;
+  for (auto& [peer, owed] : wanted) {
+    for (; st.ok() && owed > 0; --owed) {
+      std::string msg;
+      st = oob_->recv(peer, kTagDevConn, &msg).context("device connection from rank " + std::to_string(peer));
+      ConnAddress a{};
+      if (st.ok() && msg.size() != sizeof a)
+        st = errorf(hocclInternalError, "device connection: a %zu-byte message from rank %d", msg.size(), peer);
+      if (!st.ok()) break;
+      std::memcpy(&a, msg.data(), sizeof a);
+      auto it = conns_.find(std::make_tuple(a.from, a.to, a.link));
+      if (a.from != rank_ || a.to != peer || it == conns_.end() || it->second != 0) {
+        st = errorf(hocclInternalError, "device connection: rank %d sent the address of edge %d->%d link %d, "
+                    "which rank %d did not ask for", peer, a.from, a.to, a.link, rank_);
+        break;
+      }
+      std::lock_guard<std::mutex> lock(sharedMu);
+      auto shared = sharedConns().find(a.address);
+      if (shared == sharedConns().end()) {
+        st = errorf(hocclInternalError, "device connection: rank %d's memory for edge %d->%d link %d is already "
+                    "freed (its communicator was destroyed)", peer, a.from, a.to, a.link);
+        break;
+      }
+      ++shared->second.holders;
+      held_.push_back(a.address);
+      it->second = a.address;
+    }
+  }
+  if (!st.ok())  // the next call asks again for what did not arrive
+    for (auto it = conns_.begin(); it != conns_.end();) it = it->second == 0 ? conns_.erase(it) : std::next(it);
+  return st;
+}
+
+Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
+  DevPlan plan;
+  HOCCL_TRY(flattenSchedule(*w.schedule, &plan));
+  const std::vector<uint8_t> image = plan.image();
+  RankPlan rp;
+  out->sliceElems = slotBytes_ / dtypeSize(w.call.dtype);
+  HOCCL_TRY(readRankPlan(image, rank_, nranks_, out->sliceElems, &rp));
+  HOCCL_TRY(connect(rp.edges));
+  std::vector<DevPtr> table;
+  for (const PlanEdge& e : rp.edges) table.push_back(conns_.at(std::make_tuple(e.from, e.to, e.link)));
+  out->sched = w.schedule;
+  out->nchannels = rp.plan.header.nchannels;
+  HOCCL_TRY(alloc(image.size(), &out->image));
+  HOCCL_TRY(cuCheck(api_.memcpyHtoD(out->image, image.data(), image.size()), "cuMemcpyHtoD(plan)"));
+  HOCCL_TRY(alloc(table.size() * sizeof(DevPtr), &out->conns));
+  if (!table.empty())
+    HOCCL_TRY(cuCheck(api_.memcpyHtoD(out->conns, table.data(), table.size() * sizeof(DevPtr)),
+                      "cuMemcpyHtoD(connection table)"));
+  HOCCL_TRY(alloc((out->nchannels + 1) * sizeof(uint64_t), &out->stepsDone));
+  if (rp.plan.header.scratchCount)
+    HOCCL_TRY(alloc(rp.plan.header.scratchCount * dtypeSize(w.call.dtype), &out->scratch));
+  return Status();
+}
+
+Status DeviceExecutor::enqueue(const Work& w) {
+  CtxScope scope(*this);
+  CuHandle fn = nullptr;
+  HOCCL_TRY(kernel(w.call.dtype, w.call.op, &fn));
+  auto it = plans_.find(w.schedule.get());
+  if (it == plans_.end()) {
+    PlanRes res;
+    HOCCL_TRY(setUp(w, &res));
+    it = plans_.emplace(w.schedule.get(), std::move(res)).first;
+  }
+  const PlanRes& p = it->second;
+  if (p.nchannels == 0) return Status();  // nothing moves (one rank, or count 0)
+  CuHandle stream = w.call.stream;
+  // After this communicator's previous launch, whatever its stream.
+  if (launched_.load(std::memory_order_relaxed))
+    HOCCL_TRY(cuCheck(api_.streamWaitEvent(stream, last_, 0), "cuStreamWaitEvent"));
+  HOCCL_TRY(cuCheck(api_.memsetD8Async(p.stepsDone, 0, (p.nchannels + 1) * sizeof(uint64_t), stream),
+                    "cuMemsetD8Async(steps done)"));
+  InterpArgs a{};
+  a.image = reinterpret_cast<const uint8_t*>(p.image);
+  a.input = const_cast<char*>(static_cast<const char*>(w.call.sendbuff));
+  a.output = static_cast<char*>(w.call.recvbuff);
+  a.scratch = reinterpret_cast<char*>(p.scratch);
+  a.conns = reinterpret_cast<DevConnMem* const*>(p.conns);
+  a.stepsDone = reinterpret_cast<uint64_t*>(p.stepsDone);
+  a.control = reinterpret_cast<DevControl*>(controlDev_);
+  a.call = callHash(uint8_t(w.call.coll), w.call.count, w.call.dtype, w.call.op, w.call.root, w.call.opSeq);
+  a.sliceElems = p.sliceElems;
+  a.timeoutNs = uint64_t(timeoutSec_ * 1e9);
+  void* params[] = {&a};
+  HOCCL_TRY(cuCheck(api_.launchKernel(fn, p.nchannels, 1, 1, settings_.threads, 1, 1, 0, stream, params, nullptr),
+                    "cuLaunchKernel"));
+  HOCCL_TRY(cuCheck(api_.eventRecord(last_, stream), "cuEventRecord"));
+  launched_.store(true, std::memory_order_release);
+  return Status();
+}
+
+Status DeviceExecutor::poll() {
+  {
+    std::lock_guard<std::mutex> lock(failMu_);
+    if (!failure_.ok()) return failure_;
+  }
+  if (__atomic_load_n(&control_->code, __ATOMIC_ACQUIRE) == kDevOk) return Status();
+  // The record is complete once the failing launch has ended; the others
+  // of its channels stop within a poll interval.
+  waitIdle(1);
+  DevControl k;
+  std::memcpy(static_cast<void*>(&k), control_, sizeof k);
+  std::lock_guard<std::mutex> lock(failMu_);
+  if (failure_.ok()) failure_ = runStatus(k);
+  return failure_;
+}
+
+void DeviceExecutor::requestAbort() {
+  if (control_) __atomic_store_n(&control_->abort, 1u, __ATOMIC_RELEASE);
+}
+
+bool DeviceExecutor::waitIdle(double sec) {
+  if (!launched_.load(std::memory_order_acquire)) return true;
+  CtxScope scope(*this);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(sec);
+  while (!eventDone(api_, last_)) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+}  // namespace hoccl::cuda

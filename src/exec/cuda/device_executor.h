@@ -1,0 +1,119 @@
+// The device executor: runs a communicator's calls on device buffers as
+// launches of the device-plan interpreter (interp.h, one CTA per channel)
+// on the caller's stream, and returns once they are queued.
+//
+// Per communicator: the kernels' module loaded once from the embedded
+// image, a control block (DevControl) in mapped host memory through which
+// the host reads a launch's failure and sets the abort word, and an event
+// that orders the communicator's launches one after the other whatever
+// stream each is on (their connections and counters are shared). Per cached
+// schedule: the plan image, its connection table, per-channel counters and
+// scratch, uploaded once. Connection memory (a DevConnMem and its slots) is
+// allocated by the receiving rank and its address handed to the sender
+// over the bootstrap: raw device pointers, so for now every rank must be a
+// thread of this process (ranks in other processes need CUDA IPC or VMM
+// handles, which this step does not have: create() refuses them).
+//
+// A launch's arguments are pointers and constants only, nothing the host
+// rewrites per replay, so a launch can later be captured in a CUDA graph.
+// Everything here runs through DeviceApi: the tests drive it on the host
+// with a fake driver.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "src/base/oob.h"
+#include "src/exec/cuda/device_api.h"
+#include "src/exec/cuda/interp.h"
+#include "src/exec/cuda/interp_record.h"
+#include "src/exec/engine.h"
+
+namespace hoccl::cuda {
+
+struct DeviceSettings {
+  size_t sliceBytes = 128 << 10;  // the communicator's slice (HOCCL_SLICE_BYTES)
+  int slots = 8;                  // HOCCL_SLOTS: the schedules' steps fit in half of them
+  unsigned threads = 256;         // per CTA
+};
+
+// The kernel a call of this type and op launches ("" when none exists:
+// fp8 types, PreMulSum).
+std::string deviceKernelName(DType t, RedOp op);
+
+// Tests: the image create() loads instead of kernelImage() (for builds that
+// embed no kernels; a fake driver accepts any bytes). Null: kernelImage().
+void setKernelImageForTesting(const void* image);
+
+class DeviceExecutor {
+ public:
+  // The executor of communicator `owner` (bootstrap `oob`) on the device
+  // that holds `devicePtr`. Fails with hocclInvalidUsage, naming the ranks
+  // and processes, when a rank is another process; with the driver's
+  // reason when it lacks an entry point or refuses the image.
+  static Status create(const Driver& d, TaskOwner* owner, OutOfBand* oob, const DeviceSettings& s,
+                       const void* devicePtr, std::unique_ptr<DeviceExecutor>* out);
+  // Waits for the launches to end (every wait in them is bounded by the
+  // communicator's timeout), then frees; if they do not end, the memory
+  // is leaked rather than freed under a running kernel.
+  ~DeviceExecutor();
+  DeviceExecutor(const DeviceExecutor&) = delete;
+  DeviceExecutor& operator=(const DeviceExecutor&) = delete;
+
+  // True if running a call of `sched` will first set it up (connections
+  // exchanged with peers: every rank must reach its call).
+  bool needsSetup(const Schedule* sched) const { return plans_.count(sched) == 0; }
+  // Queues the call on w.call.stream after this communicator's previous
+  // launches and returns. Setup errors return here; what happens on the
+  // device is for poll().
+  Status enqueue(const Work& w);
+  // The first failure a launch recorded (timeout, abort, mismatch), naming
+  // rank, channel, step and peer; Status() while none has.
+  Status poll();
+  // Sets the abort word: a waiting launch ends within a poll interval.
+  void requestAbort();
+  // True once every launch queued so far has ended (waits up to `sec`).
+  bool waitIdle(double sec);
+  int device() const { return device_; }
+
+ private:
+  DeviceExecutor() = default;
+  struct PlanRes {
+    std::shared_ptr<const Schedule> sched;  // keeps the key alive
+    DevPtr image = 0, conns = 0, stepsDone = 0, scratch = 0;
+    uint32_t nchannels = 0;
+    uint64_t sliceElems = 0;
+  };
+  class CtxScope;
+  Status setUp(const Work& w, PlanRes* out);
+  Status connect(const std::vector<PlanEdge>& edges);
+  Status alloc(size_t bytes, DevPtr* p);
+  Status kernel(DType t, RedOp op, CuHandle* fn);
+
+  DeviceApi api_;
+  OutOfBand* oob_ = nullptr;
+  DeviceSettings settings_;
+  int rank_ = 0, nranks_ = 1, device_ = 0;
+  double timeoutSec_ = 300;  // the communicator's, which bounds every wait of a launch
+  size_t slotBytes_ = 0;
+  CuHandle ctx_ = nullptr, module_ = nullptr, last_ = nullptr;
+  bool retained_ = false;
+  std::atomic<bool> launched_{false};
+  DevControl* control_ = nullptr;  // mapped host memory
+  DevPtr controlDev_ = 0;
+  std::map<std::string, CuHandle> functions_;
+  std::map<const Schedule*, PlanRes> plans_;
+  std::map<std::tuple<int, int, int>, DevPtr> conns_;  // (from, to, link) -> DevConnMem
+  std::vector<DevPtr> allocations_;  // this executor's alone
+  std::vector<DevPtr> held_;         // connections it shares with a peer (device_executor.cc)
+  std::mutex failMu_;
+  Status failure_;  // the first failure poll() read (sticky)
+};
+
+}  // namespace hoccl::cuda

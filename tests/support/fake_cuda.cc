@@ -1,0 +1,465 @@
+// The fake libcuda of fake_cuda.h.
+#include "tests/support/fake_cuda.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "src/exec/cuda/device_api.h"
+#include "src/exec/cuda/device_executor.h"
+#include "src/exec/cuda/image.h"
+#include "src/exec/cuda/interp_host.h"
+#include "src/exec/cuda/kernel_names.h"
+#include "src/exec/dataops.h"
+
+namespace hoccl::fakecuda {
+namespace {
+
+using cuda::CuHandle;
+using cuda::DevPtr;
+constexpr int kOk = cuda::kCudaSuccess;
+constexpr int kInvalid = cuda::kCudaErrorInvalidValue;
+constexpr int kNotFound = 500;
+
+// A stream: a worker thread running its queue in order.
+class Stream {
+ public:
+  Stream() : thread_([this] { loop(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void push(std::function<void()> f) {
+    std::lock_guard<std::mutex> l(mu_);
+    q_.push_back(std::move(f));
+    ++pending_;
+    cv_.notify_all();
+  }
+  bool waitIdle(double sec) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::duration<double>(sec), [&] { return pending_ == 0; });
+  }
+  bool idle() {
+    std::lock_guard<std::mutex> l(mu_);
+    return pending_ == 0;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      cv_.wait(l, [&] { return stop_ || !q_.empty(); });
+      if (q_.empty()) return;
+      std::function<void()> f = std::move(q_.front());
+      q_.pop_front();
+      l.unlock();
+      f();
+      l.lock();
+      --pending_;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+  size_t pending_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// An event: recorded generations, and how many of them have completed.
+struct Event {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded = 0, completed = 0;
+};
+
+// A gate a stream waits at (hold / release).
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+};
+
+struct Function {
+  DType dtype;
+  RedOp op;
+};
+
+}  // namespace
+
+struct FakeCuda::State {
+  std::set<std::string> missing;
+  cuda::Driver driver;
+  std::mutex mu;
+  std::map<uintptr_t, size_t> device, mapped;  // base -> bytes
+  std::map<Stream*, std::unique_ptr<Stream>> streams;
+  std::unique_ptr<Stream> defaultStream;  // made on first use (a test that forks has no thread of it)
+  std::map<Stream*, std::vector<std::shared_ptr<Gate>>> gates;
+  std::map<std::string, Function> functions;
+  int context = 0, module = 0;
+  std::atomic<int> moduleLoads{0}, launches{0}, lanes{2};
+  std::vector<unsigned char> image = std::vector<unsigned char>(64, 0xfb);  // when the build embeds none
+};
+
+namespace {
+
+FakeCuda::State* g = nullptr;
+thread_local CuHandle currentCtx = nullptr;
+
+Stream* streamOf(CuHandle s) {
+  std::lock_guard<std::mutex> l(g->mu);
+  if (!s) {
+    if (!g->defaultStream) g->defaultStream = std::make_unique<Stream>();
+    return g->defaultStream.get();
+  }
+  auto it = g->streams.find(static_cast<Stream*>(s));
+  return it == g->streams.end() ? nullptr : it->second.get();
+}
+
+bool inTable(const std::map<uintptr_t, size_t>& t, uintptr_t p) {
+  auto it = t.upper_bound(p);
+  if (it == t.begin()) return false;
+  --it;
+  return p < it->first + std::max<size_t>(it->second, 1);
+}
+
+void* allocIn(std::map<uintptr_t, size_t>* table, size_t bytes) {
+  const size_t n = (std::max<size_t>(bytes, 1) + 63) & ~size_t(63);
+  void* p = std::aligned_alloc(64, n);
+  std::memset(p, 0xA5, n);
+  std::lock_guard<std::mutex> l(g->mu);
+  (*table)[reinterpret_cast<uintptr_t>(p)] = bytes;
+  return p;
+}
+
+int freeIn(std::map<uintptr_t, size_t>* table, void* p) {
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    if (!table->erase(reinterpret_cast<uintptr_t>(p))) return kInvalid;
+  }
+  std::free(p);
+  return kOk;
+}
+
+// ---- Entry points -----------------------------------------------------------
+int init(unsigned) { return kOk; }
+int driverGetVersion(int* v) {
+  *v = 12040;
+  return kOk;
+}
+int deviceGetCount(int* n) {
+  *n = 1;
+  return kOk;
+}
+int deviceGet(int* d, int ordinal) {
+  *d = ordinal;
+  return ordinal == 0 ? kOk : kInvalid;
+}
+int deviceGetName(char* name, int len, int) {
+  snprintf(name, len, "Fake GPU (host threads)");
+  return kOk;
+}
+int pointerGetAttribute(void* data, int attribute, uint64_t ptr) {
+  bool device, mapped;
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    device = inTable(g->device, ptr);
+    mapped = inTable(g->mapped, ptr);
+  }
+  if (!device && !mapped) return kInvalid;  // as the driver answers for malloc'ed memory
+  switch (attribute) {
+    case cuda::kPointerAttributeMemoryType:
+      *static_cast<unsigned*>(data) = device ? cuda::kMemoryTypeDevice : cuda::kMemoryTypeHost;
+      return kOk;
+    case cuda::kPointerAttributeDeviceOrdinal: *static_cast<int*>(data) = 0; return kOk;
+    case cuda::kPointerAttributeContext: *static_cast<CuHandle*>(data) = &g->context; return kOk;
+    default: return kInvalid;
+  }
+}
+int ctxGetCurrent(CuHandle* c) {
+  *c = currentCtx;
+  return kOk;
+}
+int ctxSetCurrent(CuHandle c) {
+  currentCtx = c;
+  return kOk;
+}
+int primaryCtxRetain(CuHandle* c, int device) {
+  *c = &g->context;
+  return device == 0 ? kOk : kInvalid;
+}
+int primaryCtxRelease(int) { return kOk; }
+int moduleLoadData(CuHandle* m, const void* image) {
+  if (!image) return kInvalid;
+  if (currentCtx != &g->context) return 201;  // CUDA_ERROR_INVALID_CONTEXT: the executor must make it current
+  ++g->moduleLoads;
+  *m = &g->module;
+  return kOk;
+}
+int moduleUnload(CuHandle) { return kOk; }
+int moduleGetFunction(CuHandle* fn, CuHandle m, const char* name) {
+  if (m != &g->module) return kInvalid;
+  std::lock_guard<std::mutex> l(g->mu);
+  auto it = g->functions.find(name);
+  if (it == g->functions.end()) return kNotFound;
+  *fn = &it->second;
+  return kOk;
+}
+
+// The avg kernels' last phase: DataOps' finish() on what the rank owns.
+void finishAvg(const Function& f, const cuda::InterpArgs& a) {
+  const auto* h = reinterpret_cast<const cuda::DevPlanHeader*>(a.image);
+  ScheduleKey k;
+  k.coll = CollKind(h->coll);
+  k.nranks = h->nranks;
+  k.rank = h->rank;
+  k.root = h->root;
+  k.count = h->count;
+  const bool owns = k.coll == CollKind::AllReduce || k.coll == CollKind::ReduceScatter ||
+                    (k.coll == CollKind::Reduce && k.rank == k.root);
+  const uint64_t n = outputCount(k);
+  if (owns && k.nranks > 1 && n > 0) dataOps().avgFinish[int(f.dtype)](a.output, a.output, n, k.nranks);
+}
+
+int launchKernel(CuHandle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned, unsigned, unsigned,
+                 CuHandle stream, void** params, void** extra) {
+  Stream* s = streamOf(stream);
+  if (!fn || !s || !params || extra || gy != 1 || gz != 1 || bx == 0) return kInvalid;
+  const Function f = *static_cast<const Function*>(fn);
+  const cuda::InterpArgs a = *static_cast<const cuda::InterpArgs*>(params[0]);  // copied now, as the driver does
+  const int lanes = std::min<int>(int(bx), g->lanes.load());
+  ++g->launches;
+  s->push([f, a, gx, lanes] {
+    // An interpreter without avg of its own sums, then divides here.
+    const bool avgAfter = f.op == RedOp::Avg && !cuda::interpSupports(f.dtype, RedOp::Avg);
+    cuda::runLaunchOnHost(f.dtype, avgAfter ? RedOp::Sum : f.op, a, gx, lanes);
+    if (avgAfter && __atomic_load_n(&a.control->code, __ATOMIC_ACQUIRE) == cuda::kDevOk) finishAvg(f, a);
+  });
+  return kOk;
+}
+int memAlloc(DevPtr* p, size_t bytes) {
+  *p = reinterpret_cast<DevPtr>(allocIn(&g->device, bytes));
+  return kOk;
+}
+int memFree(DevPtr p) { return freeIn(&g->device, reinterpret_cast<void*>(p)); }
+int memcpyHtoD(DevPtr dst, const void* src, size_t bytes) {
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return kOk;
+}
+int memsetD8Async(DevPtr dst, unsigned char v, size_t bytes, CuHandle stream) {
+  Stream* s = streamOf(stream);
+  if (!s) return kInvalid;
+  s->push([dst, v, bytes] { std::memset(reinterpret_cast<void*>(dst), v, bytes); });
+  return kOk;
+}
+int memHostAlloc(void** p, size_t bytes, unsigned) {
+  *p = allocIn(&g->mapped, bytes);
+  return kOk;
+}
+int memHostGetDevicePointer(DevPtr* d, void* p, unsigned) {
+  std::lock_guard<std::mutex> l(g->mu);
+  if (!inTable(g->mapped, reinterpret_cast<uintptr_t>(p))) return kInvalid;
+  *d = reinterpret_cast<DevPtr>(p);
+  return kOk;
+}
+int memFreeHost(void* p) { return freeIn(&g->mapped, p); }
+int streamQuery(CuHandle stream) {
+  Stream* s = streamOf(stream);
+  return !s ? kInvalid : s->idle() ? kOk : cuda::kCudaErrorNotReady;
+}
+int streamSynchronize(CuHandle stream) {
+  Stream* s = streamOf(stream);
+  if (!s) return kInvalid;
+  s->waitIdle(1e9);
+  return kOk;
+}
+int eventCreate(CuHandle* e, unsigned) {
+  *e = new Event();
+  return kOk;
+}
+int eventDestroy(CuHandle e) {
+  delete static_cast<Event*>(e);
+  return kOk;
+}
+int eventRecord(CuHandle e, CuHandle stream) {
+  Stream* s = streamOf(stream);
+  if (!s) return kInvalid;
+  auto* ev = static_cast<Event*>(e);
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> l(ev->mu);
+    gen = ++ev->recorded;
+  }
+  s->push([ev, gen] {
+    std::lock_guard<std::mutex> l(ev->mu);
+    ev->completed = std::max(ev->completed, gen);
+    ev->cv.notify_all();
+  });
+  return kOk;
+}
+int eventQuery(CuHandle e) {
+  auto* ev = static_cast<Event*>(e);
+  std::lock_guard<std::mutex> l(ev->mu);
+  return ev->completed >= ev->recorded ? kOk : cuda::kCudaErrorNotReady;
+}
+int streamWaitEvent(CuHandle stream, CuHandle e, unsigned) {
+  Stream* s = streamOf(stream);
+  if (!s) return kInvalid;
+  auto* ev = static_cast<Event*>(e);
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> l(ev->mu);
+    gen = ev->recorded;
+  }
+  s->push([ev, gen] {
+    std::unique_lock<std::mutex> l(ev->mu);
+    ev->cv.wait(l, [&] { return ev->completed >= gen; });
+  });
+  return kOk;
+}
+
+const std::map<std::string, void*>& entryPoints() {
+  static const std::map<std::string, void*> table = {
+      {"cuInit", reinterpret_cast<void*>(&init)},
+      {"cuDriverGetVersion", reinterpret_cast<void*>(&driverGetVersion)},
+      {"cuDeviceGetCount", reinterpret_cast<void*>(&deviceGetCount)},
+      {"cuPointerGetAttribute", reinterpret_cast<void*>(&pointerGetAttribute)},
+      {"cuDeviceGet", reinterpret_cast<void*>(&deviceGet)},
+      {"cuDeviceGetName", reinterpret_cast<void*>(&deviceGetName)},
+      {"cuDeviceGetPCIBusId", reinterpret_cast<void*>(&deviceGetName)},
+      {"cuCtxGetCurrent", reinterpret_cast<void*>(&ctxGetCurrent)},
+      {"cuCtxSetCurrent", reinterpret_cast<void*>(&ctxSetCurrent)},
+      {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&primaryCtxRetain)},
+      {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&primaryCtxRelease)},
+      {"cuModuleLoadData", reinterpret_cast<void*>(&moduleLoadData)},
+      {"cuModuleUnload", reinterpret_cast<void*>(&moduleUnload)},
+      {"cuModuleGetFunction", reinterpret_cast<void*>(&moduleGetFunction)},
+      {"cuLaunchKernel", reinterpret_cast<void*>(&launchKernel)},
+      {"cuMemAlloc", reinterpret_cast<void*>(&memAlloc)},
+      {"cuMemFree", reinterpret_cast<void*>(&memFree)},
+      {"cuMemcpyHtoD", reinterpret_cast<void*>(&memcpyHtoD)},
+      {"cuMemsetD8Async", reinterpret_cast<void*>(&memsetD8Async)},
+      {"cuMemHostAlloc", reinterpret_cast<void*>(&memHostAlloc)},
+      {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&memHostGetDevicePointer)},
+      {"cuMemFreeHost", reinterpret_cast<void*>(&memFreeHost)},
+      {"cuStreamQuery", reinterpret_cast<void*>(&streamQuery)},
+      {"cuStreamSynchronize", reinterpret_cast<void*>(&streamSynchronize)},
+      {"cuEventCreate", reinterpret_cast<void*>(&eventCreate)},
+      {"cuEventDestroy", reinterpret_cast<void*>(&eventDestroy)},
+      {"cuEventRecord", reinterpret_cast<void*>(&eventRecord)},
+      {"cuEventQuery", reinterpret_cast<void*>(&eventQuery)},
+      {"cuStreamWaitEvent", reinterpret_cast<void*>(&streamWaitEvent)},
+  };
+  return table;
+}
+
+int getProc(const char* symbol, void** fn, int, uint64_t, int* status) {
+  *fn = nullptr;
+  *status = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+  if (g->missing.count(symbol)) return kOk;
+  auto it = entryPoints().find(symbol);
+  if (it == entryPoints().end()) return kNotFound;
+  *fn = it->second;
+  *status = 0;
+  return kOk;
+}
+
+}  // namespace
+
+FakeCuda::FakeCuda(std::set<std::string> missing) : state_(std::make_unique<State>()) {
+  g = state_.get();
+  g->missing = std::move(missing);
+  for (int t = 0; t < kNumDTypes; ++t)
+    for (int op = 0; op <= int(RedOp::PreMulSum); ++op) {
+      const std::string name = cuda::interpKernelName(DType(t), RedOp(op));
+      if (!name.empty()) g->functions[name] = Function{DType(t), RedOp(op)};
+    }
+  g->driver = cuda::probeDriver(&getProc, "fake libcuda");
+  cuda::setProcessDriverForTesting(&g->driver);
+  if (!cuda::kernelImage().data) cuda::setKernelImageForTesting(g->image.data());
+}
+
+FakeCuda::~FakeCuda() {
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    for (auto& [s, gs] : g->gates)
+      for (auto& gate : gs) {
+        std::lock_guard<std::mutex> gl(gate->mu);
+        gate->open = true;
+        gate->cv.notify_all();
+      }
+  }
+  for (auto& [p, s] : g->streams) s->waitIdle(60);
+  if (g->defaultStream) g->defaultStream->waitIdle(60);
+  cuda::setProcessDriverForTesting(nullptr);
+  cuda::setKernelImageForTesting(nullptr);
+  g->streams.clear();
+  g->defaultStream.reset();
+  for (auto& [p, n] : g->device) std::free(reinterpret_cast<void*>(p));
+  for (auto& [p, n] : g->mapped) std::free(reinterpret_cast<void*>(p));
+  g = nullptr;
+}
+
+const cuda::Driver& FakeCuda::driver() const { return state_->driver; }
+
+void* FakeCuda::alloc(size_t bytes) { return allocIn(&state_->device, bytes); }
+void FakeCuda::free(void* p) { freeIn(&state_->device, p); }
+
+void* FakeCuda::createStream() {
+  auto s = std::make_unique<Stream>();
+  Stream* p = s.get();
+  std::lock_guard<std::mutex> l(state_->mu);
+  state_->streams[p] = std::move(s);
+  return p;
+}
+
+bool FakeCuda::sync(void* stream, double sec) {
+  Stream* s = streamOf(stream);
+  return s && s->waitIdle(sec);
+}
+
+bool FakeCuda::busy(void* stream) { return streamQuery(stream) == cuda::kCudaErrorNotReady; }
+
+void FakeCuda::hold(void* stream) {
+  auto gate = std::make_shared<Gate>();
+  {
+    std::lock_guard<std::mutex> l(state_->mu);
+    state_->gates[static_cast<Stream*>(stream)].push_back(gate);
+  }
+  streamOf(stream)->push([gate] {
+    std::unique_lock<std::mutex> l(gate->mu);
+    gate->cv.wait(l, [&] { return gate->open; });
+  });
+}
+
+void FakeCuda::release(void* stream) {
+  std::lock_guard<std::mutex> l(state_->mu);
+  for (auto& gate : state_->gates[static_cast<Stream*>(stream)]) {
+    std::lock_guard<std::mutex> gl(gate->mu);
+    gate->open = true;
+    gate->cv.notify_all();
+  }
+  state_->gates.erase(static_cast<Stream*>(stream));
+}
+
+int FakeCuda::moduleLoads() const { return state_->moduleLoads.load(); }
+int FakeCuda::launches() const { return state_->launches.load(); }
+void FakeCuda::setLanes(int lanes) { state_->lanes = lanes; }
+
+}  // namespace hoccl::fakecuda

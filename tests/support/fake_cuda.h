@@ -1,0 +1,64 @@
+// A fake libcuda that runs the device path on the host (tests of the
+// device executor through the public API, test_cuda_device.cc).
+//
+//  - Device memory is host memory in the fake's allocation table, so
+//    cuPointerGetAttribute calls it device memory; mapped host memory is
+//    host memory whose device address is itself.
+//  - cuModuleLoadData takes any bytes; cuModuleGetFunction knows the
+//    interpreter kernels by their names (kernel_names.h).
+//  - A stream is a worker thread running its queue in order, so a call that
+//    "returns once queued" really does; events order streams.
+//  - cuLaunchKernel queues the launch: on the stream's thread, the
+//    host-compiled interpreter (interp_host.h) runs the grid, one group of
+//    lane threads per CTA (channel). Where the host interpreter has no avg
+//    of its own, an avg kernel sums and then divides as DataOps' finish().
+//
+// Constructing a FakeCuda makes it the process's driver
+// (setProcessDriverForTesting); destroying it waits for its streams and
+// restores the real one. One at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "src/base/cuda_driver.h"
+
+namespace hoccl::fakecuda {
+
+class FakeCuda {
+ public:
+  // `missing`: entry points the fake's cuGetProcAddress does not have.
+  explicit FakeCuda(std::set<std::string> missing = {});
+  ~FakeCuda();
+  FakeCuda(const FakeCuda&) = delete;
+  FakeCuda& operator=(const FakeCuda&) = delete;
+
+  const cuda::Driver& driver() const;
+
+  // Fake device memory, filled with 0xA5 (cuMemAlloc does not zero).
+  void* alloc(size_t bytes);
+  void free(void* p);
+  // A stream of its own (freed with the fake).
+  void* createStream();
+  // True once everything queued on `stream` has run (waits up to `sec`).
+  bool sync(void* stream, double sec = 60);
+  bool busy(void* stream);  // cuStreamQuery says CUDA_ERROR_NOT_READY
+  // Holds `stream` at this point of its queue until release(stream).
+  void hold(void* stream);
+  void release(void* stream);
+
+  int moduleLoads() const;  // cuModuleLoadData calls so far
+  int launches() const;     // cuLaunchKernel calls so far
+  // Lane threads per CTA: min(blockDim.x, lanes). Set before launching.
+  void setLanes(int lanes);
+
+  struct State;  // what the entry points see (fake_cuda.cc)
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace hoccl::fakecuda
