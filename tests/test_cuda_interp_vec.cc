@@ -26,30 +26,21 @@ struct SeqLanes {
   uint32_t lanes() const { return n; }
 };
 
+// "head vecs" of a split, for comparing in one line.
+std::string str(const VecSplit& s) { return std::to_string(s.head) + " " + std::to_string(s.vecs); }
+
 TEST(CudaInterpVec, SplitIsHeadToTheCommonBoundaryThenWholeVectors) {
   alignas(16) static unsigned char mem[128];
   // All at the same offset: the head reaches the next boundary.
-  VecSplit s = vecSplit<float>(100, mem + 4, mem + 36, mem + 68);
-  EXPECT_EQ(s.head, 3u);
-  EXPECT_EQ(s.vecs, (100u - 3) / 4);
-  s = vecSplit<int8_t>(100, mem + 1, mem + 17);
-  EXPECT_EQ(s.head, 15u);
-  EXPECT_EQ(s.vecs, 5u);
-  // Aligned: no head; a count under one vector: no vector.
-  s = vecSplit<double>(7, mem, mem + 32);
-  EXPECT_EQ(s.head, 0u);
-  EXPECT_EQ(s.vecs, 3u);
-  s = vecSplit<int8_t>(9, mem + 3, mem + 19);
-  EXPECT_EQ(s.head, 9u);
-  EXPECT_EQ(s.vecs, 0u);
+  EXPECT_EQ(str(vecSplit<float>(100, mem + 4, mem + 36, mem + 68)), "3 24");
+  EXPECT_EQ(str(vecSplit<int8_t>(100, mem + 1, mem + 17)), "15 5");
+  // Aligned: no head; a count under one vector after the head: no vector.
+  EXPECT_EQ(str(vecSplit<double>(7, mem, mem + 32)), "0 3");
+  EXPECT_EQ(str(vecSplit<int8_t>(9, mem + 3, mem + 19)), "9 0");
   // Offsets that differ: one element at a time throughout.
-  s = vecSplit<float>(100, mem, mem + 4);
-  EXPECT_EQ(s.head, 100u);
-  EXPECT_EQ(s.vecs, 0u);
+  EXPECT_EQ(str(vecSplit<float>(100, mem, mem + 4)), "100 0");
   // Null pointers do not count.
-  s = vecSplit<uint16_t>(100, mem + 2, nullptr, mem + 34, nullptr);
-  EXPECT_EQ(s.head, 7u);
-  EXPECT_EQ(s.vecs, 11u);
+  EXPECT_EQ(str(vecSplit<uint16_t>(100, mem + 2, nullptr, mem + 34, nullptr)), "7 11");
 }
 
 template <class T>
