@@ -6,6 +6,8 @@
 // cut into messages of at most `sliceElems` elements (a zero-count step is
 // one empty message: a sync step). A step with a dependency starts once
 // the other channel's "steps done" counter says that step has completed.
+// For avg, the steps sum, and once all the rank's channels are done each
+// divides its share of the output by the number of ranks (finishAvg).
 //
 // The same code runs as a CUDA kernel (one CTA per channel, kernels.cu)
 // and on the host (interp_host.h: ranks and channels as threads), through a
@@ -219,7 +221,7 @@ HOCCL_HD inline uint32_t finishAvg(const InterpArgs& a, uint32_t c, L& l) {
   l.sync();
   const uint32_t code = uint32_t(shared[0]);
   if (code != kDevOk) return code;
-  // Channel c's share: [count * c / nch, count * (c + 1) / nch), as partStart.
+  // Channel c's share of the count elements: part c of nch, as partStart cuts.
   const uint64_t nch = h->nchannels, per = h->count / nch, extra = h->count % nch;
   const uint64_t lo = c * per + (c < extra ? c : extra), hi = lo + per + (c < extra ? 1 : 0);
   T* out = reinterpret_cast<T*>(a.output) + lo;
