@@ -305,7 +305,8 @@ TEST(CudaInterp, SupportsExactlyThePairsWithAKernel) {
   for (int t = 0; t < kNumDTypes; ++t)
     for (int op = 0; op <= int(RedOp::PreMulSum); ++op) {
       const bool kernel = !cuda::interpKernelName(DType(t), RedOp(op)).empty();
-      EXPECT_EQ(cuda::interpSupports(DType(t), RedOp(op)), kernel) << dtypeName(DType(t)) << " " << redOpName(RedOp(op));
+      EXPECT_EQ(cuda::interpSupports(DType(t), RedOp(op)), kernel)
+          << dtypeName(DType(t)) << " " << redOpName(RedOp(op));
       n += kernel;
     }
   EXPECT_EQ(n, 50);
