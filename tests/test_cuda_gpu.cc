@@ -3,8 +3,8 @@
 // there is no usable GPU (no driver, the toolkit's stub, no device) or the
 // build embeds no kernels. Here: the image loads and its kernels resolve,
 // and the two data kernels give, bit for bit, what the host computes, at
-// every size class and (for the copy) alignment. The interpreter kernel is
-// test_cuda_gpu_interp.cc.
+// every size class and (for the copy) alignment. The interpreter kernels
+// are test_cuda_gpu_interp.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "src/exec/cuda/image.h"
+#include "src/exec/cuda/kernel_names.h"
 #include "tests/support/cuda_gpu.h"
 
 namespace hoccl::gputest {
@@ -54,8 +55,14 @@ TEST(GpuKernels, EmbeddedImageLoadsAndEveryKernelResolves) {
   for (const cuda::FatbinEntry& e : entries)
     runnable = runnable || (e.ptx ? int(e.arch) <= g->cc : int(e.arch) == g->cc);
   EXPECT_TRUE(runnable) << "sm_" << g->cc << " is not served by " << cuda::describeEntries(entries);
-  for (const char* name : {"hocclSumFloat", "hocclCopy", "hocclInterpFloatSum"}) {
-    EXPECT_NE(g->function(name, &why), nullptr) << why;
+  std::vector<std::string> names = {"hocclSumFloat", "hocclCopy"};
+  for (int t = 0; t < kNumDTypes; ++t)
+    for (int op = 0; op < kNumRedOps; ++op)
+      if (!cuda::interpKernelName(DType(t), RedOp(op)).empty())
+        names.push_back(cuda::interpKernelName(DType(t), RedOp(op)));
+  EXPECT_EQ(names.size(), 52u);
+  for (const std::string& name : names) {
+    EXPECT_NE(g->function(name.c_str(), &why), nullptr) << why;
     EXPECT_EQ(why, "");
   }
   EXPECT_EQ(g->function("hocclNoSuchKernel", &why), nullptr);

@@ -1,5 +1,7 @@
-// The device-plan interpreter kernel (hocclInterpFloatSum) on a real GPU
-// (CTest label `gpu`; skips without one, saying why). Several ranks share
+// The device-plan interpreter kernels (hocclInterp_<type>_<op>,
+// kernel_names.h) on a real GPU (CTest label `gpu`; skips without one,
+// saying why): float sum across plans and shapes, and every other type and
+// op once. Several ranks share
 // the one GPU: each rank is its own launch on its own stream, one CTA per
 // channel, all launched before any is waited for (the channels wait on each
 // other, so every CTA must be resident: checked against the occupancy).
@@ -24,6 +26,7 @@
 #include "algorithms/executable.h"
 #include "algorithms/registry.h"
 #include "src/exec/cuda/interp_host.h"
+#include "src/exec/cuda/kernel_names.h"
 #include "tests/support/cuda_gpu_run.h"
 
 namespace hoccl::gputest {
@@ -42,19 +45,25 @@ struct Case {
   bool inPlace = false;
   size_t slotBytes = 256;
   unsigned threads = 256;  // per CTA (the kernel allows 512)
+  DType dtype = DType::Float32;
+  RedOp op = RedOp::Sum;
+  size_t inShift = 0, outShift = 0;  // bytes past a 16-byte boundary (rank_buffers.h)
 
   std::string name() const {
     return std::string(collName(coll)) + " " + algorithmInfo(algo).name + " P=" + std::to_string(nranks) +
            " ch=" + std::to_string(nchannels) + " n=" + std::to_string(count) + (inPlace ? " in-place" : "") +
-           " slot=" + std::to_string(slotBytes) + " threads=" + std::to_string(threads);
+           " slot=" + std::to_string(slotBytes) + " threads=" + std::to_string(threads) + " " + kernel() +
+           (inShift || outShift ? " in+" + std::to_string(inShift) + " out+" + std::to_string(outShift) : "");
   }
-  uint64_t slice() const { return slotBytes / sizeof(float); }
-  uint64_t call() const { return cuda::callHash(uint8_t(coll), count, DType::Float32, RedOp::Sum, 0, 1); }
+  std::string kernel() const { return cuda::interpKernelName(dtype, op); }
+  uint64_t slice() const { return slotBytes / dtypeSize(dtype); }
+  uint64_t call() const { return cuda::callHash(uint8_t(coll), count, dtype, op, 0, 1); }
   GpuRunShape shape(bool mapped) const {
     GpuRunShape s;
     s.nranks = nranks;
     s.slotBytes = slotBytes;
     s.sliceElems = slice();
+    s.elemBytes = dtypeSize(dtype);
     s.threads = threads;
     s.call = call();
     s.mapped = mapped;
@@ -88,15 +97,27 @@ std::vector<std::vector<uint8_t>> imagesOf(const std::vector<Schedule>& scheds) 
   return out;
 }
 
-// Each rank's memory (rank_buffers.h), random floats everywhere.
+// Each rank's memory (rank_buffers.h), random values of the case's type
+// everywhere: finite floats in [-2, 2) (NaN payloads are where a GPU and a
+// CPU may differ in bits), integers of every bit pattern.
 std::vector<RankBuffers> makeBuffers(const Case& c, const std::vector<Schedule>& scheds) {
-  std::vector<RankBuffers> out = test_shapes::layOutRanks(scheds[0].key, sizeof(float));
-  std::mt19937 rng(uint32_t(c.count * 31 + uint64_t(c.nranks)));
+  const size_t e = dtypeSize(c.dtype);
+  std::vector<RankBuffers> out = test_shapes::layOutRanks(scheds[0].key, e);
+  test_shapes::shiftBuffers(&out, scheds[0].key, c.inShift, c.outShift);
+  std::mt19937_64 rng(c.count * 31 + uint64_t(c.nranks) + 1000 * uint64_t(c.dtype));
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   for (RankBuffers& b : out)
-    for (size_t i = 0; i + 4 <= b.mem.size(); i += 4) {
+    for (size_t i = 0; i + e <= b.mem.size(); i += e) {
+      uint64_t bits = rng();
       const float f = u(rng);
-      std::memcpy(&b.mem[i], &f, 4);
+      if (c.dtype == DType::Float32) std::memcpy(&bits, &f, 4);
+      if (c.dtype == DType::Float64) {
+        const double d = f;
+        std::memcpy(&bits, &d, 8);
+      }
+      if (c.dtype == DType::Float16) bits = floatToHalf(f);
+      if (c.dtype == DType::Bfloat16) bits = floatToBf16(f);
+      std::memcpy(&b.mem[i], &bits, e);
     }
   return out;
 }
@@ -113,6 +134,8 @@ std::vector<RankBuffers> onHost(const Case& c, const std::vector<std::vector<uin
     ranks[r].call = c.call();
   }
   cuda::HostRunOptions opt;
+  opt.dtype = c.dtype;
+  opt.op = c.op;
   opt.sliceElems = c.slice();
   DevControl control{};
   const Status st = cuda::runPlansOnHost(ranks, &fabric, opt, &control);
@@ -121,6 +144,32 @@ std::vector<RankBuffers> onHost(const Case& c, const std::vector<std::vector<uin
 }
 
 // ---- Bit-exact against the host interpreter --------------------------------
+// Runs case c with kernel fn, every rank's launch before any is waited for,
+// and compares every byte of every rank's memory with the host
+// interpreter's on the same plans and inputs.
+void runAndCompare(Gpu* g, Handle fn, const Case& c) {
+  SCOPED_TRACE(c.name());
+  const std::vector<Schedule> scheds = schedulesFor(c);
+  const auto images = imagesOf(scheds);
+  std::vector<RankBuffers> got = makeBuffers(c, scheds);
+  const std::vector<RankBuffers> want = onHost(c, images, got);
+  GpuRun run(g, c.shape(false));
+  ASSERT_EQ(run.setUp(images, got, 20'000'000'000ull), "");
+  ASSERT_EQ(run.checkOccupancy(fn, std::vector<bool>(c.nranks, true)), "");
+  for (int r = 0; r < c.nranks; ++r) ASSERT_EQ(run.launch(fn, r), "");
+  DevControl control{};
+  ASSERT_EQ(run.finish(&control), "");
+  const Status st = cuda::runStatus(control);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(run.download(&got), "");
+  for (int r = 0; r < c.nranks; ++r) {
+    const auto& a = want[r].mem;
+    const auto& b = got[r].mem;
+    const auto diff = std::mismatch(a.begin(), a.end(), b.begin());
+    ASSERT_TRUE(diff.first == a.end()) << "rank " << r << " differs first at byte " << (diff.first - a.begin());
+  }
+}
+
 struct Algo {
   CollKind coll;
   AlgoId algo;
@@ -135,7 +184,7 @@ class GpuInterp : public ::testing::TestWithParam<Algo> {};
 TEST_P(GpuInterp, MatchesTheHostInterpreterBitForBit) {
   HOCCL_GPU_OR_SKIP(g);
   std::string why;
-  Handle fn = g->function("hocclInterpFloatSum", &why);
+  Handle fn = g->function(cuda::interpKernelName(DType::Float32, RedOp::Sum).c_str(), &why);
   ASSERT_NE(fn, nullptr) << why;
   const size_t slots[] = {256, 4096, 65536};
   const unsigned threads[] = {256, 64, 512};
@@ -153,26 +202,8 @@ TEST_P(GpuInterp, MatchesTheHostInterpreterBitForBit) {
         c.slotBytes = slots[n % 3];
         c.threads = threads[(n / 3) % 3];
         ++n;
-        SCOPED_TRACE(c.name());
-        const std::vector<Schedule> scheds = schedulesFor(c);
-        const auto images = imagesOf(scheds);
-        std::vector<RankBuffers> got = makeBuffers(c, scheds);
-        const std::vector<RankBuffers> want = onHost(c, images, got);
-        GpuRun run(g, c.shape(false));
-        ASSERT_EQ(run.setUp(images, got, 20'000'000'000ull), "");
-        ASSERT_EQ(run.checkOccupancy(fn, std::vector<bool>(P, true)), "");
-        for (int r = 0; r < P; ++r) ASSERT_EQ(run.launch(fn, r), "");
-        DevControl control{};
-        ASSERT_EQ(run.finish(&control), "");
-        const Status st = cuda::runStatus(control);
-        ASSERT_TRUE(st.ok()) << st.message();
-        ASSERT_EQ(run.download(&got), "");
-        for (int r = 0; r < P; ++r) {
-          const auto& a = want[r].mem;
-          const auto& b = got[r].mem;
-          const auto diff = std::mismatch(a.begin(), a.end(), b.begin());
-          ASSERT_TRUE(diff.first == a.end()) << "rank " << r << " differs first at byte " << (diff.first - a.begin());
-        }
+        runAndCompare(g, fn, c);
+        if (HasFatalFailure()) return;
       }
 }
 
@@ -185,13 +216,44 @@ INSTANTIATE_TEST_SUITE_P(Plans, GpuInterp,
                            return std::string(collName(info.param.coll)) + "_" + algorithmInfo(info.param.algo).name;
                          });
 
+// Every type x op kernel the image has (kernel_names.h), once on an
+// all-reduce of 3 ranks (16-byte vectors and odd tails) and once on an
+// in-place reduce-scatter whose buffers start one element past a 16-byte
+// boundary (heads, and avg's division from a misaligned start).
+TEST(GpuInterpKernels, EveryTypeAndOpMatchesTheHostInterpreter) {
+  HOCCL_GPU_OR_SKIP(g);
+  int kernels = 0;
+  for (int t = 0; t < kNumDTypes; ++t)
+    for (int op = 0; op < kNumRedOps; ++op) {
+      if (!cuda::interpSupports(DType(t), RedOp(op))) continue;
+      ++kernels;
+      for (int variant = 0; variant < 2; ++variant) {
+        Case c;
+        c.dtype = DType(t);
+        c.op = RedOp(op);
+        c.coll = variant ? CollKind::ReduceScatter : CollKind::AllReduce;
+        c.nranks = variant ? 2 : 3;
+        c.count = variant ? 333 : 1001;
+        c.inPlace = variant;
+        c.inShift = c.outShift = variant ? dtypeSize(c.dtype) : 0;
+        c.slotBytes = 4096;
+        std::string why;
+        Handle fn = g->function(c.kernel().c_str(), &why);
+        ASSERT_NE(fn, nullptr) << c.kernel() << ": " << why;
+        runAndCompare(g, fn, c);
+        if (HasFatalFailure()) return;
+      }
+    }
+  EXPECT_EQ(kernels, 50);
+}
+
 // ---- Runs that end early ---------------------------------------------------
 // Rank 1 is never launched: rank 0's first receive from it times out, and
 // the record names rank 0, the channel, that step and peer 1.
 TEST(GpuInterpFailures, PeerThatNeverComesEndsWithTheBoundedWaitError) {
   HOCCL_GPU_OR_SKIP(g);
   std::string why;
-  Handle fn = g->function("hocclInterpFloatSum", &why);
+  Handle fn = g->function(cuda::interpKernelName(DType::Float32, RedOp::Sum).c_str(), &why);
   ASSERT_NE(fn, nullptr) << why;
   const Case c;  // all-reduce, ring, 2 ranks, 2 channels
   const std::vector<Schedule> scheds = schedulesFor(c);
@@ -224,7 +286,7 @@ TEST(GpuInterpFailures, PeerThatNeverComesEndsWithTheBoundedWaitError) {
 TEST(GpuInterpFailures, AbortWordSetByTheHostStopsTheKernel) {
   HOCCL_GPU_OR_SKIP(g);
   std::string why;
-  Handle fn = g->function("hocclInterpFloatSum", &why);
+  Handle fn = g->function(cuda::interpKernelName(DType::Float32, RedOp::Sum).c_str(), &why);
   ASSERT_NE(fn, nullptr) << why;
   const Case c;
   const std::vector<Schedule> scheds = schedulesFor(c);

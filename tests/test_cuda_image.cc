@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "src/exec/cuda/image.h"
+#include "src/exec/cuda/kernel_names.h"
 
 using namespace hoccl::cuda;
 
@@ -100,8 +103,17 @@ TEST(CudaImage, EmbeddedKernelsCoverTheConfiguredArchitectures) {
   EXPECT_EQ(describeEntries(e), expected);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(k.data) % 8, 0u) << "the driver wants an 8-byte aligned image";
   std::string bytes(reinterpret_cast<const char*>(k.data), k.size);
-  for (const char* kernel : {"hocclSumFloat", "hocclCopy"})
-    EXPECT_NE(bytes.find(kernel), std::string::npos) << kernel << " is not in the image";
+  std::vector<std::string> kernels = {"hocclSumFloat", "hocclCopy"};
+  // Every interpreter kernel kernel_names.h names (the executor looks them up
+  // by these names), and the host interpreter runs the same pairs.
+  for (int t = 0; t < hoccl::kNumDTypes; ++t)
+    for (int op = 0; op < hoccl::kNumRedOps; ++op) {
+      const std::string name = interpKernelName(hoccl::DType(t), hoccl::RedOp(op));
+      if (!name.empty()) kernels.push_back(name);
+    }
+  EXPECT_EQ(kernels.size(), 52u);
+  for (const std::string& kernel : kernels)
+    EXPECT_NE(bytes.find(kernel + '\0'), std::string::npos) << kernel << " is not in the image";
 }
 #else
 TEST(CudaImage, NothingEmbeddedWithoutTheToolkit) {

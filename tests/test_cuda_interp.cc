@@ -23,6 +23,7 @@
 #include "algorithms/pairwise.h"
 #include "algorithms/registry.h"
 #include "src/exec/cuda/interp_host.h"
+#include "src/exec/cuda/kernel_names.h"
 #include "src/exec/cuda/plan.h"
 #include "src/exec/executor.h"
 #include "tests/support/rank_buffers.h"
@@ -130,12 +131,16 @@ struct Case {
   size_t slotBytes = 256;
   int lanes = 1;
   int root = 0;
+  // Bytes from a 16-byte boundary at which the input and the output start
+  // (multiples of the element size; in place, the buffer's shift is inShift).
+  size_t inShift = 0, outShift = 0;
 
   std::string name() const {
     return std::string(collName(coll)) + " " + algorithmInfo(algo).name + " P=" + std::to_string(nranks) +
            " ch=" + std::to_string(nchannels) + " n=" + std::to_string(count) + (inPlace ? " in-place " : " ") +
            dtypeName(dtype) + " " + redOpName(op) + " slot=" + std::to_string(slotBytes) +
-           " lanes=" + std::to_string(lanes) + " root=" + std::to_string(root);
+           " lanes=" + std::to_string(lanes) + " root=" + std::to_string(root) +
+           (inShift || outShift ? " in+" + std::to_string(inShift) + " out+" + std::to_string(outShift) : "");
   }
 };
 
@@ -200,6 +205,7 @@ void fillRandom(uint8_t* p, uint64_t n, DType t, std::mt19937_64& rng) {
 std::vector<RankBuffers> makeBuffers(const Case& c, const ScheduleKey& k0) {
   const size_t e = dtypeSize(c.dtype);
   std::vector<RankBuffers> out = test_shapes::layOutRanks(k0, e);
+  test_shapes::shiftBuffers(&out, k0, c.inShift, c.outShift);
   std::mt19937_64 rng(c.count * 1315423911u + uint64_t(c.nranks) * 2654435761u + uint64_t(c.dtype));
   for (RankBuffers& b : out) fillRandom(b.mem.data(), (b.mem.size() - 1) / e, c.dtype, rng);
   return out;
@@ -287,9 +293,23 @@ std::string compareRun(const Case& c) {
 std::vector<std::pair<DType, RedOp>> typeOps() {
   std::vector<std::pair<DType, RedOp>> v;
   for (int t = 0; t < kNumDTypes; ++t)
-    for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min})
+    for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg})
       if (cuda::interpSupports(DType(t), op)) v.push_back({DType(t), op});
   return v;
+}
+
+// The host interpreter runs exactly the (type, op) pairs the device image
+// has a kernel for (kernel_names.h), so each kernel has its host reference.
+TEST(CudaInterp, SupportsExactlyThePairsWithAKernel) {
+  int n = 0;
+  for (int t = 0; t < kNumDTypes; ++t)
+    for (int op = 0; op <= int(RedOp::PreMulSum); ++op) {
+      const bool kernel = !cuda::interpKernelName(DType(t), RedOp(op)).empty();
+      EXPECT_EQ(cuda::interpSupports(DType(t), RedOp(op)), kernel)
+          << dtypeName(DType(t)) << " " << redOpName(RedOp(op));
+      n += kernel;
+    }
+  EXPECT_EQ(n, 50);
 }
 
 bool reduces(CollKind k) {
@@ -322,7 +342,7 @@ class CudaInterpMatrix : public ::testing::TestWithParam<CollKind> {};
 TEST_P(CudaInterpMatrix, MatchesHostExecutorBitForBit) {
   const CollKind coll = GetParam();
   const auto tops = typeOps();
-  ASSERT_EQ(tops.size(), 40u);
+  ASSERT_EQ(tops.size(), 50u);
   const size_t slots[] = {64, 256, 4096};
   int n = 0;
   for (const AlgoInfo& algo : allAlgorithms()) {
@@ -374,7 +394,7 @@ TEST(CudaInterp, LargeCountsMatchHostExecutor) {
         c.count = coll == CollKind::ReduceScatter || coll == CollKind::AllGather ? 100003 / P : 100003;
         c.inPlace = n % 2;
         c.dtype = n % 3 == 0 ? DType::Float32 : n % 3 == 1 ? DType::Bfloat16 : DType::Int64;
-        c.op = reduces(coll) ? RedOp(n % 4) : RedOp::Sum;
+        c.op = reduces(coll) ? RedOp(n % 5) : RedOp::Sum;
         c.slotBytes = 4096;
         c.root = P - 1;
         ++n;
@@ -418,6 +438,48 @@ TEST(CudaInterp, LanesAsThreadsMatchHostExecutor) {
       const std::string diff = compareRun(c);
       ASSERT_EQ(diff, "") << c.name();
     }
+}
+
+// ---- 16-byte vectors: every alignment and tail -------------------------------
+// The data loops move 16 bytes at a time where the buffers' offsets agree
+// (interp_vec.h). Buffers starting 0, one element, 16 - one element and
+// mismatched byte offsets past a 16-byte boundary, schedule offsets of odd
+// counts (chunks of 1-byte elements start at every byte offset), counts
+// under a vector, one over, and odd: the head, vector and tail of every
+// loop (reduce, copy, avg's division), each against the host executor.
+TEST(CudaInterp, EveryAlignmentAndTailMatchesHostExecutor) {
+  const CollKind colls[] = {CollKind::AllReduce, CollKind::AllGather, CollKind::Broadcast,
+                            CollKind::ReduceScatter, CollKind::Reduce};
+  const uint64_t counts[] = {1, 17, 1001, 250};
+  const RedOp ops[] = {RedOp::Avg, RedOp::Sum, RedOp::Max, RedOp::Prod, RedOp::Min};
+  int n = 0;
+  for (int t = 0; t < kNumDTypes; ++t) {
+    if (!cuda::interpSupports(DType(t), RedOp::Sum)) continue;
+    const size_t e = dtypeSize(DType(t));
+    const std::pair<size_t, size_t> shifts[] = {{0, 0}, {e, e}, {16 - e, 16 - e}, {e, 0}, {0, 16 - e}};
+    for (const auto& [in, out] : shifts)
+      for (CollKind coll : colls) {
+        Case c;
+        c.coll = coll;
+        c.algo = AlgoId::Ring;
+        c.nranks = 2 + n % 2;
+        c.nchannels = 1 + (n / 2) % 2;
+        c.count = counts[n % 4];
+        c.inPlace = (n / 4) % 2;
+        c.dtype = DType(t);
+        c.op = reduces(coll) ? ops[n % 5] : RedOp::Sum;
+        c.slotBytes = n % 3 ? 64 : 4096;
+        c.lanes = 1 + 2 * ((n / 3) % 2);
+        c.root = c.nranks - 1;
+        c.inShift = in;
+        c.outShift = out;
+        ++n;
+        if (n % kMatrixStride) continue;
+        const std::string diff = compareRun(c);
+        ASSERT_EQ(diff, "") << c.name();
+      }
+  }
+  EXPECT_EQ(n, 10 * 5 * 5);
 }
 
 // ---- Failures end the run -------------------------------------------------

@@ -31,8 +31,7 @@ std::string GpuRun::setUp(const std::vector<std::vector<uint8_t>>& images, const
     a.image = reinterpret_cast<const uint8_t*>(image);
     a.input = reinterpret_cast<char*>(memory + bufs[r].inOff);
     a.output = reinterpret_cast<char*>(memory + bufs[r].outOff);
-    // Scratch of the plan's element type: the kernels so far are float only.
-    a.scratch = h.scratchCount ? reinterpret_cast<char*>(mem_.alloc(h.scratchCount * sizeof(float))) : nullptr;
+    a.scratch = h.scratchCount ? reinterpret_cast<char*>(mem_.alloc(h.scratchCount * s_.elemBytes)) : nullptr;
     a.conns = reinterpret_cast<DevConnMem* const*>(connTable);
     a.stepsDone = reinterpret_cast<uint64_t*>(mem_.alloc((h.nchannels + 1) * sizeof(uint64_t)));
     a.control = reinterpret_cast<DevControl*>(controlDev_);
@@ -66,7 +65,7 @@ std::string GpuRun::launch(Handle fn, int r) {
   if (channels_[r] == 0) return "";
   void* params[] = {&args_[r]};
   return g_->check(g_->cu.launchKernel(fn, channels_[r], 1, 1, s_.threads, 1, 1, 0, g_->streams[r], params, nullptr),
-                   "cuLaunchKernel(hocclInterpFloatSum)");
+                   "cuLaunchKernel (interpreter kernel)");
 }
 
 std::string GpuRun::finish(DevControl* control) {

@@ -1,4 +1,4 @@
-// One run of the device-plan interpreter kernel on the GPU for the `gpu`
+// One run of a device-plan interpreter kernel on the GPU for the `gpu`
 // tests (test_cuda_gpu_interp.cc): every rank of a call on the one device,
 // each its own launch on its own stream, one CTA per channel. Its memory is
 // laid out as interp_host.cc lays it out for host threads, from the same
@@ -26,6 +26,7 @@ struct GpuRunShape {
   int nranks = 1;
   size_t slotBytes = 256;    // a multiple of 16
   uint64_t sliceElems = 64;  // elements per message, at most a slot
+  size_t elemBytes = 4;      // the element type's size (the scratch's elements)
   unsigned threads = 256;    // per CTA (the kernel allows 512)
   uint64_t call = 0;         // the call's hash (cuda::callHash)
   // The control record and the connections (counters and headers; not

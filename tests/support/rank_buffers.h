@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -39,6 +40,27 @@ inline std::vector<RankBuffers> layOutRanks(ScheduleKey k, size_t esize) {
     }
   }
   return out;
+}
+
+// Moves each rank's input to inShift bytes past a 16-byte boundary of its
+// memory and its output to outShift past one (in place: both by inShift),
+// for tests of the data loops' alignments; the bytes between them are
+// spares no run may touch. Memory from layOutRanks.
+inline void shiftBuffers(std::vector<RankBuffers>* bufs, const ScheduleKey& k, size_t inShift, size_t outShift) {
+  if (!inShift && !outShift) return;
+  for (RankBuffers& b : *bufs) {
+    const size_t size = b.mem.size();
+    if (k.inPlace) {
+      b.inOff += inShift;
+      b.outOff += inShift;
+      b.mem.resize(size + inShift);
+    } else {
+      const size_t inBytes = b.outOff;  // input first, then output, then the spare byte
+      b.inOff = inShift;
+      b.outOff = (inShift + inBytes + 15) / 16 * 16 + outShift;
+      b.mem.resize(b.outOff + size - inBytes);
+    }
+  }
 }
 
 }  // namespace hoccl::test_shapes

@@ -18,6 +18,10 @@ namespace hoccl::cuda {
 inline constexpr uint32_t kPlanMagic = 0x504c4e48;  // "HNLP" read as little-endian bytes: H N L P
 inline constexpr uint32_t kPlanVersion = 1;
 
+// The CollKind values the interpreter itself tells apart (avg's division,
+// interp.h); interp_host.cc checks them against algorithms/schedule.h.
+enum DevColl : uint8_t { kCollAllReduce = 0, kCollReduceScatter = 1, kCollReduce = 4 };
+
 // The key fields a run needs (the grouping and all-to-all-v layout stay on
 // the host: the steps already encode what they decided).
 struct DevPlanHeader {

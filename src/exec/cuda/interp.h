@@ -6,6 +6,8 @@
 // cut into messages of at most `sliceElems` elements (a zero-count step is
 // one empty message: a sync step). A step with a dependency starts once
 // the other channel's "steps done" counter says that step has completed.
+// For avg, the steps sum, and once all the rank's channels are done each
+// divides its share of the output by the number of ranks (finishAvg).
 //
 // The same code runs as a CUDA kernel (one CTA per channel, kernels.cu)
 // and on the host (interp_host.h: ranks and channels as threads), through a
@@ -37,6 +39,7 @@
 
 #include "src/exec/cuda/dev_plan.h"
 #include "src/exec/cuda/interp_ops.h"
+#include "src/exec/cuda/interp_vec.h"
 
 namespace hoccl::cuda {
 
@@ -156,6 +159,85 @@ HOCCL_HD inline T* at(const InterpArgs& a, uint8_t buf, uint64_t off) {
   return base ? reinterpret_cast<T*>(base) + off : nullptr;
 }
 
+// v = r (op) s into d and w (either may be null), 16 bytes at a time
+// where the pointers allow (interp_vec.h).
+template <class T, class Op, class L>
+HOCCL_HD inline void reduceData(L& l, uint64_t n, const T* r, const T* s, T* d, T* w) {
+  const VecSplit sp = vecSplit<T>(n, r, s, d, w);
+  forEachSplit<T>(
+      l, n, sp,
+      [&](uint64_t j) {
+        const T v = Op::apply(r[j], s[j]);
+        if (d) d[j] = v;
+        if (w) w[j] = v;
+      },
+      [&](uint64_t j) {
+        const Pack16<T> x = load16(r + j), y = load16(s + j);
+        Pack16<T> v;
+        HOCCL_UNROLL
+        for (uint32_t k = 0; k < Pack16<T>::kElems; ++k) v.e[k] = Op::apply(x.e[k], y.e[k]);
+        if (d) store16(d + j, v);
+        if (w) store16(w + j, v);
+      });
+}
+
+// from into to and out (either may be null; from null: nothing).
+template <class B, class L>
+HOCCL_HD inline void copyData(L& l, uint64_t n, const B* from, B* to, B* out) {
+  if (!from || (!to && !out)) return;
+  const VecSplit sp = vecSplit<B>(n, from, to, out);
+  forEachSplit<B>(
+      l, n, sp,
+      [&](uint64_t j) {
+        const B v = from[j];
+        if (to) to[j] = v;
+        if (out) out[j] = v;
+      },
+      [&](uint64_t j) {
+        const Pack16<B> v = load16(from + j);
+        if (to) store16(to + j, v);
+        if (out) store16(out + j, v);
+      });
+}
+
+// Avg's end: once every channel of the rank has completed its steps (the
+// output is reduced), channel c divides its share of the output, in place,
+// as DataOps' avgFinish does. Which ranks divide: CollTask::finish's rule.
+template <class T, class Op, class L>
+HOCCL_HD inline uint32_t finishAvg(const InterpArgs& a, uint32_t c, L& l) {
+  const DevPlanHeader* h = reinterpret_cast<const DevPlanHeader*>(a.image);
+  const bool owns = h->coll == kCollAllReduce || h->coll == kCollReduceScatter ||
+                    (h->coll == kCollReduce && h->rank == h->root);
+  if (!owns || h->nranks <= 1 || h->count == 0) return kDevOk;
+  uint64_t* shared = l.shared();
+  if (l.lane() == 0) {
+    const DevPlanLayout lay = planLayout(h->nchannels, h->nconns, h->nsteps);
+    const DevChannel* chans = reinterpret_cast<const DevChannel*>(a.image + lay.channels);
+    uint32_t code = kDevOk;
+    for (uint32_t o = 0; o < h->nchannels && code == kDevOk; ++o)
+      if (o != c) code = waitFor(l, a, a.stepsDone + o, chans[o].nsteps, c, chans[c].nsteps, int32_t(o), kWhatDep);
+    shared[0] = code;
+  }
+  l.sync();
+  const uint32_t code = uint32_t(shared[0]);
+  if (code != kDevOk) return code;
+  // Channel c's share of the count elements: part c of nch, as partStart cuts.
+  const uint64_t nch = h->nchannels, per = h->count / nch, extra = h->count % nch;
+  const uint64_t lo = c * per + (c < extra ? c : extra), hi = lo + per + (c < extra ? 1 : 0);
+  T* out = reinterpret_cast<T*>(a.output) + lo;
+  const uint64_t n = hi - lo;
+  const uint32_t nranks = uint32_t(h->nranks);
+  forEachSplit<T>(
+      l, n, vecSplit<T>(n, out), [&](uint64_t j) { out[j] = Op::avgDivide(out[j], nranks); },
+      [&](uint64_t j) {
+        Pack16<T> v = load16(out + j);
+        HOCCL_UNROLL
+        for (uint32_t k = 0; k < Pack16<T>::kElems; ++k) v.e[k] = Op::avgDivide(v.e[k], nranks);
+        store16(out + j, v);
+      });
+  return kDevOk;
+}
+
 }  // namespace interp_detail
 
 // Runs channel `c` of the plan in `a` to its end. Every lane of the channel
@@ -222,22 +304,11 @@ HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
       const T* s = at<T>(a, st.srcBuf, st.srcOff + off);
       T* d = at<T>(a, st.dstBuf, st.dstOff + off);
       if (r && (st.flags & kStepReduce)) {
-        for (uint64_t j = l.lane(); j < n; j += l.lanes()) {
-          const T v = Op::apply(r[j], s[j]);
-          if (d) d[j] = v;
-          if (w) w[j] = v;
-        }
+        reduceData<T, Op>(l, n, r, s, d, w);
       } else {
         // A copy: bits, never values. Storing src onto itself is skipped.
-        const B* from = reinterpret_cast<const B*>(r ? r : s);
-        B* to = reinterpret_cast<B*>(d == s && !r ? nullptr : d);
-        B* out = reinterpret_cast<B*>(w);
-        if (from)
-          for (uint64_t j = l.lane(); j < n; j += l.lanes()) {
-            const B v = from[j];
-            if (to) to[j] = v;
-            if (out) out[j] = v;
-          }
+        copyData<B>(l, n, reinterpret_cast<const B*>(r ? r : s), reinterpret_cast<B*>(d == s && !r ? nullptr : d),
+                    reinterpret_cast<B*>(w));
       }
       l.sync();
       if (leader) {
@@ -254,6 +325,7 @@ HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
     } while (off < st.count);
     if (leader) l.store(a.stepsDone + c, uint64_t(i) + 1);
   }
+  if constexpr (Op::kKind == OpKind::Avg) return finishAvg<T, Op>(a, c, l);
   return kDevOk;
 }
 

@@ -11,6 +11,10 @@
 namespace hoccl::cuda {
 namespace {
 
+static_assert(kCollAllReduce == uint8_t(CollKind::AllReduce) && kCollReduceScatter == uint8_t(CollKind::ReduceScatter) &&
+                  kCollReduce == uint8_t(CollKind::Reduce),
+              "dev_plan.h's DevColl must number collectives as CollKind does");
+
 // A barrier of a channel's lane threads (sense-reversing; waiters yield:
 // the host has fewer cores than threads).
 class SpinBarrier {
@@ -71,10 +75,11 @@ constexpr void fillRow(ChannelFn* row) {
   row[int(RedOp::Prod)] = &runChannel<T, Op<OpKind::Prod, T>, HostLanes>;
   row[int(RedOp::Max)] = &runChannel<T, Op<OpKind::Max, T>, HostLanes>;
   row[int(RedOp::Min)] = &runChannel<T, Op<OpKind::Min, T>, HostLanes>;
+  row[int(RedOp::Avg)] = &runChannel<T, Op<OpKind::Avg, T>, HostLanes>;
 }
 
 struct Table {
-  ChannelFn fn[kNumDTypes][4] = {};
+  ChannelFn fn[kNumDTypes][kNumRedOps] = {};
   constexpr Table() {
     fillRow<int8_t>(fn[int(DType::Int8)]);
     fillRow<uint8_t>(fn[int(DType::Uint8)]);
@@ -91,7 +96,7 @@ struct Table {
 constexpr Table kTable;
 
 ChannelFn channelFn(DType t, RedOp op) {
-  if (int(t) >= kNumDTypes || int(op) > int(RedOp::Min)) return nullptr;
+  if (int(t) >= kNumDTypes || int(op) >= kNumRedOps) return nullptr;
   return kTable.fn[int(t)][int(op)];
 }
 

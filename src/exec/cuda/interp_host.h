@@ -61,7 +61,8 @@ struct HostRunOptions {
 };
 
 // True for the types and ops the host driver instantiates: every integer
-// type, fp16, bf16, float and double, with sum, prod, max and min.
+// type, fp16, bf16, float and double, with sum, prod, max, min and avg
+// (the kernels the device image has, kernel_names.h).
 bool interpSupports(DType t, RedOp op);
 
 // Runs every rank's plan to its end. `control` is shared by all ranks

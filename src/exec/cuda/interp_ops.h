@@ -8,7 +8,11 @@
 //  - max/min are the select (a > b) ? a : b and (a < b) ? a : b;
 //  - fp16 and bf16 are widened to float, combined in float and rounded
 //    back to nearest even, with the same bit formulas as the host's
-//    software conversion (which reproduces F16C, NaN included).
+//    software conversion (which reproduces F16C, NaN included);
+//  - avg is a sum on the way, then each output element divided by the
+//    number of ranks as DataOps' avgFinish divides it: integers in 64 bits
+//    (signed or unsigned), truncating toward zero, as NCCL; floats in their
+//    own precision, fp16 and bf16 through float (avgDivide).
 // No fused multiply-add anywhere: nvcc compiles the kernels with
 // -fmad=false (cmake/Cuda.cmake).
 #pragma once
@@ -102,7 +106,7 @@ template <> struct IsInt<uint32_t> { static constexpr bool value = true; };
 template <> struct IsInt<int64_t> { static constexpr bool value = true; };
 template <> struct IsInt<uint64_t> { static constexpr bool value = true; };
 
-enum class OpKind { Sum, Prod, Max, Min };
+enum class OpKind { Sum, Prod, Max, Min, Avg };  // Avg: Sum, then avgDivide
 
 // The op on a type the hardware computes in (integers, float, double).
 template <OpKind K, class T>
@@ -114,28 +118,63 @@ HOCCL_HD inline T applyNative(T a, T b) {
   } else if constexpr (IsInt<T>::value) {
     using U = typename BitsOf<int(sizeof(T))>::type;
     const U x = U(a), y = U(b);
-    return T(U(K == OpKind::Sum ? U(x + y) : U(x * y)));
+    return T(U(K == OpKind::Prod ? U(x * y) : U(x + y)));
   } else {
     const T c = (a != a) ? a : b;  // nanFirst: the payload does not depend on operand order
-    return K == OpKind::Sum ? T(a + c) : T(a * c);
+    return K == OpKind::Prod ? T(a * c) : T(a + c);
   }
 }
 
-// Op<K, T>::apply(received, local): the reduction of one element.
+// The type an integer avg divides in, of the element's signedness: DataOps
+// divides in 64 bits; for elements of up to 32 bits a 32-bit division
+// gives the same quotient (both truncate, nothing overflows for
+// nranks >= 1) and is far cheaper on a GPU.
+template <class T>
+struct AvgWide;
+template <> struct AvgWide<int8_t> { using type = int32_t; };
+template <> struct AvgWide<uint8_t> { using type = uint32_t; };
+template <> struct AvgWide<int32_t> { using type = int32_t; };
+template <> struct AvgWide<uint32_t> { using type = uint32_t; };
+template <> struct AvgWide<int64_t> { using type = int64_t; };
+template <> struct AvgWide<uint64_t> { using type = uint64_t; };
+
+// x / nranks, nranks >= 1, as avgFinish computes it.
+template <class T>
+HOCCL_HD inline T avgDivideNative(T x, uint32_t nranks) {
+  if constexpr (IsInt<T>::value) {
+    using W = typename AvgWide<T>::type;
+    return T(W(x) / W(nranks));
+  } else {
+    return x / T(nranks);
+  }
+}
+
+// Op<K, T>::apply(received, local): the reduction of one element;
+// Op<K, T>::avgDivide(x, nranks): avg's division of a reduced element.
 template <OpKind K, class T>
 struct Op {
+  static constexpr OpKind kKind = K;
   HOCCL_HD static T apply(T a, T b) { return applyNative<K, T>(a, b); }
+  HOCCL_HD static T avgDivide(T x, uint32_t nranks) { return avgDivideNative<T>(x, nranks); }
 };
 template <OpKind K>
 struct Op<K, Half> {
+  static constexpr OpKind kKind = K;
   HOCCL_HD static Half apply(Half a, Half b) {
     return Half{floatToHalfBits(applyNative<K, float>(halfToFloatBits(a.bits), halfToFloatBits(b.bits)))};
+  }
+  HOCCL_HD static Half avgDivide(Half x, uint32_t nranks) {
+    return Half{floatToHalfBits(halfToFloatBits(x.bits) / float(nranks))};
   }
 };
 template <OpKind K>
 struct Op<K, Bf16> {
+  static constexpr OpKind kKind = K;
   HOCCL_HD static Bf16 apply(Bf16 a, Bf16 b) {
     return Bf16{floatToBf16Bits(applyNative<K, float>(bf16ToFloatBits(a.bits), bf16ToFloatBits(b.bits)))};
+  }
+  HOCCL_HD static Bf16 avgDivide(Bf16 x, uint32_t nranks) {
+    return Bf16{floatToBf16Bits(bf16ToFloatBits(x.bits) / float(nranks))};
   }
 };
 

@@ -1,14 +1,9 @@
 // Device kernels, compiled by nvcc into the fatbin that libhoccl embeds
 // (cmake/Cuda.cmake). Entry points are extern "C" so the loader finds them
-// by plain name: two simple data kernels, and the device-plan interpreter
-// (interp.h) for float sum, the first of its instances. None has run on a
-// GPU yet; the interpreter is tested on the host (tests/test_cuda_interp.cc).
-#include <cuda/atomic>
-
+// by plain name: here two simple data kernels; the device-plan
+// interpreter's, one per type and op, are kernels_<type>.cu.
 #include <cstddef>
 #include <cstdint>
-
-#include "src/exec/cuda/interp.h"
 
 namespace {
 
@@ -50,60 +45,4 @@ extern "C" __global__ void __launch_bounds__(512) hocclCopy(const void* __restri
     for (size_t i = first; i < vectorBytes / 16; i += stride) d16[i] = s16[i];
   }
   for (size_t i = vectorBytes + first; i < bytes; i += stride) d[i] = s[i];
-}
-
-namespace {
-
-// interp.h's lane policy for a CTA: the channel's lanes are the block's
-// threads; counters are system-scope atomics (peers and the host read them
-// through mapped memory).
-struct CtaLanes {
-  uint64_t* words;  // __shared__, 4 words
-  __device__ uint32_t lane() const { return threadIdx.x; }
-  __device__ uint32_t lanes() const { return blockDim.x; }
-  __device__ void sync() const { __syncthreads(); }
-  __device__ uint64_t* shared() const { return words; }
-  __device__ static uint64_t load(const uint64_t* p) {
-    return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*const_cast<uint64_t*>(p))
-        .load(cuda::memory_order_acquire);
-  }
-  __device__ static uint64_t loadRelaxed(const uint64_t* p) {
-    return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*const_cast<uint64_t*>(p))
-        .load(cuda::memory_order_relaxed);
-  }
-  // After the block's barrier: the release makes every lane's data writes
-  // (ordered before it by the barrier) visible before the counter.
-  __device__ static void store(uint64_t* p, uint64_t v) {
-    cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
-  }
-  __device__ static uint32_t load32(const uint32_t* p) {
-    return cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*const_cast<uint32_t*>(p))
-        .load(cuda::memory_order_acquire);
-  }
-  // Fenced on both sides: acquire and release.
-  __device__ static bool cas32(uint32_t* p, uint32_t expected, uint32_t v) {
-    __threadfence_system();
-    const bool won = atomicCAS_system(p, expected, v) == expected;
-    __threadfence_system();
-    return won;
-  }
-  __device__ static uint64_t nowNs() {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-  }
-  __device__ static void relax() { __nanosleep(64); }
-};
-
-}  // namespace
-
-// One CTA per channel of one rank's plan (gridDim.x = the plan's channels,
-// all resident at once: channels wait on each other's steps). The outcome
-// is in args.control (code 0: every channel completed). One block per SM
-// is all it needs, which lets ptxas use the registers it wants (with the
-// default occupancy target it capped them at 32 and spilled on sm_90).
-extern "C" __global__ void __launch_bounds__(512, 1) hocclInterpFloatSum(hoccl::cuda::InterpArgs args) {
-  __shared__ uint64_t words[4];
-  CtaLanes lanes{words};
-  hoccl::cuda::runChannel<float, hoccl::cuda::Op<hoccl::cuda::OpKind::Sum, float>>(args, blockIdx.x, lanes);
 }
