@@ -3,6 +3,7 @@
 # emulated cluster of tests/cluster, on the two shapes of docs/algorithms.md:
 #   (a) 2 nodes x 4 ranks, one switch, 1 Gbit/s node links
 #   (b) 4 nodes x 2 ranks, 2 leaves, 1 Gbit/s node links, 0.5 Gbit/s uplinks
+#   (c) 2 nodes x 2 ranks, one switch, 1 Gbit/s node links (small messages)
 # Needs root and iproute2 (network namespaces), Gloo and Open MPI built.
 #
 #   perf/compare-cluster.sh [--shapes a,b] [--rounds R] [--colls "all_reduce reduce_scatter all_gather"]
@@ -127,7 +128,9 @@ for shape in "${shape_list[@]}"; do
        title="shape (a): 2 nodes x 4 ranks, one switch, 1 Gbit/s node links"; short="(a) 2x4" ;;
     b) up=(--nodes 4 --switches 2 --node-gbit 1 --uplink-gbit 0.5) rpn=2
        title="shape (b): 4 nodes x 2 ranks, 2 leaves, 1 Gbit/s node links, 0.5 Gbit/s uplinks"; short="(b) 4x2" ;;
-    *) die "unknown shape $shape (a or b)" ;;
+    c) up=(--nodes 2 --switches 1 --node-gbit 1) rpn=2
+       title="shape (c): 2 nodes x 2 ranks, one switch, 1 Gbit/s node links"; short="(c) 2x2" ;;
+    *) die "unknown shape $shape (a, b or c)" ;;
   esac
   nodes=${up[1]}
   world=$((nodes * rpn))
