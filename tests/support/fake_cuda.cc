@@ -222,21 +222,6 @@ int moduleGetFunction(CuHandle* fn, CuHandle m, const char* name) {
   return kOk;
 }
 
-// The avg kernels' last phase: DataOps' finish() on what the rank owns.
-void finishAvg(const Function& f, const cuda::InterpArgs& a) {
-  const auto* h = reinterpret_cast<const cuda::DevPlanHeader*>(a.image);
-  ScheduleKey k;
-  k.coll = CollKind(h->coll);
-  k.nranks = h->nranks;
-  k.rank = h->rank;
-  k.root = h->root;
-  k.count = h->count;
-  const bool owns = k.coll == CollKind::AllReduce || k.coll == CollKind::ReduceScatter ||
-                    (k.coll == CollKind::Reduce && k.rank == k.root);
-  const uint64_t n = outputCount(k);
-  if (owns && k.nranks > 1 && n > 0) dataOps().avgFinish[int(f.dtype)](a.output, a.output, n, k.nranks);
-}
-
 int launchKernel(CuHandle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned, unsigned, unsigned,
                  CuHandle stream, void** params, void** extra) {
   Stream* s = streamOf(stream);
@@ -245,12 +230,7 @@ int launchKernel(CuHandle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   const cuda::InterpArgs a = *static_cast<const cuda::InterpArgs*>(params[0]);  // copied now, as the driver does
   const int lanes = std::min<int>(int(bx), g->lanes.load());
   ++g->launches;
-  s->push([f, a, gx, lanes] {
-    // An interpreter without avg of its own sums, then divides here.
-    const bool avgAfter = f.op == RedOp::Avg && !cuda::interpSupports(f.dtype, RedOp::Avg);
-    cuda::runLaunchOnHost(f.dtype, avgAfter ? RedOp::Sum : f.op, a, gx, lanes);
-    if (avgAfter && __atomic_load_n(&a.control->code, __ATOMIC_ACQUIRE) == cuda::kDevOk) finishAvg(f, a);
-  });
+  s->push([f, a, gx, lanes] { cuda::runLaunchOnHost(f.dtype, f.op, a, gx, lanes); });
   return kOk;
 }
 int memAlloc(DevPtr* p, size_t bytes) {

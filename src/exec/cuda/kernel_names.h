@@ -31,17 +31,8 @@ inline const char* kernelTypeName(DType t) {
   }
 }
 
-// "sum", "prod", "max", "min", "avg"; nullptr for PreMulSum.
-inline const char* kernelOpName(RedOp op) {
-  switch (op) {
-    case RedOp::Sum: return "sum";
-    case RedOp::Prod: return "prod";
-    case RedOp::Max: return "max";
-    case RedOp::Min: return "min";
-    case RedOp::Avg: return "avg";
-    default: return nullptr;
-  }
-}
+// redOpName's "sum", "prod", "max", "min", "avg"; nullptr for PreMulSum.
+inline const char* kernelOpName(RedOp op) { return op == RedOp::PreMulSum ? nullptr : redOpName(op); }
 
 // "hocclInterp_f32_sum"; "" when no kernel exists for the pair.
 inline std::string interpKernelName(DType t, RedOp op) {
