@@ -38,22 +38,24 @@ class HocclBackend : public bench::Backend {
   bool supports(Coll, hocclDataType_t, hocclRedOp_t) const override { return true; }
   // Sending from and receiving into one buffer in one group is not defined.
   bool timesInPlace(Coll c) const override { return c != Coll::SendRecv; }
+  bool supportsDeviceMemory() const override { return true; }
+  void setStream(void* s) override { stream_ = static_cast<hocclStream_t>(s); }
 
   std::string run(Coll c, const void* send, void* recv, size_t count, hocclDataType_t t, hocclRedOp_t op,
                   int root) override {
     hocclResult_t rc = hocclSuccess;
     switch (c) {
-      case Coll::AllReduce: rc = hocclAllReduce(send, recv, count, t, op, comm_, nullptr); break;
-      case Coll::ReduceScatter: rc = hocclReduceScatter(send, recv, count, t, op, comm_, nullptr); break;
-      case Coll::AllGather: rc = hocclAllGather(send, recv, count, t, comm_, nullptr); break;
-      case Coll::Broadcast: rc = hocclBroadcast(send, recv, count, t, root, comm_, nullptr); break;
-      case Coll::Reduce: rc = hocclReduce(send, recv, count, t, op, root, comm_, nullptr); break;
-      case Coll::AllToAll: rc = hocclAlltoAll(send, recv, count, t, comm_, nullptr); break;
+      case Coll::AllReduce: rc = hocclAllReduce(send, recv, count, t, op, comm_, stream_); break;
+      case Coll::ReduceScatter: rc = hocclReduceScatter(send, recv, count, t, op, comm_, stream_); break;
+      case Coll::AllGather: rc = hocclAllGather(send, recv, count, t, comm_, stream_); break;
+      case Coll::Broadcast: rc = hocclBroadcast(send, recv, count, t, root, comm_, stream_); break;
+      case Coll::Reduce: rc = hocclReduce(send, recv, count, t, op, root, comm_, stream_); break;
+      case Coll::AllToAll: rc = hocclAlltoAll(send, recv, count, t, comm_, stream_); break;
       case Coll::SendRecv:
         // A ring shift, as nccl-tests' sendrecv_perf: to rank+1, from rank-1.
         rc = hocclGroupStart();
-        if (rc == hocclSuccess) rc = hocclSend(send, count, t, (rank_ + 1) % nranks_, comm_, nullptr);
-        if (rc == hocclSuccess) rc = hocclRecv(recv, count, t, (rank_ + nranks_ - 1) % nranks_, comm_, nullptr);
+        if (rc == hocclSuccess) rc = hocclSend(send, count, t, (rank_ + 1) % nranks_, comm_, stream_);
+        if (rc == hocclSuccess) rc = hocclRecv(recv, count, t, (rank_ + nranks_ - 1) % nranks_, comm_, stream_);
         {
           hocclResult_t end = hocclGroupEnd();
           if (rc == hocclSuccess) rc = end;
@@ -92,6 +94,7 @@ class HocclBackend : public bench::Backend {
     return std::string(hocclGetErrorString(rc)) + ": " + hocclGetLastError(comm_);
   }
   hocclComm_t comm_;
+  hocclStream_t stream_ = nullptr;  // --buffers device: the rank's stream
   int rank_, nranks_;
   std::string algo_;
 };

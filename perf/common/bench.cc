@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "perf/common/device_mem.h"
 #include "src/check/values.h"
 
 namespace bench {
@@ -104,6 +105,7 @@ class Runner {
   long long run(int threadsPerProcess) {
     print_ = rank_ == 0 || o_.verbose;
     startWatchdog(o_.timeoutSec);
+    if (o_.deviceMemory) openDevice();
     if (rank_ == 0 && !o_.jsonPath.empty()) {
       json_ = fopen(o_.jsonPath.c_str(), "w");
       if (!json_) fprintf(stderr, "# cannot write %s\n", o_.jsonPath.c_str());
@@ -139,7 +141,13 @@ class Runner {
  private:
   void preamble(int threadsPerProcess) {
     if (rooted(c_) && o_.root >= n_) error_ = "root " + std::to_string(o_.root) + " is out of range for " + std::to_string(n_) + " ranks";
-    std::vector<std::string> lines = b_.allGatherLine(b_.deviceDescription());
+    std::vector<std::string> lines =
+        b_.allGatherLine(dev_ ? deviceLine(rank_, "GPU " + std::to_string(dev_->ordinal()) + " " + dev_->name())
+                              : b_.deviceDescription());
+    if (o_.deviceMemory) {  // every rank stops if one has no GPU: none may wait for it
+      const bool failed = b_.allReduceDouble(deviceError_.empty() ? 0 : 1, hocclMax) > 0;
+      if (failed) error_ = deviceError_.empty() ? "another rank could not use its GPU (--buffers device)" : deviceError_;
+    }
     if (!print_) return;
     printf("# %s-tests (nccl-tests 2.19.6 format) %s library=%s algo=%s hoccl-headers=%d\n", b_.library(),
            b_.library(), b_.library(), algoList_.c_str(), HOCCL_VERSION_CODE);
@@ -166,6 +174,50 @@ class Runner {
     printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
            "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     fflush(stdout);
+  }
+
+  // --buffers device: this rank's GPU, and every backend's calls on its stream.
+  void openDevice() {
+    for (Backend* b : bs_)
+      if (!b->supportsDeviceMemory())
+        deviceError_ = std::string(b->library()) + " runs on host memory only (--buffers device is hoccl's)";
+    if (deviceError_.empty()) dev_ = DeviceMemory::open(rank_, &deviceError_);
+    if (!dev_) {
+      deviceError_ = "--buffers device: " + deviceError_;
+      return;
+    }
+    for (Backend* b : bs_) b->setStream(dev_->stream());
+  }
+
+  // The device buffers mirror sendBuf_ and recvBuf_, offset for offset.
+  bool deviceBuffers(size_t sendBytes, size_t recvBytes) {
+    if (!dev_) return true;
+    std::string e;
+    if (sendBytes > dsendCap_ && (e = dev_->alloc(sendBytes, &dsend_)).empty()) dsendCap_ = sendBytes;
+    if (e.empty() && recvBytes > drecvCap_ && (e = dev_->alloc(recvBytes, &drecv_)).empty()) drecvCap_ = recvBytes;
+    return e.empty() || fail(e);
+  }
+  void* onDevice(void* host) {
+    char* h = static_cast<char*>(host);
+    char* sb = sendBuf_.data();
+    char* rb = recvBuf_.data();
+    if (h >= sb && h < sb + sendBuf_.size()) return static_cast<char*>(dsend_) + (h - sb);
+    return static_cast<char*>(drecv_) + (h - rb);
+  }
+  // Copies the host buffers' first bytes to the device, or back.
+  bool copyBuffers(const Shape& s, size_t es, bool toDevice) {
+    if (!dev_) return true;
+    const size_t sendBytes = s.sendCount * es, recvBytes = std::max(s.recvCount, s.sendCount) * es;
+    std::string e = toDevice ? dev_->toDevice(dsend_, sendBuf_.data(), sendBytes)
+                             : dev_->toHost(sendBuf_.data(), dsend_, sendBytes);
+    if (e.empty())
+      e = toDevice ? dev_->toDevice(drecv_, recvBuf_.data(), recvBytes) : dev_->toHost(recvBuf_.data(), drecv_, recvBytes);
+    return e.empty() || fail(e);
+  }
+  bool syncDevice() {
+    if (!dev_) return true;
+    std::string e = dev_->sync();
+    return e.empty() || fail(e);
   }
 
   long long finish(long long wrong) {
@@ -221,8 +273,9 @@ class Runner {
     return median(r);
   }
 
-  // Puts rank's data for a check in place; returns the pointers to use.
-  void prepare(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, void** send, void** recv) {
+  // Puts rank's data for a check in place (on the GPU too with --mem
+  // device); returns the pointers to use (device ones then).
+  bool prepare(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, void** send, void** recv) {
     size_t es = typeSize(t);
     char* sb = sendBuf_.data();
     char* rb = recvBuf_.data();
@@ -255,6 +308,11 @@ class Runner {
       }
     }
     (void)root;
+    if (!dev_) return true;
+    if (!copyBuffers(s, es, true)) return false;
+    *send = onDevice(*send);
+    *recv = onDevice(*recv);
+    return true;
   }
 
   long long countWrong(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, const void* recv) {
@@ -322,7 +380,7 @@ class Runner {
     const size_t nb = bs_.size();
     out->assign(nb, Result());
     void *send = nullptr, *recv = nullptr;
-    prepare(t, op, root, s, inPlace, &send, &recv);
+    if (!prepare(t, op, root, s, inPlace, &send, &recv)) return false;
     const int nblocks = blocks();
     // Warm-up in the same interleaved blocks, so that no communicator
     // starts its timed blocks after sitting idle through the others' warm-up.
@@ -332,7 +390,7 @@ class Runner {
       if (sideBySide()) be.barrier();  // as before a timed block: a first 4-byte call must not land in the timing
       for (int it = 0; it < n; ++it)
         if (!call(be, t, op, root, s, send, recv)) return false;
-      return true;
+      return syncDevice();
     });
     if (!ok) return false;
     std::vector<std::vector<double>> blockSecs(nb, std::vector<double>(nblocks, 0));
@@ -354,6 +412,7 @@ class Runner {
         std::string err = be.aggregateEnd();
         if (!err.empty()) return fail(err);
       }
+      if (!syncDevice()) return false;  // a call on device buffers is done when its stream is
       blockSecs[j][k] = nowSec() - t0;
       return true;
     });
@@ -379,9 +438,17 @@ class Runner {
       if (o_.check > 0) {
         long long wrong = 0;
         for (int k = 0; k < o_.check; ++k) {
-          prepare(t, op, root, s, inPlace, &send, &recv);
+          if (!prepare(t, op, root, s, inPlace, &send, &recv)) return false;
           if (!call(*bs_[j], t, op, root, s, send, recv)) return false;
-          wrong += countWrong(t, op, root, s, recv);
+          void* hostRecv = recv;
+          if (dev_) {
+            if (!syncDevice() || !copyBuffers(s, typeSize(t), false)) return false;
+            char* d = static_cast<char*>(recv);
+            char* ds = static_cast<char*>(dsend_);
+            hostRecv = d >= ds && d < ds + dsendCap_ ? sendBuf_.data() + (d - ds)
+                                                      : recvBuf_.data() + (d - static_cast<char*>(drecv_));
+          }
+          wrong += countWrong(t, op, root, s, hostRecv);
         }
         r.wrong = static_cast<long long>(b_.allReduceDouble(static_cast<double>(wrong), hocclSum));
       }
@@ -405,6 +472,7 @@ class Runner {
     Shape maxShape = shapeFor(c_, o_.maxBytes, es, n_);
     sendBuf_.assign(maxShape.sendCount * es + 64, 0);
     recvBuf_.assign(std::max(maxShape.recvCount, maxShape.sendCount) * es + 64, 0);
+    if (!deviceBuffers(sendBuf_.size(), recvBuf_.size())) return -1;
     long long wrongTotal = 0;
     for (size_t size = o_.minBytes; size <= o_.maxBytes;) {
       Shape s = shapeFor(c_, size, es, n_);
@@ -508,6 +576,10 @@ class Runner {
   FILE* json_ = nullptr;
   std::string error_;
   std::vector<char> sendBuf_, recvBuf_;
+  std::unique_ptr<DeviceMemory> dev_;  // --buffers device
+  std::string deviceError_;
+  void *dsend_ = nullptr, *drecv_ = nullptr;
+  size_t dsendCap_ = 0, drecvCap_ = 0;
   double bwSum_ = 0;
   long long bwCount_ = 0;
 };

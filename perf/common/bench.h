@@ -37,6 +37,7 @@ struct Options {
   int blocks = 0;           // --blocks: timed blocks per size side by side; 0 = min(iters, 10)
   bool verbose = false;     // --verbose: every rank prints its own lines
   std::string extra;        // --extra: a peer benchmark's own option (gloo_perf: algorithm)
+  bool deviceMemory = false;  // --buffers device: buffers on the rank's GPU (device_mem.h)
 };
 
 // Parses nccl-tests' flags (and ours). On error prints why and the usage to
@@ -60,6 +61,11 @@ class Backend {
   // Runs one collective with NCCL's argument meaning; returns "" or an error.
   virtual std::string run(Coll c, const void* send, void* recv, size_t count, hocclDataType_t t,
                           hocclRedOp_t op, int root) = 0;
+  // --buffers device: whether the library takes GPU buffers, and the stream
+  // (a CUstream) its calls are queued on; a call then returns before it is
+  // done, and the driver waits for the stream before reading the clock.
+  virtual bool supportsDeviceMemory() const { return false; }
+  virtual void setStream(void*) {}
   // Wraps -m aggregated calls (hoccl: a group); default no-op.
   virtual void aggregateBegin() {}
   virtual std::string aggregateEnd() { return ""; }

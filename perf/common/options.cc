@@ -75,7 +75,10 @@ void printUsage(const char* prog, Coll coll) {
   fprintf(stderr,
           "usage: %s [options]   (%s, nccl-tests flags)\n"
           "  -t,--nthreads <n>       ranks as threads of this process (default 1)\n"
-          "  -g,--ngpus <n>          accepted; must be 1 (host memory)\n"
+          "  -g,--ngpus <n>          accepted; must be 1 (one GPU per rank with --buffers device)\n"
+          "  --buffers host|device   where the buffers live: host memory (default) or the\n"
+          "                          rank's GPU (the rank's number modulo the GPU count; hoccl\n"
+          "                          only; calls queue on a stream per rank, timed until done)\n"
           "  -b,--minbytes <size>    first size (K/M/G suffixes; default 32M)\n"
           "  -e,--maxbytes <size>    last size (default 32M)\n"
           "  -i,--stepbytes <size>   additive step (default 1M)\n"
@@ -109,7 +112,7 @@ void printUsage(const char* prog, Coll coll) {
 }
 
 bool parseOptions(int argc, char** argv, Coll coll, Options* opt, int* exitCode) {
-  enum { kAlgo = 1000, kNp, kVerbose, kExtra, kBlocks };
+  enum { kAlgo = 1000, kNp, kVerbose, kExtra, kBlocks, kBuffers };
   static const option longOpts[] = {
       {"nthreads", required_argument, nullptr, 't'},     {"ngpus", required_argument, nullptr, 'g'},
       {"minbytes", required_argument, nullptr, 'b'},     {"maxbytes", required_argument, nullptr, 'e'},
@@ -127,6 +130,7 @@ bool parseOptions(int argc, char** argv, Coll coll, Options* opt, int* exitCode)
       {"help", no_argument, nullptr, 'h'},               {"algo", required_argument, nullptr, kAlgo},
       {"np", required_argument, nullptr, kNp},           {"verbose", no_argument, nullptr, kVerbose},
       {"extra", required_argument, nullptr, kExtra},     {"blocks", required_argument, nullptr, kBlocks},
+      {"buffers", required_argument, nullptr, kBuffers},
       {nullptr, 0, nullptr, 0}};
   *exitCode = 1;
   optind = 1;
@@ -196,6 +200,11 @@ bool parseOptions(int argc, char** argv, Coll coll, Options* opt, int* exitCode)
       case kNp: if (!parseInt(optarg, 1, 4096, &opt->nprocs)) return bad("--np", optarg); break;
       case kVerbose: opt->verbose = true; break;
       case kExtra: opt->extra = optarg; break;
+      case kBuffers:
+        if (strcmp(optarg, "host") == 0) opt->deviceMemory = false;
+        else if (strcmp(optarg, "device") == 0) opt->deviceMemory = true;
+        else return bad("--buffers (host or device)", optarg);
+        break;
       case 'p': case 'y': case 'G': case 'C': case 'R': case 'S': case 'M': case 'u':
       case 'x': case 'D': case 'V': case 'I': case 'K':
         break;  // GPU-only or reporting options: accepted, no effect on host memory

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <thread>
@@ -85,6 +86,16 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
                   "need CUDA IPC/VMM connections, which this hoccl does not have yet)",
                   owner->describeSelf().c_str(), p, peer.pid, peer.host.c_str());
   }
+  // Every rank's launches wait for each other, each on its own stream. The
+  // driver spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+  // (8 unless set before the context exists); with more streams than
+  // queues a rank's launch can sit behind a waiting peer's and never start
+  // (seen on an H100: 8 ranks as threads timed out, 32 queues ran).
+  const char* queues = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (e->rank_ == 0 && e->nranks_ >= 8 && (!queues || atoi(queues) <= e->nranks_))
+    HWARN(kSubAll, "device buffers: %d ranks share this process's GPUs but CUDA_DEVICE_MAX_CONNECTIONS is %s: "
+          "set it above the rank count (e.g. 32) before the first CUDA call, or launches may wait on each other "
+          "until HOCCL_TIMEOUT", e->nranks_, queues ? queues : "unset (8)");
   HOCCL_TRY(resolveDeviceApi(d, &e->api_));
   const DeviceApi& cu = e->api_;
   HOCCL_TRY(cuCheck(d.api.pointerGetAttribute(&e->device_, kPointerAttributeDeviceOrdinal,
@@ -259,7 +270,12 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
   HOCCL_TRY(alloc((out->nchannels + 1) * sizeof(uint64_t), &out->stepsDone));
   if (rp.plan.header.scratchCount)
     HOCCL_TRY(alloc(rp.plan.header.scratchCount * dtypeSize(w.call.dtype), &out->scratch));
-  return Status();
+  // No rank launches this schedule before every rank has set it up. The
+  // driver calls above (cuMemAlloc, the synchronous copies) may wait for
+  // the whole device to go idle; a peer's launch of this schedule, already
+  // running and waiting for this rank's, would then never end (seen on an
+  // H100 with 8 ranks sharing the GPU: every wait ran into the timeout).
+  return oob_->barrier().context("device setup: waiting for every rank to set up the schedule before launching it");
 }
 
 Status DeviceExecutor::enqueue(const Work& w) {

@@ -1,0 +1,50 @@
+// GPU memory for the benchmarks (--buffers device): the CUDA driver opened with
+// dlopen("libcuda.so.1"), as libhoccl opens it, so the perf programs link
+// no CUDA library and run unchanged where there is none (--buffers device then
+// fails with the driver's reason). Each rank (thread) makes its own: it
+// uses device `ordinal` (modulo the device count) through its primary
+// context, so ranks of one process share a GPU's context.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+class DeviceMemory {
+ public:
+  // Null with *error saying why (no driver, no device, ...).
+  static std::unique_ptr<DeviceMemory> open(int ordinal, std::string* error);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  // Each returns "" or what failed (the driver's error name).
+  std::string alloc(size_t bytes, void** p);
+  std::string toDevice(void* dst, const void* src, size_t bytes);
+  std::string toHost(void* dst, const void* src, size_t bytes);
+  // This rank's stream (non-blocking: ranks sharing a GPU must not wait
+  // on each other's launches through the legacy default stream). The
+  // collectives are queued on it; the copies above run on it.
+  void* stream() const { return stream_; }
+  // Waits until everything queued on the stream so far has ended.
+  std::string sync();
+  // "NVIDIA H100 80GB HBM3 [0000:1b:00]": for the "# Using devices" line.
+  const std::string& name() const { return name_; }
+  int ordinal() const { return ordinal_; }
+  struct Api;  // the driver's entry points (device_mem.cc)
+
+ private:
+  DeviceMemory() = default;
+  std::string check(int rc, const char* what) const;
+  const Api* api_ = nullptr;
+  void* ctx_ = nullptr;
+  void* stream_ = nullptr;
+  int device_ = 0, ordinal_ = 0;
+  std::string name_;
+  std::vector<unsigned long long> allocations_;
+};
+
+}  // namespace bench
