@@ -204,6 +204,13 @@ class Runner {
     if (h >= sb && h < sb + sendBuf_.size()) return static_cast<char*>(dsend_) + (h - sb);
     return static_cast<char*>(drecv_) + (h - rb);
   }
+  // The host address that mirrors a device one.
+  void* onHost(void* device) {
+    char* d = static_cast<char*>(device);
+    char* ds = static_cast<char*>(dsend_);
+    if (d >= ds && d < ds + dsendCap_) return sendBuf_.data() + (d - ds);
+    return recvBuf_.data() + (d - static_cast<char*>(drecv_));
+  }
   // Copies the host buffers' first bytes to the device, or back.
   bool copyBuffers(const Shape& s, size_t es, bool toDevice) {
     if (!dev_) return true;
@@ -273,7 +280,7 @@ class Runner {
     return median(r);
   }
 
-  // Puts rank's data for a check in place (on the GPU too with --mem
+  // Puts rank's data for a check in place (on the GPU too with --buffers
   // device); returns the pointers to use (device ones then).
   bool prepare(hocclDataType_t t, hocclRedOp_t op, int root, const Shape& s, bool inPlace, void** send, void** recv) {
     size_t es = typeSize(t);
@@ -443,10 +450,7 @@ class Runner {
           void* hostRecv = recv;
           if (dev_) {
             if (!syncDevice() || !copyBuffers(s, typeSize(t), false)) return false;
-            char* d = static_cast<char*>(recv);
-            char* ds = static_cast<char*>(dsend_);
-            hostRecv = d >= ds && d < ds + dsendCap_ ? sendBuf_.data() + (d - ds)
-                                                      : recvBuf_.data() + (d - static_cast<char*>(drecv_));
+            hostRecv = onHost(recv);
           }
           wrong += countWrong(t, op, root, s, hostRecv);
         }

@@ -8,6 +8,7 @@
 #include "src/api/api_internal.h"
 #include "src/comm/comm_settings.h"
 #include "src/base/cuda_driver.h"
+#include "src/exec/cuda/kernel_names.h"
 #include "src/base/log.h"
 #include "src/base/thread_name.h"
 
@@ -110,7 +111,7 @@ Status checkDeviceCall(const char* fn, const CollCall& call) {
     return errorf(hocclInvalidUsage, "%s: device buffers are not supported for point-to-point and all-to-all "
                   "calls yet (the device executor runs all-reduce, reduce-scatter, all-gather, broadcast and reduce)",
                   fn);
-  if (cuda::deviceKernelName(call.dtype, call.op).empty())
+  if (cuda::interpKernelName(call.dtype, call.op).empty())
     return errorf(hocclInvalidArgument, "%s: no device kernel for %s %s (device buffers take the integer, fp16, "
                   "bf16, float and double types with sum, prod, max, min and avg)", fn, dtypeName(call.dtype),
                   call.op == RedOp::PreMulSum ? "PreMulSum" : redOpName(call.op));

@@ -44,8 +44,6 @@ std::map<DevPtr, SharedConn>& sharedConns() {
 
 }  // namespace
 
-std::string deviceKernelName(DType t, RedOp op) { return interpKernelName(t, op); }
-
 void setKernelImageForTesting(const void* image) { testImage.store(image, std::memory_order_release); }
 
 // The executor's context current on this thread while in scope, and the
@@ -162,7 +160,7 @@ Status DeviceExecutor::alloc(size_t bytes, DevPtr* p) {
 }
 
 Status DeviceExecutor::kernel(DType t, RedOp op, CuHandle* fn) {
-  const std::string name = deviceKernelName(t, op);
+  const std::string name = interpKernelName(t, op);
   if (name.empty())
     return errorf(hocclInvalidArgument, "device buffers: no kernel for %s %s", dtypeName(t), redOpName(op));
   auto it = functions_.find(name);

@@ -43,10 +43,6 @@ struct DeviceSettings {
   unsigned threads = 256;         // per CTA
 };
 
-// The kernel a call of this type and op launches ("" when none exists:
-// fp8 types, PreMulSum).
-std::string deviceKernelName(DType t, RedOp op);
-
 // Tests: the image create() loads instead of kernelImage() (for builds that
 // embed no kernels; a fake driver accepts any bytes). Null: kernelImage().
 void setKernelImageForTesting(const void* image);
