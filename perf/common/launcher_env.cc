@@ -6,19 +6,12 @@
 
 namespace hoccl_launch {
 
-const char* envOr(const char* a, const char* b, const char* c) {
-  for (const char* name : {a, b, c}) {
-    const char* v = name ? getenv(name) : nullptr;
-    if (v && *v) return v;
-  }
-  return nullptr;
-}
-
 namespace {
 
+// The name of the first of the variables that is set and not empty.
 const char* firstSet(const char* a, const char* b, const char* c) {
   for (const char* name : {a, b, c}) {
-    const char* v = getenv(name);
+    const char* v = name ? getenv(name) : nullptr;
     if (v && *v) return name;
   }
   return nullptr;
@@ -65,6 +58,11 @@ Launch placementFromEnv(Placement* p, std::string* error) {
     }
   }
   return Launch::Found;
+}
+
+const char* envOr(const char* a, const char* b, const char* c) {
+  const char* name = firstSet(a, b, c);
+  return name ? getenv(name) : nullptr;
 }
 
 bool underMpiLauncher() { return envOr("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK") != nullptr; }
