@@ -164,18 +164,27 @@ HOCCL_HD inline T* at(const InterpArgs& a, uint8_t buf, uint64_t off) {
 template <class T, class Op, class L>
 HOCCL_HD inline void reduceData(L& l, uint64_t n, const T* r, const T* s, T* d, T* w) {
   const VecSplit sp = vecSplit<T>(n, r, s, d, w);
-  forEachSplit<T>(
+  constexpr uint32_t kBatch = kReduceBatch<T>;
+#if defined(__CUDA_ARCH__)
+  Pack16<T> x[kBatch], y[kBatch];  // (zeroing them made ptxas spill f16 on sm_100)
+#else
+  Pack16<T> x[kBatch] = {}, y[kBatch] = {};  // g++ cannot see that store(j, k) follows load(j, k)
+#endif
+  forEachSplitBatched<T, kBatch>(
       l, n, sp,
       [&](uint64_t j) {
         const T v = Op::apply(r[j], s[j]);
         if (d) d[j] = v;
         if (w) w[j] = v;
       },
-      [&](uint64_t j) {
-        const Pack16<T> x = load16(r + j), y = load16(s + j);
+      [&](uint64_t j, uint32_t b) {
+        x[b] = load16(r + j);
+        y[b] = load16(s + j);
+      },
+      [&](uint64_t j, uint32_t b) {
         Pack16<T> v;
         HOCCL_UNROLL
-        for (uint32_t k = 0; k < Pack16<T>::kElems; ++k) v.e[k] = Op::apply(x.e[k], y.e[k]);
+        for (uint32_t k = 0; k < Pack16<T>::kElems; ++k) v.e[k] = Op::apply(x[b].e[k], y[b].e[k]);
         if (d) store16(d + j, v);
         if (w) store16(w + j, v);
       });
@@ -186,17 +195,22 @@ template <class B, class L>
 HOCCL_HD inline void copyData(L& l, uint64_t n, const B* from, B* to, B* out) {
   if (!from || (!to && !out)) return;
   const VecSplit sp = vecSplit<B>(n, from, to, out);
-  forEachSplit<B>(
+#if defined(__CUDA_ARCH__)
+  Pack16<B> x[kVecBatch];
+#else
+  Pack16<B> x[kVecBatch] = {};
+#endif
+  forEachSplitBatched<B, kVecBatch>(
       l, n, sp,
       [&](uint64_t j) {
         const B v = from[j];
         if (to) to[j] = v;
         if (out) out[j] = v;
       },
-      [&](uint64_t j) {
-        const Pack16<B> v = load16(from + j);
-        if (to) store16(to + j, v);
-        if (out) store16(out + j, v);
+      [&](uint64_t j, uint32_t b) { x[b] = load16(from + j); },
+      [&](uint64_t j, uint32_t b) {
+        if (to) store16(to + j, x[b]);
+        if (out) store16(out + j, x[b]);
       });
 }
 
