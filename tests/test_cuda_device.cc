@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hoccl.h"
+#include "src/base/config.h"
 #include "src/base/cuda_driver.h"
 #include "src/exec/dataops.h"
 #include "tests/support/fake_cuda.h"
@@ -198,6 +199,56 @@ TEST_F(CudaDeviceTest, CollectivesMatchTheHostBitForBit) {
   }
   // One module per communicator: 2 + 3 + 4.
   EXPECT_EQ(fake->moduleLoads(), 9);
+}
+
+// A channel is a CTA on the device: calls take more of them as they grow,
+// never more than half the GPU's multiprocessors divided among the ranks on it,
+// HOCCL_DEVICE_CHANNELS fixes the number within that cap, and a GPU with
+// fewer multiprocessors than ranks is refused by name. Each size's results
+// still equal the host path's bit for bit.
+TEST_F(CudaDeviceTest, ChannelsGrowWithSizeWithinTheGpusMultiprocessors) {
+  const int n = 2;
+  fake->setMultiprocessors(20);  // 5 per rank and call, two calls on the GPU at once
+  auto gridsFor = [&](const std::vector<uint64_t>& counts) {
+    std::vector<int> grids;
+    testutil::Options o;
+    o.ranks = n;
+    testutil::World world(o);
+    EXPECT_EQ(world.initError(), "");
+    std::vector<void*> streams;
+    for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+    for (uint64_t count : counts) {
+      const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, count, false, 0};
+      EXPECT_TRUE(world.run([&](hocclComm_t comm, int rank) { runAndCompare(fake.get(), c, comm, rank, n, streams[rank]); }));
+      grids.push_back(fake->lastGrid());
+    }
+    return grids;
+  };
+  // 128 KiB slots, 2 ranks: a channel per 256 KiB, at most 5.
+  EXPECT_EQ(gridsFor({1000, 100000, 1 << 20}), (std::vector<int>{1, 2, 5}));
+  setenv("HOCCL_DEVICE_CHANNELS", "3", 1);
+  reloadSettingsForTesting();
+  EXPECT_EQ(gridsFor({100000, 1 << 20}), (std::vector<int>{3, 3}));  // (small ones: an algorithm of one channel)
+  setenv("HOCCL_DEVICE_CHANNELS", "9", 1);  // above the cap: the cap
+  reloadSettingsForTesting();
+  EXPECT_EQ(gridsFor({1 << 20}), (std::vector<int>{5}));
+  unsetenv("HOCCL_DEVICE_CHANNELS");
+  reloadSettingsForTesting();
+
+  fake->setMultiprocessors(3);
+  testutil::Options o;
+  o.ranks = n;
+  testutil::World world(o);
+  ASSERT_EQ(world.initError(), "");
+  std::vector<void*> streams;
+  for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+    Buffers b(fake.get(), Case{CollKind::AllReduce, DType::Float32, RedOp::Sum, 64, false, 0}, n, rank);
+    EXPECT_EQ(hocclAllReduce(b.devIn(), b.devOut(), 64, hocclFloat32, hocclSum, comm, streams[rank]),
+              hocclInvalidUsage);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("fewer multiprocessors than twice the ranks"), std::string::npos)
+        << hocclGetLastError(comm);
+  }));
 }
 
 TEST_F(CudaDeviceTest, TheCallReturnsBeforeItsStreamRuns) {

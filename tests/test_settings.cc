@@ -104,6 +104,8 @@ std::map<std::string, std::string> badValues(const Scratch& s) {
       {"HOCCL_CHECK_CALLS", "yes"},
       {"HOCCL_DIRECT_BYTES", "-1"},
       {"HOCCL_CMA", "2"},
+      {"HOCCL_DEVICE_CHANNELS", "0"},
+      {"HOCCL_DEVICE_THREADS", "100"},
       {"HOCCL_ISA", "neon"},
       {"HOCCL_TUNER_RULES", s.dir},
   };

@@ -45,6 +45,8 @@ struct Settings {
   bool checkCalls = true;                // HOCCL_CHECK_CALLS
   uint64_t directBytes = 0;              // HOCCL_DIRECT_BYTES
   bool crossMemoryAttach = false;        // HOCCL_CMA
+  int deviceChannels = 0;                // HOCCL_DEVICE_CHANNELS (0: auto)
+  int deviceThreads = 512;               // HOCCL_DEVICE_THREADS
   std::string isa = "auto";              // HOCCL_ISA, lower case
   std::string tunerRules;                // HOCCL_TUNER_RULES
 

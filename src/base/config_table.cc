@@ -358,6 +358,22 @@ std::vector<SettingDecl> makeTable() {
        "1: processes on one node read each other's buffers with process_vm_readv for slices sent by "
        "reference. Off by default: slower than copies through shared memory on 2-core VMs.",
        field<bool>(&S::crossMemoryAttach, zeroOrOne()), kPerRank},
+      {"HOCCL_DEVICE_CHANNELS", "auto",
+       "Most channels (one CTA each) a collective on device buffers uses: auto sizes them by the "
+       "message and caps them so every rank's CTAs fit on their GPU at once; a number fixes it (still "
+       "capped by the GPU's multiprocessors).",
+       field<int>(&S::deviceChannels, autoOr(integerIn<int>(1, 64), "auto or an integer from 1 to 64"), showAuto),
+       kAllRanks},
+      {"HOCCL_DEVICE_THREADS", "512", "Threads per CTA of the device kernels: 64 to 512, a multiple of 32.",
+       field<int>(&S::deviceThreads,
+                  [](const std::string& v, int* out) -> std::string {
+                    long long x;
+                    if (!parseInt(v, &x) || x < 64 || x > 512 || x % 32 != 0)
+                      return "an integer from 64 to 512, a multiple of 32";
+                    *out = static_cast<int>(x);
+                    return "";
+                  }),
+       kPerRank},
       {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.",
        field<std::string>(&S::isa, oneOf({"auto", "scalar", "avx2", "avx512"})), kPerRank},
       {"HOCCL_TUNER_RULES", "",

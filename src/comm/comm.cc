@@ -229,13 +229,19 @@ using namespace hoccl;
 // The tuner picks the algorithm, channels and pipeline depth for a
 // collective's size; what executes is built by the same function the
 // verifier tests check (algorithms/executable.h).
-Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize) {
+Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize, const cuda::DeviceExecutor* device) {
   const uint64_t bytes = (inputCount(key0) > outputCount(key0) ? inputCount(key0) : outputCount(key0)) * esize;
   const tune::Choice choice = tuner->choose(key0.coll, bytes);
   ScheduleKey key = key0;
   key.nchannels = choice.nchannels;
   key.pipelineChunks = choice.pipelineChunks;
   const AlgoInfo& use = algorithmInfo(choice.algo);
+  // The tuner's channels are host threads' worth; on a GPU a channel is a
+  // CTA, and one CTA moves a fraction of what the device can.
+  if (device) {
+    key.nchannels = device->channelsFor(bytes);
+    if (use.maxChannels > 0) key.nchannels = std::min(key.nchannels, use.maxChannels);
+  }
   Schedule built = buildExecutable(use, key, settings.checkCalls);
   int bucket = 0;
   while (bucket < 63 && (uint64_t{2} << bucket) <= bytes) ++bucket;

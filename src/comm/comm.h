@@ -129,7 +129,10 @@ struct hocclComm : public hoccl::TaskOwner {
   hoccl::Status prepareCall(const hoccl::CollCall& call, const hoccl::ScheduleKey& key,
                             std::shared_ptr<const hoccl::Schedule>* out);
   // A collective's schedule as the tuner chooses it (not cached).
-  hoccl::Schedule tunedSchedule(const hoccl::ScheduleKey& key, size_t esize);
+  // device: the executor of a call on device buffers, which sets the
+  // channels (DeviceExecutor::channelsFor); null for host buffers.
+  hoccl::Schedule tunedSchedule(const hoccl::ScheduleKey& key, size_t esize,
+                                const hoccl::cuda::DeviceExecutor* device = nullptr);
   // Creates the connections `sched` uses that do not exist yet.
   hoccl::Status connectFor(const hoccl::Schedule& sched);
   // Calls whose schedule depends on more than the cache key (a group's

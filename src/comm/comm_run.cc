@@ -32,6 +32,8 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
     cuda::DeviceSettings ds;
     ds.sliceBytes = settings.sliceBytes;
     ds.slots = settings.slots;
+    ds.threads = unsigned(settings.deviceThreads);
+    ds.channels = settings.deviceChannels;
     // The device of whichever buffer the call reads or writes there (a
     // reduce's non-root receive buffer, say, is not looked at).
     const cuda::Driver& d = cuda::processDriver();
@@ -43,7 +45,8 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
   auto k = std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace, key.maxStepCount, esize);
   auto it = deviceSchedules.find(k);
   if (it == deviceSchedules.end())
-    it = deviceSchedules.emplace(k, std::make_shared<const Schedule>(tunedSchedule(key, esize))).first;
+    it = deviceSchedules.emplace(k, std::make_shared<const Schedule>(tunedSchedule(key, esize, device.get())))
+             .first;
   *out = it->second;
   return Status();
 }

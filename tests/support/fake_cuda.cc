@@ -113,7 +113,7 @@ struct FakeCuda::State {
   std::map<Stream*, std::vector<std::shared_ptr<Gate>>> gates;
   std::map<std::string, Function> functions;
   int context = 0, module = 0;
-  std::atomic<int> moduleLoads{0}, launches{0}, lanes{2};
+  std::atomic<int> moduleLoads{0}, launches{0}, lanes{2}, multiprocessors{8}, lastGrid{0};
   std::vector<unsigned char> image = std::vector<unsigned char>(64, 0xfb);  // when the build embeds none
 };
 
@@ -170,6 +170,12 @@ int deviceGetCount(int* n) {
 int deviceGet(int* d, int ordinal) {
   *d = ordinal;
   return ordinal == 0 ? kOk : kInvalid;
+}
+int deviceGetAttribute(int* value, int attribute, int device) {
+  if (!value || device != 0) return kInvalid;
+  if (attribute != cuda::kDeviceAttributeMultiprocessors) return kInvalid;  // the only one hoccl asks for
+  *value = g->multiprocessors.load();
+  return kOk;
 }
 int deviceGetName(char* name, int len, int) {
   snprintf(name, len, "Fake GPU (host threads)");
@@ -230,6 +236,7 @@ int launchKernel(CuHandle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   const cuda::InterpArgs a = *static_cast<const cuda::InterpArgs*>(params[0]);  // copied now, as the driver does
   const int lanes = std::min<int>(int(bx), g->lanes.load());
   ++g->launches;
+  g->lastGrid = int(gx);
   s->push([f, a, gx, lanes] { cuda::runLaunchOnHost(f.dtype, f.op, a, gx, lanes); });
   return kOk;
 }
@@ -238,8 +245,39 @@ int memAlloc(DevPtr* p, size_t bytes) {
   return kOk;
 }
 int memFree(DevPtr p) { return freeIn(&g->device, reinterpret_cast<void*>(p)); }
-int memcpyHtoD(DevPtr dst, const void* src, size_t bytes) {
-  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+// Copied at once, as a real driver stages pageable memory before it returns;
+// the copy into device memory itself runs in stream order.
+int memcpyHtoDAsync(DevPtr dst, const void* src, size_t bytes, CuHandle stream) {
+  Stream* s = streamOf(stream);
+  if (!s) return kInvalid;
+  auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
+                                                             static_cast<const unsigned char*>(src) + bytes);
+  s->push([dst, staged] {
+    // Late on purpose: a caller that launches before it synchronizes the
+    // copy's stream reads what was there before.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size());
+  });
+  return kOk;
+}
+int streamCreate(CuHandle* stream, unsigned) {
+  auto s = std::make_unique<Stream>();
+  Stream* p = s.get();
+  std::lock_guard<std::mutex> l(g->mu);
+  g->streams[p] = std::move(s);
+  *stream = p;
+  return kOk;
+}
+int streamDestroy(CuHandle stream) {
+  std::unique_ptr<Stream> gone;
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    auto it = g->streams.find(static_cast<Stream*>(stream));
+    if (it == g->streams.end()) return kInvalid;
+    gone = std::move(it->second);
+    g->streams.erase(it);
+  }
+  gone->waitIdle(1e9);  // the driver lets queued work finish
   return kOk;
 }
 int memsetD8Async(DevPtr dst, unsigned char v, size_t bytes, CuHandle stream) {
@@ -322,6 +360,7 @@ const std::map<std::string, void*>& entryPoints() {
       {"cuPointerGetAttribute", reinterpret_cast<void*>(&pointerGetAttribute)},
       {"cuDeviceGet", reinterpret_cast<void*>(&deviceGet)},
       {"cuDeviceGetName", reinterpret_cast<void*>(&deviceGetName)},
+      {"cuDeviceGetAttribute", reinterpret_cast<void*>(&deviceGetAttribute)},
       {"cuDeviceGetPCIBusId", reinterpret_cast<void*>(&deviceGetName)},
       {"cuCtxGetCurrent", reinterpret_cast<void*>(&ctxGetCurrent)},
       {"cuCtxSetCurrent", reinterpret_cast<void*>(&ctxSetCurrent)},
@@ -333,7 +372,9 @@ const std::map<std::string, void*>& entryPoints() {
       {"cuLaunchKernel", reinterpret_cast<void*>(&launchKernel)},
       {"cuMemAlloc", reinterpret_cast<void*>(&memAlloc)},
       {"cuMemFree", reinterpret_cast<void*>(&memFree)},
-      {"cuMemcpyHtoD", reinterpret_cast<void*>(&memcpyHtoD)},
+      {"cuMemcpyHtoDAsync", reinterpret_cast<void*>(&memcpyHtoDAsync)},
+      {"cuStreamCreate", reinterpret_cast<void*>(&streamCreate)},
+      {"cuStreamDestroy", reinterpret_cast<void*>(&streamDestroy)},
       {"cuMemsetD8Async", reinterpret_cast<void*>(&memsetD8Async)},
       {"cuMemHostAlloc", reinterpret_cast<void*>(&memHostAlloc)},
       {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&memHostGetDevicePointer)},
@@ -441,5 +482,7 @@ void FakeCuda::release(void* stream) {
 int FakeCuda::moduleLoads() const { return state_->moduleLoads.load(); }
 int FakeCuda::launches() const { return state_->launches.load(); }
 void FakeCuda::setLanes(int lanes) { state_->lanes = lanes; }
+void FakeCuda::setMultiprocessors(int n) { state_->multiprocessors = n; }
+int FakeCuda::lastGrid() const { return state_->lastGrid.load(); }
 
 }  // namespace hoccl::fakecuda

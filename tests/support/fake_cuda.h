@@ -54,6 +54,11 @@ class FakeCuda {
   int launches() const;     // cuLaunchKernel calls so far
   // Lane threads per CTA: min(blockDim.x, lanes). Set before launching.
   void setLanes(int lanes);
+  // What cuDeviceGetAttribute(MULTIPROCESSOR_COUNT) says (default 8): the
+  // device executor's cap on channels.
+  void setMultiprocessors(int n);
+  // The grid (channels) of the last launch.
+  int lastGrid() const;
 
   struct State;  // what the entry points see (fake_cuda.cc)
 

@@ -23,12 +23,15 @@ constexpr int kPointerAttributeContext = 1;          // CU_POINTER_ATTRIBUTE_CON
 constexpr int kPointerAttributeDeviceOrdinal = 9;    // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 constexpr unsigned kHostAllocPortableMapped = 3;     // CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
 constexpr unsigned kEventDisableTiming = 2;          // CU_EVENT_DISABLE_TIMING
+constexpr unsigned kStreamNonBlocking = 1;           // CU_STREAM_NON_BLOCKING
+constexpr int kDeviceAttributeMultiprocessors = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 
 struct DeviceApi {
   int (*ctxGetCurrent)(CuHandle* ctx) = nullptr;
   int (*ctxSetCurrent)(CuHandle ctx) = nullptr;
   int (*devicePrimaryCtxRetain)(CuHandle* ctx, int device) = nullptr;
   int (*devicePrimaryCtxRelease)(int device) = nullptr;
+  int (*deviceGetAttribute)(int* value, int attribute, int device) = nullptr;
   int (*moduleLoadData)(CuHandle* module, const void* image) = nullptr;
   int (*moduleUnload)(CuHandle module) = nullptr;
   int (*moduleGetFunction)(CuHandle* fn, CuHandle module, const char* name) = nullptr;
@@ -36,11 +39,13 @@ struct DeviceApi {
                       unsigned sharedBytes, CuHandle stream, void** params, void** extra) = nullptr;
   int (*memAlloc)(DevPtr* p, size_t bytes) = nullptr;
   int (*memFree)(DevPtr p) = nullptr;
-  int (*memcpyHtoD)(DevPtr dst, const void* src, size_t bytes) = nullptr;
+  int (*memcpyHtoDAsync)(DevPtr dst, const void* src, size_t bytes, CuHandle stream) = nullptr;
   int (*memsetD8Async)(DevPtr dst, unsigned char value, size_t bytes, CuHandle stream) = nullptr;
   int (*memHostAlloc)(void** p, size_t bytes, unsigned flags) = nullptr;
   int (*memHostGetDevicePointer)(DevPtr* d, void* p, unsigned flags) = nullptr;
   int (*memFreeHost)(void* p) = nullptr;
+  int (*streamCreate)(CuHandle* stream, unsigned flags) = nullptr;
+  int (*streamDestroy)(CuHandle stream) = nullptr;
   int (*streamQuery)(CuHandle stream) = nullptr;
   int (*streamSynchronize)(CuHandle stream) = nullptr;
   int (*eventCreate)(CuHandle* event, unsigned flags) = nullptr;

@@ -1,6 +1,7 @@
 // The device executor (device_executor.h).
 #include "src/exec/cuda/device_executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -99,6 +100,7 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   HOCCL_TRY(cuCheck(d.api.pointerGetAttribute(&e->device_, kPointerAttributeDeviceOrdinal,
                                               reinterpret_cast<uintptr_t>(devicePtr)),
                     "cuPointerGetAttribute(DEVICE_ORDINAL)"));
+  HOCCL_TRY(e->shareDevices());
   HOCCL_TRY(cuCheck(cu.devicePrimaryCtxRetain(&e->ctx_, e->device_), "cuDevicePrimaryCtxRetain"));
   e->retained_ = true;
   CtxScope scope(*e);
@@ -115,13 +117,74 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   std::memset(static_cast<void*>(e->control_), 0, sizeof(DevControl));
   HOCCL_TRY(cuCheck(cu.memHostGetDevicePointer(&e->controlDev_, host, 0), "cuMemHostGetDevicePointer"));
   HOCCL_TRY(cuCheck(cu.eventCreate(&e->last_, kEventDisableTiming), "cuEventCreate"));
+  HOCCL_TRY(cuCheck(cu.streamCreate(&e->setupStream_, kStreamNonBlocking), "cuStreamCreate(setup)"));
   // A schedule's step carries up to slots/2 slices (its key's
   // maxStepCount); the device has kDevSlots slots, half of which must hold it.
-  size_t slot = s.sliceBytes;
-  if (s.slots > int(kDevSlots)) slot = (s.sliceBytes * size_t(s.slots) + kDevSlots - 1) / kDevSlots;
+  // At least kMinDeviceSlot: each message costs a wait on the peer and two
+  // barriers of the CTA, which a small slot does not amortize (on an H100,
+  // 4 ranks, 256 MiB: 128 KiB slots 140 GB/s busbw, 512 KiB 190).
+  size_t slot = std::max<size_t>(s.sliceBytes, kMinDeviceSlot);
+  if (s.slots > int(kDevSlots)) slot = std::max(slot, (s.sliceBytes * size_t(s.slots) + kDevSlots - 1) / kDevSlots);
   e->slotBytes_ = (slot + 15) & ~size_t(15);
   *out = std::move(e);
   return Status();
+}
+
+// Every rank learns which GPU each rank runs on and its multiprocessors,
+// and takes the same cap: the fewest multiprocessors per rank on any GPU,
+// halved. Halved because two calls can be on a GPU at once: a rank whose
+// part of call k is done launches call k+1, whose CTAs take multiprocessors
+// while a slower rank's CTAs of call k may still wait for one; if k+1's
+// took the last ones, k could never finish (seen on an H100: 8 ranks at one
+// CTA per multiprocessor each timed out). A third call cannot start before
+// every rank's CTAs of call k+1 were placed, which needs call k done.
+// A rank that cannot ask still takes part (with 0), so that none waits.
+Status DeviceExecutor::shareDevices() {
+  int sms = 0;
+  const Status asked = cuCheck(api_.deviceGetAttribute(&sms, kDeviceAttributeMultiprocessors, device_),
+                               "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  struct Entry {
+    int32_t device, multiprocessors;
+  };
+  std::vector<Entry> all(static_cast<size_t>(nranks_));
+  all[size_t(rank_)] = Entry{device_, asked.ok() ? sms : 0};
+  HOCCL_TRY(oob_->allGather(all.data(), sizeof(Entry)).context("device setup: sharing which GPU each rank runs on"));
+  HOCCL_TRY(asked);
+  int cap = 64;
+  for (const Entry& mine : all) {
+    int sharing = 0;
+    for (const Entry& other : all) sharing += other.device == mine.device ? 1 : 0;
+    cap = std::min(cap, mine.multiprocessors / (2 * sharing));
+  }
+  if (cap < 1) {
+    return errorf(hocclInvalidUsage,
+                  "device buffers: %d ranks share a GPU with fewer multiprocessors than twice the ranks; "
+                  "every rank's CTAs of two calls must be resident at once", nranks_);
+  }
+  channelCap_ = settings_.channels > 0 ? std::min(cap, settings_.channels) : cap;
+  return Status();
+}
+
+// cuMemcpyHtoD from pageable memory may return before the data reaches the
+// device (the driver stages it), and a kernel on another stream launched
+// after it can read what was there before: a connection's counters reset
+// under a peer that had already sent (seen on an H100 as "message belongs
+// to another call"). So uploads go on the executor's own stream and are
+// waited for; that stream does not wait for other streams' kernels.
+Status DeviceExecutor::upload(DevPtr dst, const void* src, size_t bytes, const char* what) {
+  HOCCL_TRY(cuCheck(api_.memcpyHtoDAsync(dst, src, bytes, setupStream_), what));
+  return cuCheck(api_.streamSynchronize(setupStream_), "cuStreamSynchronize(setup uploads)");
+}
+
+int DeviceExecutor::channelsFor(uint64_t bytes) const {
+  if (settings_.channels > 0) return channelCap_;
+  // A ring cuts the data in nranks chunks per channel; a channel is worth
+  // its CTA once its chunk is kChannelChunk (on an H100, 4 ranks: 4 MiB
+  // on 2 channels of 512 KiB chunks gave 30 GB/s busbw, 8 MiB on 16 of
+  // 128 KiB 120).
+  const uint64_t perChannel = uint64_t(nranks_) * kChannelChunk;
+  const uint64_t want = (bytes + perChannel - 1) / perChannel;
+  return int(std::max<uint64_t>(1, std::min<uint64_t>(want, uint64_t(channelCap_))));
 }
 
 DeviceExecutor::~DeviceExecutor() {
@@ -148,6 +211,7 @@ DeviceExecutor::~DeviceExecutor() {
   }
   if (control_) api_.memFreeHost(control_);
   if (last_) api_.eventDestroy(last_);
+  if (setupStream_) api_.streamDestroy(setupStream_);
   if (module_) api_.moduleUnload(module_);
   if (retained_) api_.devicePrimaryCtxRelease(device_);
 }
@@ -197,7 +261,7 @@ Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
     std::memset(static_cast<void*>(&init), 0, sizeof init);
     init.data = reinterpret_cast<uint8_t*>(slots);
     init.slotBytes = slotBytes_;
-    if (st.ok()) st = cuCheck(api_.memcpyHtoD(mem, &init, sizeof init), "cuMemcpyHtoD(connection)");
+    if (st.ok()) st = upload(mem, &init, sizeof init, "cuMemcpyHtoDAsync(connection)");
     if (!st.ok()) {
       api_.memFree(mem);
       if (slots) api_.memFree(slots);
@@ -260,11 +324,10 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
   out->sched = w.schedule;
   out->nchannels = rp.plan.header.nchannels;
   HOCCL_TRY(alloc(image.size(), &out->image));
-  HOCCL_TRY(cuCheck(api_.memcpyHtoD(out->image, image.data(), image.size()), "cuMemcpyHtoD(plan)"));
+  HOCCL_TRY(upload(out->image, image.data(), image.size(), "cuMemcpyHtoDAsync(plan)"));
   HOCCL_TRY(alloc(table.size() * sizeof(DevPtr), &out->conns));
   if (!table.empty())
-    HOCCL_TRY(cuCheck(api_.memcpyHtoD(out->conns, table.data(), table.size() * sizeof(DevPtr)),
-                      "cuMemcpyHtoD(connection table)"));
+    HOCCL_TRY(upload(out->conns, table.data(), table.size() * sizeof(DevPtr), "cuMemcpyHtoDAsync(connection table)"));
   HOCCL_TRY(alloc((out->nchannels + 1) * sizeof(uint64_t), &out->stepsDone));
   if (rp.plan.header.scratchCount)
     HOCCL_TRY(alloc(rp.plan.header.scratchCount * dtypeSize(w.call.dtype), &out->scratch));

@@ -37,10 +37,16 @@
 
 namespace hoccl::cuda {
 
+// The smallest connection slot on the device, and the ring chunk per
+// channel that DeviceExecutor::channelsFor aims at (device_executor.cc).
+inline constexpr size_t kMinDeviceSlot = size_t(512) << 10;
+inline constexpr uint64_t kChannelChunk = uint64_t(128) << 10;
+
 struct DeviceSettings {
   size_t sliceBytes = 128 << 10;  // the communicator's slice (HOCCL_SLICE_BYTES)
   int slots = 8;                  // HOCCL_SLOTS: the schedules' steps fit in half of them
-  unsigned threads = 256;         // per CTA
+  unsigned threads = 512;         // per CTA (HOCCL_DEVICE_THREADS)
+  int channels = 0;               // HOCCL_DEVICE_CHANNELS; 0: by size (channelsFor)
 };
 
 // Tests: the image create() loads instead of kernelImage() (for builds that
@@ -77,6 +83,14 @@ class DeviceExecutor {
   // True once every launch queued so far has ended (waits up to `sec`).
   bool waitIdle(double sec);
   int device() const { return device_; }
+  // The channels (CTAs) a call moving `bytes` per rank should use on the
+  // device: one per ring chunk of kChannelChunk, at most what fits: every CTA of every rank must be resident
+  // at once (they wait on each other), for two calls in a row, so all ranks
+  // together get one CTA per two multiprocessors of the GPU they share (the
+  // least over the GPUs).
+  // The same on every rank. HOCCL_DEVICE_CHANNELS fixes it, within the cap.
+  int channelsFor(uint64_t bytes) const;
+  int channelCap() const { return channelCap_; }
 
  private:
   DeviceExecutor() = default;
@@ -87,6 +101,8 @@ class DeviceExecutor {
     uint64_t sliceElems = 0;
   };
   class CtxScope;
+  Status shareDevices();
+  Status upload(DevPtr dst, const void* src, size_t bytes, const char* what);
   Status setUp(const Work& w, PlanRes* out);
   Status connect(const std::vector<PlanEdge>& edges);
   Status alloc(size_t bytes, DevPtr* p);
@@ -98,7 +114,9 @@ class DeviceExecutor {
   int rank_ = 0, nranks_ = 1, device_ = 0;
   double timeoutSec_ = 300;  // the communicator's, which bounds every wait of a launch
   size_t slotBytes_ = 0;
+  int channelCap_ = 1;  // channelsFor's cap (create)
   CuHandle ctx_ = nullptr, module_ = nullptr, last_ = nullptr;
+  CuHandle setupStream_ = nullptr;  // uploads (upload())
   bool retained_ = false;
   std::atomic<bool> launched_{false};
   DevControl* control_ = nullptr;  // mapped host memory
