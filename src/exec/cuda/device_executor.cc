@@ -166,11 +166,12 @@ Status DeviceExecutor::shareDevices() {
 }
 
 // cuMemcpyHtoD from pageable memory may return before the data reaches the
-// device (the driver stages it), and a kernel on another stream launched
-// after it can read what was there before: a connection's counters reset
-// under a peer that had already sent (seen on an H100 as "message belongs
-// to another call"). So uploads go on the executor's own stream and are
-// waited for; that stream does not wait for other streams' kernels.
+// device (the driver stages it, as CUDA's documentation of synchronous
+// copies says), and a kernel on another stream launched after it could
+// read what was there before: a connection's counters reset under a peer
+// that had already sent. So uploads go on the executor's own stream and
+// are waited for; that non-blocking stream does not wait for other
+// streams' kernels (the legacy stream would wait for blocking ones).
 Status DeviceExecutor::upload(DevPtr dst, const void* src, size_t bytes, const char* what) {
   HOCCL_TRY(cuCheck(api_.memcpyHtoDAsync(dst, src, bytes, setupStream_), what));
   return cuCheck(api_.streamSynchronize(setupStream_), "cuStreamSynchronize(setup uploads)");
