@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf/common/device_mem.h"
 #include "perf/common/launcher_env.h"
 
 #ifdef HOCCL_PERF_HAVE_MPI
@@ -219,6 +220,9 @@ int runForked(const bench::Options& opt, Coll coll) {
 }  // namespace
 
 int hocclPerfMain(int argc, char** argv, Coll coll) {
+  // Before anything can start the CUDA driver (hoccl's topology discovery
+  // at init does): see bench::DeviceMemory.
+  bench::askForDeviceQueues();
   bench::Options opt;
   int exitCode = 0;
   if (!bench::parseOptions(argc, argv, coll, &opt, &exitCode)) return exitCode;

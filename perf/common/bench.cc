@@ -141,6 +141,21 @@ class Runner {
  private:
   void preamble(int threadsPerProcess) {
     if (rooted(c_) && o_.root >= n_) error_ = "root " + std::to_string(o_.root) + " is out of range for " + std::to_string(n_) + " ranks";
+    // What the GPU copies alone, before any rank queues work on it: the
+    // ceiling to read the busbw column against.
+    std::string copyLine;
+    if (dev_ && rank_ == 0) {
+      constexpr size_t kCopyBytes = size_t(256) << 20;
+      double gbs = 0;
+      const std::string e = dev_->copyRate(kCopyBytes, 10, &gbs);
+      char line[200];
+      if (e.empty())
+        snprintf(line, sizeof line, "# Device copy rate: cuMemcpyDtoD of 256 MiB on GPU %d alone, %.1f GB/s",
+                 dev_->ordinal(), gbs);
+      else
+        snprintf(line, sizeof line, "# Device copy rate: not measured (%s)", e.c_str());
+      copyLine = line;
+    }
     std::vector<std::string> lines =
         b_.allGatherLine(dev_ ? deviceLine(rank_, "GPU " + std::to_string(dev_->ordinal()) + " " + dev_->name())
                               : b_.deviceDescription());
@@ -162,6 +177,7 @@ class Runner {
            "validation: %d graph: 0 unalign: 0\n#\n# Using devices\n",
            threadsPerProcess, o_.minBytes, o_.maxBytes, step, o_.warmup, o_.iters, o_.aggIters, o_.check);
     for (const std::string& l : lines) printf("%s\n", l.c_str());
+    if (!copyLine.empty()) printf("%s\n", copyLine.c_str());
     if (!error_.empty()) {
       fprintf(stderr, "# %s\n", error_.c_str());
       return;

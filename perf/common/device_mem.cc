@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -25,6 +26,7 @@ struct DeviceMemory::Api {
   int (*memFree)(unsigned long long);
   int (*memcpyHtoDAsync)(unsigned long long, const void*, size_t, void*);
   int (*memcpyDtoHAsync)(void*, unsigned long long, size_t, void*);
+  int (*memcpyDtoDAsync)(unsigned long long, unsigned long long, size_t, void*);
   int (*getErrorName)(int, const char**);
 };
 
@@ -39,6 +41,12 @@ bool resolve(void* lib, const char* name, F* fn, std::string* missing) {
   return *fn != nullptr;
 }
 
+}  // namespace
+
+void askForDeviceQueues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
+
+namespace {
+
 // Loaded once per process; null with the reason in *why.
 const DeviceMemory::Api* loadApi(std::string* why) {
   static std::once_flag once;
@@ -46,11 +54,7 @@ const DeviceMemory::Api* loadApi(std::string* why) {
   static const DeviceMemory::Api* loaded = nullptr;
   static std::string reason;
   std::call_once(once, [] {
-    // Ranks as threads put one stream each on the GPU, and every rank's
-    // launch waits for the others': more hardware queues than the driver's
-    // default 8, so that no launch queues behind a waiting one (read when
-    // the context is made; a value the user set is kept).
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    askForDeviceQueues();  // too late if the driver has started already
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       reason = std::string("no CUDA driver: ") + dlerror();
@@ -72,6 +76,7 @@ const DeviceMemory::Api* loadApi(std::string* why) {
     resolve(lib, "cuMemFree_v2", &api.memFree, &missing);
     resolve(lib, "cuMemcpyHtoDAsync_v2", &api.memcpyHtoDAsync, &missing);
     resolve(lib, "cuMemcpyDtoHAsync_v2", &api.memcpyDtoHAsync, &missing);
+    resolve(lib, "cuMemcpyDtoDAsync_v2", &api.memcpyDtoDAsync, &missing);
     resolve(lib, "cuGetErrorName", &api.getErrorName, &missing);
     if (!missing.empty()) {
       reason = "the CUDA driver lacks " + missing;
@@ -155,6 +160,24 @@ std::string DeviceMemory::toHost(void* dst, const void* src, size_t bytes) {
   std::string e = check(api_->memcpyDtoHAsync(dst, reinterpret_cast<unsigned long long>(src), bytes, stream_),
                         "cuMemcpyDtoHAsync");
   return e.empty() ? sync() : e;
+}
+
+std::string DeviceMemory::copyRate(size_t bytes, int iters, double* gbs) {
+  *gbs = 0;
+  unsigned long long from = 0, to = 0;
+  std::string e = check(api_->memAlloc(&from, bytes), "cuMemAlloc");
+  if (e.empty()) e = check(api_->memAlloc(&to, bytes), "cuMemAlloc");
+  auto copy = [&] { return check(api_->memcpyDtoDAsync(to, from, bytes, stream_), "cuMemcpyDtoDAsync"); };
+  if (e.empty()) e = copy();  // the first one, untimed
+  if (e.empty()) e = sync();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters && e.empty(); ++i) e = copy();
+  if (e.empty()) e = sync();
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (e.empty() && sec > 0) *gbs = double(bytes) * iters / sec / 1e9;
+  if (from) api_->memFree(from);
+  if (to) api_->memFree(to);
+  return e;
 }
 
 std::string DeviceMemory::sync() { return check(api_->streamSynchronize(stream_), "cuStreamSynchronize"); }

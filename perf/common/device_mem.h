@@ -13,6 +13,15 @@
 
 namespace bench {
 
+// Ranks as threads put one stream each on the GPU (and hoccl one more for
+// its uploads), and every rank's launch waits for the others': more
+// hardware queues than the driver's default 8, so that no launch queues
+// behind a waiting one. The driver reads CUDA_DEVICE_MAX_CONNECTIONS once,
+// when it starts: call this before any CUDA call, hoccl's included (its
+// init discovers devices). A value the user set is kept. On an H100, 8
+// ranks with the default 8 queues timed out in about one sweep in three.
+void askForDeviceQueues();
+
 class DeviceMemory {
  public:
   // Null with *error saying why (no driver, no device, ...).
@@ -29,6 +38,10 @@ class DeviceMemory {
   // on each other's launches through the legacy default stream). The
   // collectives are queued on it; the copies above run on it.
   void* stream() const { return stream_; }
+  // The device's own copy rate, the ceiling for what a collective on it
+  // can move: `iters` cuMemcpyDtoD of `bytes` between two new buffers,
+  // timed together after one untimed copy; *gbs = bytes copied per second / 1e9.
+  std::string copyRate(size_t bytes, int iters, double* gbs);
   // Waits until everything queued on the stream so far has ended.
   std::string sync();
   // "NVIDIA H100 80GB HBM3 [0000:1b:00]": for the "# Using devices" line.
