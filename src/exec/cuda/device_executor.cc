@@ -87,14 +87,17 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   }
   // Every rank's launches wait for each other, each on its own stream. The
   // driver spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues
-  // (8 unless set before the context exists); with more streams than
-  // queues a rank's launch can sit behind a waiting peer's and never start
-  // (seen on an H100: 8 ranks as threads timed out, 32 queues ran).
+  // (8 unless set before the driver starts); with more streams than queues
+  // a rank's launch can sit behind a waiting peer's and never start (seen
+  // on an H100: 8 ranks as threads timed out in about one run in three; 32
+  // queues ran). Each rank has its caller's stream and the executor's own.
   const char* queues = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  if (e->rank_ == 0 && e->nranks_ >= 8 && (!queues || atoi(queues) <= e->nranks_))
+  const int nqueues = queues ? atoi(queues) : 8;
+  if (e->rank_ == 0 && e->nranks_ > 1 && nqueues < 2 * e->nranks_)
     HWARN(kSubAll, "device buffers: %d ranks share this process's GPUs but CUDA_DEVICE_MAX_CONNECTIONS is %s: "
-          "set it above the rank count (e.g. 32) before the first CUDA call, or launches may wait on each other "
-          "until HOCCL_TIMEOUT", e->nranks_, queues ? queues : "unset (8)");
+          "set it to at least %d (e.g. 32) before the first CUDA call of the process (hoccl's init makes one), "
+          "or a launch may wait behind another rank's until HOCCL_TIMEOUT", e->nranks_,
+          queues ? queues : "unset (8)", 2 * e->nranks_);
   HOCCL_TRY(resolveDeviceApi(d, &e->api_));
   const DeviceApi& cu = e->api_;
   HOCCL_TRY(cuCheck(d.api.pointerGetAttribute(&e->device_, kPointerAttributeDeviceOrdinal,
