@@ -9,6 +9,7 @@ CostPlan hierarchicalCost(const CostQuery& q);
 CostPlan horingCost(const CostQuery& q);
 CostPlan doublingCost(const CostQuery& q);
 CostPlan leaderDoublingCost(const CostQuery& q);
+CostPlan oneShotCost(const CostQuery& q);
 
 namespace {
 
@@ -52,6 +53,10 @@ std::vector<AlgoInfo> rows() {
                       "group: for small all-reduces across nodes",
        .supports = allReduceOnly, .build = buildLeaderDoubling, .cost = leaderDoublingCost, .grouped = true,
        .maxChannels = 1},
+      {.name = "oneshot",
+       .description = "one-shot all-reduce: every rank sends its input to every other and adds all of them in "
+                      "rank order; one step of latency, for small messages",
+       .supports = allReduceOnly, .build = buildOneShot, .cost = oneShotCost, .oneNode = true, .maxChannels = 1},
   };
 }
 

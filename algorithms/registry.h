@@ -15,7 +15,7 @@
 namespace hoccl {
 
 // An algorithm's position in allAlgorithms(); the first four are named.
-enum class AlgoId : int { Ring = 0, Hierarchical = 1, HoRing = 2, Doubling = 3 };
+enum class AlgoId : int { Ring = 0, Hierarchical = 1, HoRing = 2, Doubling = 3, LeaderDoubling = 4, OneShot = 5 };
 
 struct AlgoInfo {
   AlgoId id = AlgoId::Ring;  // its row's position (set by allAlgorithms())
@@ -31,6 +31,10 @@ struct AlgoInfo {
   // A candidate for the tuner only where ranks span several nodes (on one
   // node it would run a ring under another name).
   bool grouped = false;
+  // A candidate for the tuner only where all ranks share one node: its
+  // messages per rank grow with the ranks (P-1 each), which a network's
+  // per-message costs make a poor trade at scale. Forced, it runs anywhere.
+  bool oneNode = false;
   // ScheduleKey::pipelineChunks applies: the tuner weighs tune::kPipelineDepths
   // and the verifier sweep covers them.
   bool pipelined = false;
@@ -58,6 +62,9 @@ Schedule buildDoubling(const ScheduleKey& key);
 // Hierarchical all-reduce with recursive doubling among the leaders
 // (hierarchical.cc): for small messages across nodes.
 Schedule buildLeaderDoubling(const ScheduleKey& key);
+// One-shot all-reduce (algorithms/oneshot.cc): every rank reduces every
+// rank's input itself; other collectives fall back to buildRing.
+Schedule buildOneShot(const ScheduleKey& key);
 
 // The ring's cost plan, which the others fall back to (ring.cc).
 CostPlan ringCost(const CostQuery& q);

@@ -41,7 +41,12 @@ const char* stepKindName(const Step& s) {
     if (src || !dst) return "invalid";
     return send ? "recvCopySend" : "recv";
   }
-  if (s.reduce || !src) return "invalid";
+  if (!src) return "invalid";
+  if (s.reduce) {
+    // dst is both the second operand and where the value goes.
+    if (!dst) return "invalid";
+    return send ? "localReduceSend" : "localReduce";
+  }
   if (dst && send) return "copySend";
   if (dst) return "copy";
   if (send) return "send";

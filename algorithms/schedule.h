@@ -41,12 +41,15 @@ struct Slice {
 };
 
 // One step of a channel. Per element, with v the value it produces:
-//   v = recv ? (reduce ? recv (op) src : recv) : src
+//   v = recv ? (reduce ? recv (op) src : recv) : (reduce ? src (op) dst : src)
 //   if dst present: dst = v
 //   if send:        send v to sendPeer
-// Named kinds (see stepKindName): send, recv, recvReduce, recvReduceSend,
-// recvCopySend, copy, copySend, recvReduceCopySend, and sync: a zero-count
-// send and/or receive naming no buffer, whose message is only its header.
+// (A reduce without a receive combines two of the rank's own buffers: src
+// plays the received value's part, dst the local operand's, and is then
+// overwritten.) Named kinds (see stepKindName): send, recv, recvReduce,
+// recvReduceSend, recvCopySend, copy, copySend, recvReduceCopySend,
+// localReduce, localReduceSend, and sync: a zero-count send and/or receive
+// naming no buffer, whose message is only its header.
 struct Step {
   int32_t recvPeer = -1;  // rank to receive `count` elements from, or -1
   int32_t sendPeer = -1;  // rank to send `count` elements to, or -1

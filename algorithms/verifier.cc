@@ -284,6 +284,10 @@ Progress Verifier::tryStep(int r, int c) {
   if ((!in || s.reduce) && !readSlice(r, c, i, s.src, s.count, local)) return Progress::Failed;
   if (in && s.reduce) {
     if (!combine(r, c, i, in->front().vals, local, vals)) return Progress::Failed;
+  } else if (s.reduce) {  // a local reduce: src (op) dst
+    Segs other;
+    if (!readSlice(r, c, i, s.dst, s.count, other)) return Progress::Failed;
+    if (!combine(r, c, i, local, other, vals)) return Progress::Failed;
   } else {
     vals = in ? std::move(in->front().vals) : std::move(local);
   }

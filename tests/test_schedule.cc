@@ -70,11 +70,14 @@ TEST(ScheduleNames, CollectivesAndStepKinds) {
   EXPECT_EQ(step(1, 2, false, none, out), "recvCopySend");
   EXPECT_EQ(step(-1, -1, false, in, out), "copy");
   EXPECT_EQ(step(-1, 2, false, in, out), "copySend");
-  // Nonsense: nothing to do, reduce without a received value or without src,
+  EXPECT_EQ(step(-1, -1, true, in, out), "localReduce");
+  EXPECT_EQ(step(-1, 2, true, in, out), "localReduceSend");
+  // Nonsense: nothing to do, a local reduce with nowhere to go or without src,
   // a received value that goes nowhere, a plain receive that names a src.
   EXPECT_EQ(step(-1, -1, false, none, none), "invalid");
   EXPECT_EQ(step(-1, -1, false, in, none), "invalid");
   EXPECT_EQ(step(-1, 2, true, in, none), "invalid");
+  EXPECT_EQ(step(-1, -1, true, none, out), "invalid");
   EXPECT_EQ(step(1, 2, true, none, none), "invalid");
   EXPECT_EQ(step(1, -1, true, in, none), "invalid");
   EXPECT_EQ(step(1, -1, false, none, none), "invalid");

@@ -116,11 +116,20 @@ TEST(Tuner, PicksDoublingSmallAndHoRingLargeAcrossNodes) {
   EXPECT_EQ(t.choose(CollKind::AllGather, 64 * kMiB).algo, AlgoId::HoRing);
 }
 
+// On one node with a core per rank, a tiny all-reduce is one message's
+// latency by oneshot against log2(P) by doubling; across nodes oneshot is
+// no candidate (above: doubling).
+TEST(Tuner, PicksOneShotForTinyAllReducesOnOneNode) {
+  Tuner t(Machine::rectangular(1, 4, 1, gigabit()), {}, "", nullptr, 0);
+  EXPECT_EQ(t.choose(CollKind::AllReduce, 8).algo, AlgoId::OneShot);
+  EXPECT_EQ(t.choose(CollKind::AllReduce, 64 * kMiB).algo, AlgoId::Ring);
+}
+
 TEST(Tuner, OneNodeNeverPicksGroupedAlgorithms) {
   Tuner t(Machine::rectangular(1, 4, 1, gigabit()), {}, "", nullptr, 0);
   for (uint64_t b = 8; b <= 256 * kMiB; b *= 8) {
     const AlgoId a = t.choose(CollKind::AllReduce, b).algo;
-    EXPECT_TRUE(a == AlgoId::Ring || a == AlgoId::Doubling) << b;
+    EXPECT_TRUE(a == AlgoId::Ring || a == AlgoId::Doubling || a == AlgoId::OneShot) << b;
     EXPECT_EQ(t.choose(CollKind::AllGather, b).algo, AlgoId::Ring) << b;
   }
 }

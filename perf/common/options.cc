@@ -97,7 +97,7 @@ void printUsage(const char* prog, Coll coll) {
           "  -T,--timeout <s>        fail a test that runs longer (default off)\n"
           "  -J,--output_file <file> JSON lines, one per table row\n"
           "  --algo <name>[,<name>]  the algorithm: auto (the tuner) or ring|hierarchical|horing|doubling|\n"
-          "                          leaderdoubling;\n"
+          "                          leaderdoubling|oneshot;\n"
           "                          several run side by side: one communicator each, timed in\n"
           "                          interleaved blocks, one row each with the algorithm at the end\n"
           "  --blocks <n>            timed blocks per size when algorithms run side by side\n"

@@ -325,7 +325,7 @@ std::vector<SettingDecl> makeTable() {
        kAllRanks},
       {"HOCCL_ALGO", "auto",
        "Algorithm: auto (the cost model picks per collective and size), or force one by its name in "
-       "hoccl-info --algorithms (ring, hierarchical, horing, doubling, leaderdoubling); the communicator checks the name "
+       "hoccl-info --algorithms (ring, hierarchical, horing, doubling, leaderdoubling, oneshot); the communicator checks the name "
        "against that list. hierarchical and horing group ranks by node and switch; where the forced "
        "algorithm lacks a collective the ring runs.",
        field<std::string>(&S::algo,

@@ -251,6 +251,9 @@ Status CollTask::advance(int c, bool* progressed) {
         if (dst && bytes) copyBytes(dst, rdata, bytes);
         value = static_cast<const char*>(dst ? dst : rdata);
       }
+    } else if (s.reduce) {  // a local reduce: dst = src (op) dst
+      reduce(dst, src, dst, n);
+      value = dst;
     } else {
       if (dst && dst != src && bytes) copyBytes(dst, src, bytes);
       value = dst ? dst : src;

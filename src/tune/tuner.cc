@@ -45,6 +45,7 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
       // Grouped algorithms only where there is more than one node; on one
       // node they are the ring under another name.
       if (a.grouped && m_.nnodes() < 2) continue;
+      if (a.oneNode && m_.nnodes() > 1) continue;
       algos.push_back(&a);
     }
   }

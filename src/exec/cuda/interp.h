@@ -1,7 +1,7 @@
 // The device-plan interpreter: runs one channel of one rank's plan
 // (dev_plan.h) step by step, with the semantics of algorithms/schedule.h's
 // Step, as the host executor (src/exec/executor.cc) runs a Schedule:
-//   v = recv ? (reduce ? recv (op) src : recv) : src
+//   v = recv ? (reduce ? recv (op) src : recv) : (reduce ? src (op) dst : src)
 //   if dst: dst = v;   if send: send v
 // cut into messages of at most `sliceElems` elements (a zero-count step is
 // one empty message: a sync step). A step with a dependency starts once
@@ -317,8 +317,10 @@ HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
       T* w = wm ? reinterpret_cast<T*>(wm->data + (shared[2] % kDevSlots) * wm->slotBytes) : nullptr;
       const T* s = at<T>(a, st.srcBuf, st.srcOff + off);
       T* d = at<T>(a, st.dstBuf, st.dstOff + off);
-      if (r && (st.flags & kStepReduce)) {
-        reduceData<T, Op>(l, n, r, s, d, w);
+      if (st.flags & kStepReduce) {
+        // received (op) src, or for a local reduce src (op) dst; one call
+        // site (a second one made ptxas spill f16 on sm_100).
+        reduceData<T, Op>(l, n, r ? r : s, r ? s : d, d, w);
       } else {
         // A copy: bits, never values. Storing src onto itself is skipped.
         copyData<B>(l, n, reinterpret_cast<const B*>(r ? r : s), reinterpret_cast<B*>(d == s && !r ? nullptr : d),

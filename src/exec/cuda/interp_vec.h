@@ -115,10 +115,11 @@ HOCCL_HD inline void forEachSplit(L& l, uint64_t n, const VecSplit& s, One&& one
 // H100); four loads issued before the first store give the memory system
 // four times the work to overlap.
 // A reduction of 1-byte elements unpacks each vector into 16 registers,
-// so it does not batch (four spilled on sm_80/90/100, two on sm_100).
+// so it does not batch (four spilled on sm_80/90/100, two on sm_100); 8-byte
+// ones batch two (four spilled the avg kernels once steps could reduce locally).
 inline constexpr uint32_t kVecBatch = 4;
 template <class T>
-inline constexpr uint32_t kReduceBatch = sizeof(T) == 1 ? 1 : kVecBatch;
+inline constexpr uint32_t kReduceBatch = sizeof(T) == 1 ? 1 : sizeof(T) == 8 ? 2 : kVecBatch;
 
 // forEachSplit with the vector part in batches: a lane calls load(j, k) for
 // up to Batch vectors (k = 0, 1, ...; lanes interleave, so each k is one
