@@ -22,11 +22,7 @@
 namespace hoccl {
 Schedule buildDoubling(const ScheduleKey& key) {
   if (key.coll != CollKind::AllReduce) return ringFallback(key, "ring (fallback: doubling is all-reduce only)");
-  Schedule s;
-  s.key = key;
-  s.key.nchannels = 1;
-  s.algorithm = "doubling";
-  s.channels.resize(1);
+  Schedule s = oneChannelSchedule(key, "doubling");
   Lane ch(s, 0);
   const int P = key.nranks, r = key.rank;
   const uint64_t n = key.count;

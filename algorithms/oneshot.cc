@@ -23,11 +23,7 @@ namespace hoccl {
 
 Schedule buildOneShot(const ScheduleKey& key) {
   if (key.coll != CollKind::AllReduce) return ringFallback(key, "ring (fallback: oneshot is all-reduce only)");
-  Schedule s;
-  s.key = key;
-  s.key.nchannels = 1;
-  s.algorithm = "oneshot";
-  s.channels.resize(1);
+  Schedule s = oneChannelSchedule(key, "oneshot");
   Lane ch(s, 0);
   const int P = key.nranks, r = key.rank;
   const uint64_t n = key.count;

@@ -367,6 +367,13 @@ Schedule newSchedule(const ScheduleKey& key, const char* algorithm) {
   return s;
 }
 
+Schedule oneChannelSchedule(const ScheduleKey& key, const char* algorithm) {
+  Schedule s = newSchedule(key, algorithm);
+  s.key.nchannels = 1;
+  s.channels.resize(1);
+  return s;
+}
+
 Schedule ringFallback(const ScheduleKey& key, const char* label) {
   Schedule s = buildRing(key);
   s.algorithm = label;

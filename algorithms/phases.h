@@ -167,6 +167,9 @@ bool switchLevel(const Hierarchy& h, int* W, int* n, const char** why);
 // The schedule of `key` by `algorithm` (a static string), before any
 // channel: key.nchannels raised to at least 1.
 Schedule newSchedule(const ScheduleKey& key, const char* algorithm);
+// The same with exactly one (empty) channel: the one-channel all-reduces
+// (doubling, oneshot).
+Schedule oneChannelSchedule(const ScheduleKey& key, const char* algorithm);
 
 // buildRing(key) labelled "ring (fallback: <why>)"; `label` is that whole
 // static string.

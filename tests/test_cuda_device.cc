@@ -224,7 +224,7 @@ TEST_F(CudaDeviceTest, ChannelsGrowWithSizeWithinTheGpusMultiprocessors) {
     }
     return grids;
   };
-  // 128 KiB slots, 2 ranks: a channel per 256 KiB, at most 5.
+  // 2 ranks: a channel per 2 x 128 KiB ring chunks (kChannelChunk), at most 5.
   EXPECT_EQ(gridsFor({1000, 100000, 1 << 20}), (std::vector<int>{1, 2, 5}));
   setenv("HOCCL_DEVICE_CHANNELS", "3", 1);
   reloadSettingsForTesting();
