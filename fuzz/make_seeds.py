@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of fuzz_bootstrap_wire: valid frames of every kind
-(and a few nearly valid ones), laid out as src/bootstrap/wire.h declares them
-(the fuzzer static_asserts the sizes used here).
-    fuzz/make_seeds.py            # rewrites fuzz/corpus/bootstrap_wire/"""
+"""Writes the seed corpora of fuzz_bootstrap_wire (valid frames of every kind
+and a few nearly valid ones, laid out as src/bootstrap/wire.h declares them)
+and of fuzz_ipc_buffer (exported device-buffer messages, src/exec/cuda/ipc_wire.h);
+the fuzzers static_assert the sizes used here.
+    fuzz/make_seeds.py            # rewrites fuzz/corpus/{bootstrap_wire,ipc_buffer}/"""
 import os
 import socket
 import struct
@@ -57,3 +58,27 @@ for name, data in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
         f.write(data)
 print("wrote %d seeds to %s" % (len(seeds), out))
+
+
+def ipc_buffer(nranks=4, handle_type=1, size=6 << 20, gran=2 << 20, conn=(0, 256), slots=(4096, 4 << 20),
+               edge=(1, 0, 0), pid=4242, host=b"node0", handle=b""):
+    """First byte: nranks - 1 (the fuzzer's communicator size); then the message."""
+    return bytes([nranks - 1]) + struct.pack("<IHHQQQQQQiiii64s64s", 0x43504948, 1, handle_type, size, gran,
+                                             conn[0], conn[1], slots[0], slots[1], edge[0], edge[1], edge[2],
+                                             pid, host, handle)
+
+
+ipc_seeds = {
+    "posix_fd": ipc_buffer(),
+    "fabric": ipc_buffer(handle_type=2, handle=b"\x07" * 64),
+    "legacy": ipc_buffer(handle_type=3, handle=b"\x01" + b"\0" * 63, edge=(0, 3, 1)),
+    "overlap": ipc_buffer(slots=(128, 4096)),
+    "beyond": ipc_buffer(slots=(4096, 6 << 20)),
+    "bad_granularity": ipc_buffer(gran=3 << 20),
+}
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "ipc_buffer")
+os.makedirs(out, exist_ok=True)
+for name, data in ipc_seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(data)
+print("wrote %d seeds to %s" % (len(ipc_seeds), out))
