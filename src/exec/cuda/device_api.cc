@@ -42,9 +42,25 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   get("cuEventRecord", &api->eventRecord);
   get("cuEventQuery", &api->eventQuery);
   get("cuStreamWaitEvent", &api->streamWaitEvent);
-  if (missing.empty()) return Status();
-  *api = DeviceApi();
-  return Status(hocclSystemError, "unusable driver: " + missing + " missing (" + d.status + ")");
+  if (!missing.empty()) {
+    *api = DeviceApi();
+    return Status(hocclSystemError, "unusable driver: " + missing + " missing (" + d.status + ")");
+  }
+  VmmApi& v = api->vmm;
+  std::string& vmissing = api->vmmMissing;
+  auto opt = [&](const char* name, auto* fn) { resolveInto(d.getProc, name, fn, &vmissing); };
+  opt("cuMemGetAllocationGranularity", &v.memGetAllocationGranularity);
+  opt("cuMemCreate", &v.memCreate);
+  opt("cuMemExportToShareableHandle", &v.memExportToShareableHandle);
+  opt("cuMemImportFromShareableHandle", &v.memImportFromShareableHandle);
+  opt("cuMemAddressReserve", &v.memAddressReserve);
+  opt("cuMemMap", &v.memMap);
+  opt("cuMemSetAccess", &v.memSetAccess);
+  opt("cuMemUnmap", &v.memUnmap);
+  opt("cuMemRelease", &v.memRelease);
+  opt("cuMemAddressFree", &v.memAddressFree);
+  if (!vmissing.empty()) v = VmmApi();  // all or nothing
+  return Status();
 }
 
 Status cuCheck(int rc, const char* what) {

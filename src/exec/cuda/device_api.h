@@ -26,6 +26,58 @@ constexpr unsigned kEventDisableTiming = 2;          // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kStreamNonBlocking = 1;           // CU_STREAM_NON_BLOCKING
 constexpr int kDeviceAttributeMultiprocessors = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 
+// CUDA's virtual memory management (VMM) types and values, as cuda.h
+// declares them (CUmemAllocationProp_v1, CUmemLocation_v1, CUmemAccessDesc_v1):
+// device connections between processes export their memory with them.
+using MemHandle = uint64_t;  // CUmemGenericAllocationHandle
+constexpr int kMemHandleTypePosixFd = 1;          // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+constexpr int kMemHandleTypeFabric = 8;           // CU_MEM_HANDLE_TYPE_FABRIC
+constexpr int kMemAllocationTypePinned = 1;       // CU_MEM_ALLOCATION_TYPE_PINNED
+constexpr int kMemLocationTypeDevice = 1;         // CU_MEM_LOCATION_TYPE_DEVICE
+constexpr int kMemAccessReadWrite = 3;            // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+constexpr int kMemAllocGranularityMinimum = 0;    // CU_MEM_ALLOC_GRANULARITY_MINIMUM
+constexpr int kDeviceAttributeVmmSupported = 102;  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+
+struct MemLocation {
+  int type;  // kMemLocationTypeDevice
+  int id;    // the device ordinal
+};
+struct MemAllocationProp {
+  int type;                  // kMemAllocationTypePinned
+  int requestedHandleTypes;  // kMemHandleType* bits
+  MemLocation location;
+  void* win32HandleMetaData;  // null off Windows
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+static_assert(sizeof(MemAllocationProp) == 32, "CUmemAllocationProp_v1's layout");
+struct MemAccessDesc {
+  MemLocation location;
+  int flags;  // kMemAccessReadWrite
+};
+static_assert(sizeof(MemAccessDesc) == 12, "CUmemAccessDesc_v1's layout");
+
+// The VMM entry points: optional (a driver without them still runs ranks
+// that are threads of one process). All resolved or none (usable()).
+struct VmmApi {
+  int (*memGetAllocationGranularity)(size_t* granularity, const MemAllocationProp* prop, int option) = nullptr;
+  int (*memCreate)(MemHandle* handle, size_t size, const MemAllocationProp* prop, unsigned long long flags) = nullptr;
+  int (*memExportToShareableHandle)(void* shareable, MemHandle handle, int handleType,
+                                    unsigned long long flags) = nullptr;
+  int (*memImportFromShareableHandle)(MemHandle* handle, void* osHandle, int handleType) = nullptr;
+  int (*memAddressReserve)(DevPtr* p, size_t size, size_t alignment, DevPtr addr, unsigned long long flags) = nullptr;
+  int (*memMap)(DevPtr p, size_t size, size_t offset, MemHandle handle, unsigned long long flags) = nullptr;
+  int (*memSetAccess)(DevPtr p, size_t size, const MemAccessDesc* desc, size_t count) = nullptr;
+  int (*memUnmap)(DevPtr p, size_t size) = nullptr;
+  int (*memRelease)(MemHandle handle) = nullptr;
+  int (*memAddressFree)(DevPtr p, size_t size) = nullptr;
+  bool usable() const { return memCreate != nullptr; }
+};
+
 struct DeviceApi {
   int (*ctxGetCurrent)(CuHandle* ctx) = nullptr;
   int (*ctxSetCurrent)(CuHandle ctx) = nullptr;
@@ -53,6 +105,8 @@ struct DeviceApi {
   int (*eventRecord)(CuHandle event, CuHandle stream) = nullptr;
   int (*eventQuery)(CuHandle event) = nullptr;
   int (*streamWaitEvent)(CuHandle stream, CuHandle event, unsigned flags) = nullptr;
+  VmmApi vmm;              // all or nothing: see vmmMissing
+  std::string vmmMissing;  // the VMM entry points the driver lacks ("" when vmm.usable())
 };
 
 // `name` from getProc for the CUDA 12.0 API (a NULL stream being the
@@ -73,7 +127,9 @@ void resolveInto(GetProcAddressFn getProc, const char* name, Fn* fn, std::string
 
 // Resolves every entry point of DeviceApi through d.getProc. Fails with
 // hocclSystemError "unusable driver: <names> missing" when the driver is
-// not Ready or lacks any of them; never calls an unresolved one.
+// not Ready or lacks any of them; never calls an unresolved one. The VMM
+// entry points are optional: lacking any leaves api->vmm empty and names
+// them in api->vmmMissing, and is no failure.
 Status resolveDeviceApi(const Driver& d, DeviceApi* api);
 
 // "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2)" as a hocclUnhandledCudaError,
