@@ -1,15 +1,24 @@
 // CUDA's virtual memory management (VMM) entry points of the device path:
 // optional in DeviceApi (a driver without them still runs ranks that are
-// threads of one process).
+// threads of one process), and the fake's implementation of them
+// (support/fake_cuda_vmm.h): an allocation exported as a POSIX fd, passed
+// to another process and mapped there is the same memory; what the driver
+// refuses, the fake refuses.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "hoccl.h"
+#include "src/base/fdpass.h"
 #include "src/exec/cuda/device_api.h"
 #include "tests/support/fake_cuda.h"
+#include "tests/support/fake_cuda_vmm.h"
 #include "tests/support/harness.h"
 
 namespace hoccl {
@@ -45,6 +54,190 @@ TEST(CudaVmm, ThreadRanksRunOnADriverWithoutVmm) {
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(d[i], 3.0f * float(i % 7)) << i;
     fake.free(d);
   }));
+}
+
+using cuda::DevPtr;
+using cuda::MemHandle;
+constexpr size_t kGran = fakecuda::vmm::kGranularity;
+
+cuda::MemAllocationProp propFor(int handleTypes) {
+  cuda::MemAllocationProp p{};
+  p.type = cuda::kMemAllocationTypePinned;
+  p.requestedHandleTypes = handleTypes;
+  p.location = {cuda::kMemLocationTypeDevice, 0};
+  return p;
+}
+
+// One mapping of an allocation, made and undone as the device executor will.
+struct Mapped {
+  const cuda::VmmApi* v = nullptr;
+  MemHandle handle = 0;
+  DevPtr base = 0;
+  size_t size = 0;
+  int map(const cuda::VmmApi& vmm, MemHandle h, size_t bytes) {
+    v = &vmm;
+    handle = h;
+    size = bytes;
+    if (int rc = vmm.memAddressReserve(&base, bytes, 0, 0, 0)) return rc;
+    if (int rc = vmm.memMap(base, bytes, 0, h, 0)) return rc;
+    const cuda::MemAccessDesc rw{{cuda::kMemLocationTypeDevice, 0}, cuda::kMemAccessReadWrite};
+    return vmm.memSetAccess(base, bytes, &rw, 1);
+  }
+  int unmap() {
+    int rc = v->memUnmap(base, size);
+    rc = rc ? rc : v->memAddressFree(base, size);
+    return rc ? rc : v->memRelease(handle);
+  }
+  char* ptr() const { return reinterpret_cast<char*>(base); }
+};
+
+class CudaVmmFake : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(cuda::resolveDeviceApi(fake.driver(), &api).ok());
+    ASSERT_TRUE(api.vmm.usable()) << api.vmmMissing;
+  }
+  FakeCuda fake;
+  cuda::DeviceApi api;
+  const cuda::VmmApi& v = api.vmm;
+};
+
+// The exporter creates its allocation after the importer was forked (so
+// nothing is inherited), fills it, and passes the fd over fdpass; the
+// importer maps it at an address of its own, checks and writes; the
+// exporter sees the write.
+TEST_F(CudaVmmFake, AnExportedAllocationIsTheSameMemoryInAnotherProcess) {
+  const std::string name = "hoccl-test-vmm-" + std::to_string(getpid());
+  FdListener listener;
+  ASSERT_TRUE(FdListener::listen(name, &listener).ok());
+  const size_t bytes = 2 * kGran;
+  const pid_t child = fork();
+  if (child == 0) {
+    FdChannel ch;
+    if (!FdChannel::connect(name, "the exporter", Deadline::in(10), &ch).ok()) _exit(10);
+    uint64_t size = 0;
+    std::vector<int> fds;
+    if (!ch.recv(&size, sizeof size, 1, &fds, Deadline::in(10)).ok()) _exit(11);
+    MemHandle h = 0;
+    if (v.memImportFromShareableHandle(&h, reinterpret_cast<void*>(intptr_t(fds[0])), cuda::kMemHandleTypePosixFd))
+      _exit(12);
+    close(fds[0]);
+    Mapped m;
+    if (m.map(v, h, size)) _exit(13);
+    for (size_t i = 0; i < size; i += 4096)
+      if (m.ptr()[i] != char(i / 4096 % 100)) _exit(14);
+    m.ptr()[size - 1] = 'Z';
+    if (m.unmap() || fakecuda::vmm::live() != 0) _exit(15);
+    const char done = 'd';
+    _exit(ch.send(&done, 1, nullptr, 0, Deadline::in(10)).ok() ? 0 : 16);
+  }
+  FdChannel ch;
+  ASSERT_TRUE(listener.accept("the importer", Deadline::in(10), &ch).ok());
+  const cuda::MemAllocationProp prop = propFor(cuda::kMemHandleTypePosixFd);
+  size_t gran = 0;
+  ASSERT_EQ(v.memGetAllocationGranularity(&gran, &prop, cuda::kMemAllocGranularityMinimum), 0);
+  ASSERT_EQ(gran, kGran);
+  MemHandle h = 0;
+  ASSERT_EQ(v.memCreate(&h, bytes, &prop, 0), 0);
+  Mapped m;
+  ASSERT_EQ(m.map(v, h, bytes), 0);
+  for (size_t i = 0; i < bytes; i += 4096) m.ptr()[i] = char(i / 4096 % 100);
+  int fd = -1;
+  ASSERT_EQ(v.memExportToShareableHandle(&fd, h, cuda::kMemHandleTypePosixFd, 0), 0);
+  const uint64_t size = bytes;
+  ASSERT_TRUE(ch.send(&size, sizeof size, &fd, 1, Deadline::in(10)).ok());
+  close(fd);
+  char done = 0;
+  std::vector<int> none;
+  const Status st = ch.recv(&done, 1, 0, &none, Deadline::in(10));
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(m.ptr()[bytes - 1], 'Z') << "the importer's write is not in the exporter's mapping";
+  uint32_t kind = 0;
+  EXPECT_EQ(fake.driver().api.pointerGetAttribute(&kind, cuda::kPointerAttributeMemoryType, m.base + 8), 0);
+  EXPECT_EQ(kind, cuda::kMemoryTypeDevice);
+  EXPECT_EQ(m.unmap(), 0);
+  EXPECT_EQ(fake.vmmLive(), 0);
+}
+
+TEST_F(CudaVmmFake, RefusesWhatTheDriverRefuses) {
+  constexpr int kInvalid = cuda::kCudaErrorInvalidValue, kNotSupported = 801;
+  const cuda::MemAllocationProp fdProp = propFor(cuda::kMemHandleTypePosixFd), plain = propFor(0);
+  const cuda::MemAllocationProp fabric = propFor(cuda::kMemHandleTypeFabric);
+  MemHandle h = 0, bare = 0;
+  EXPECT_EQ(v.memCreate(&h, kGran, &fabric, 0), kNotSupported) << "fabric handles";
+  EXPECT_EQ(v.memCreate(&h, kGran + 4096, &fdProp, 0), kInvalid) << "a size off the granularity";
+  EXPECT_EQ(v.memCreate(&h, 0, &fdProp, 0), kInvalid) << "size 0";
+  cuda::MemAllocationProp host = fdProp;
+  host.location.id = 3;
+  EXPECT_EQ(v.memCreate(&h, kGran, &host, 0), kInvalid) << "a device that is not there";
+  ASSERT_EQ(v.memCreate(&h, 2 * kGran, &fdProp, 0), 0);
+  ASSERT_EQ(v.memCreate(&bare, kGran, &plain, 0), 0);
+  int fd = -1;
+  EXPECT_EQ(v.memExportToShareableHandle(&fd, h, cuda::kMemHandleTypeFabric, 0), kNotSupported);
+  EXPECT_EQ(v.memExportToShareableHandle(&fd, bare, cuda::kMemHandleTypePosixFd, 0), kInvalid)
+      << "exporting a type not requested at creation";
+  EXPECT_EQ(v.memExportToShareableHandle(&fd, 12345, cuda::kMemHandleTypePosixFd, 0), kInvalid) << "unknown handle";
+  const int small = memfd_create("small", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(small, 4096), 0);
+  MemHandle imported = 0;
+  EXPECT_EQ(v.memImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t(small)),
+                                           cuda::kMemHandleTypePosixFd), kInvalid)
+      << "an fd whose size is off the granularity";
+  EXPECT_EQ(v.memImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t(small)),
+                                           cuda::kMemHandleTypeFabric), kNotSupported);
+  close(small);
+
+  DevPtr base = 0;
+  EXPECT_EQ(v.memAddressReserve(&base, kGran + 1, 0, 0, 0), kInvalid);
+  ASSERT_EQ(v.memAddressReserve(&base, 2 * kGran, 0, 0, 0), 0);
+  EXPECT_EQ(base % kGran, 0u);
+  EXPECT_EQ(v.memMap(base + kGran, 2 * kGran, 0, h, 0), kInvalid) << "a map past the reserved range";
+  EXPECT_EQ(v.memMap(base - kGran, kGran, 0, bare, 0), kInvalid) << "a map before the reserved range";
+  EXPECT_EQ(v.memMap(base, 4 * kGran, 0, h, 0), kInvalid) << "a map larger than the allocation";
+  EXPECT_EQ(v.memMap(base, kGran, kGran, h, 0), kInvalid) << "an offset into the allocation";
+  const cuda::MemAccessDesc rw{{cuda::kMemLocationTypeDevice, 0}, cuda::kMemAccessReadWrite};
+  EXPECT_EQ(v.memSetAccess(base, kGran, &rw, 1), kInvalid) << "access to an unmapped range";
+  ASSERT_EQ(v.memMap(base, kGran, 0, bare, 0), 0);
+  EXPECT_EQ(v.memMap(base, kGran, 0, h, 0), kInvalid) << "a map over a map";
+  EXPECT_EQ(v.memSetAccess(base, 2 * kGran, &rw, 1), kInvalid) << "access beyond what is mapped";
+  ASSERT_EQ(v.memSetAccess(base, kGran, &rw, 1), 0);
+  reinterpret_cast<volatile char*>(base)[kGran - 1] = 1;  // accessible now
+  EXPECT_EQ(v.memAddressFree(base, 2 * kGran), kInvalid) << "freeing a range that is still mapped";
+  EXPECT_EQ(v.memUnmap(base, kGran / 2), kInvalid) << "unmapping part of a mapping";
+  EXPECT_EQ(v.memUnmap(base, kGran), 0);
+  EXPECT_EQ(v.memAddressFree(base, kGran), kInvalid) << "freeing part of a reservation";
+  EXPECT_EQ(v.memAddressFree(base, 2 * kGran), 0);
+  EXPECT_EQ(v.memRelease(h), 0);
+  EXPECT_EQ(v.memRelease(bare), 0);
+  EXPECT_EQ(v.memRelease(bare), kInvalid) << "releasing twice";
+  EXPECT_EQ(fake.vmmLive(), 0);
+}
+
+// Mapped memory is not accessible before cuMemSetAccess, as on a GPU.
+TEST_F(CudaVmmFake, MemoryIsInaccessibleUntilAccessIsSet) {
+  const cuda::MemAllocationProp prop = propFor(cuda::kMemHandleTypePosixFd);
+  MemHandle h = 0;
+  DevPtr base = 0;
+  ASSERT_EQ(v.memCreate(&h, kGran, &prop, 0), 0);
+  ASSERT_EQ(v.memAddressReserve(&base, kGran, 0, 0, 0), 0);
+  ASSERT_EQ(v.memMap(base, kGran, 0, h, 0), 0);
+  EXPECT_DEATH(reinterpret_cast<volatile char*>(base)[0] = 1, "");
+  EXPECT_EQ(v.memUnmap(base, kGran), 0);
+  EXPECT_EQ(v.memAddressFree(base, kGran), 0);
+  EXPECT_EQ(v.memRelease(h), 0);
+}
+
+TEST(CudaVmm, AllOrNothing) {
+  FakeCuda fake({"cuMemMap"});
+  cuda::DeviceApi api;
+  ASSERT_TRUE(cuda::resolveDeviceApi(fake.driver(), &api).ok());
+  EXPECT_FALSE(api.vmm.usable());
+  EXPECT_TRUE(api.vmm.memCreate == nullptr) << "a partial set was kept";
+  EXPECT_EQ(api.vmmMissing, "cuMemMap");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "src/exec/cuda/interp_host.h"
 #include "src/exec/cuda/kernel_names.h"
 #include "src/exec/dataops.h"
+#include "tests/support/fake_cuda_vmm.h"
 
 namespace hoccl::fakecuda {
 namespace {
@@ -188,6 +189,7 @@ int pointerGetAttribute(void* data, int attribute, uint64_t ptr) {
     device = inTable(g->device, ptr);
     mapped = inTable(g->mapped, ptr);
   }
+  device = device || vmm::mapped(uintptr_t(ptr));
   if (!device && !mapped) return kInvalid;  // as the driver answers for malloc'ed memory
   switch (attribute) {
     case cuda::kPointerAttributeMemoryType:
@@ -395,8 +397,13 @@ int getProc(const char* symbol, void** fn, int, uint64_t, int* status) {
   *status = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
   if (g->missing.count(symbol)) return kOk;
   auto it = entryPoints().find(symbol);
-  if (it == entryPoints().end()) return kNotFound;
-  *fn = it->second;
+  if (it != entryPoints().end()) {
+    *fn = it->second;
+  } else {
+    auto v = vmm::entryPoints().find(symbol);
+    if (v == vmm::entryPoints().end()) return kNotFound;
+    *fn = v->second;
+  }
   *status = 0;
   return kOk;
 }
@@ -434,6 +441,7 @@ FakeCuda::~FakeCuda() {
   g->defaultStream.reset();
   for (auto& [p, n] : g->device) std::free(reinterpret_cast<void*>(p));
   for (auto& [p, n] : g->mapped) std::free(reinterpret_cast<void*>(p));
+  vmm::reset();
   g = nullptr;
 }
 
@@ -484,5 +492,6 @@ int FakeCuda::launches() const { return state_->launches.load(); }
 void FakeCuda::setLanes(int lanes) { state_->lanes = lanes; }
 void FakeCuda::setMultiprocessors(int n) { state_->multiprocessors = n; }
 int FakeCuda::lastGrid() const { return state_->lastGrid.load(); }
+int FakeCuda::vmmLive() const { return vmm::live(); }
 
 }  // namespace hoccl::fakecuda

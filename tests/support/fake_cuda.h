@@ -12,6 +12,8 @@
 //    host-compiled interpreter (interp_host.h) runs the grid, one group of
 //    lane threads per CTA (channel). Where the host interpreter has no avg
 //    of its own, an avg kernel sums and then divides as DataOps' finish().
+//  - The VMM entry points (cuMemCreate, export/import as POSIX fds, reserve,
+//    map, access) work across fork()ed processes: fake_cuda_vmm.h.
 //
 // Constructing a FakeCuda makes it the process's driver
 // (setProcessDriverForTesting); destroying it waits for its streams and
@@ -59,6 +61,9 @@ class FakeCuda {
   void setMultiprocessors(int n);
   // The grid (channels) of the last launch.
   int lastGrid() const;
+  // VMM handles and reserved ranges still live in this process
+  // (fake_cuda_vmm.h; a leak check).
+  int vmmLive() const;
 
   struct State;  // what the entry points see (fake_cuda.cc)
 
