@@ -85,6 +85,7 @@ TEST(FdPass, MemfdsCrossProcessesAndMapTheSameBytes) {
   });
   FdChannel ch;
   ASSERT_TRUE(listener.accept("the child", Deadline::in(10), &ch).ok());
+  EXPECT_EQ(ch.peerPid(), child);
   const int fds[2] = {memfdWith("first", kBytes), memfdWith("second", 2 * kBytes)};
   const Hello h{0x5eed, {kBytes, 2 * kBytes}};
   ASSERT_TRUE(ch.send(&h, sizeof h, fds, 2, Deadline::in(10)).ok());

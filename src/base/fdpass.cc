@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 
+#include "src/base/random.h"
+
 namespace hoccl {
 namespace {
 
@@ -48,12 +50,16 @@ void closeAll(std::vector<int>* fds) {
 }  // namespace
 
 std::string fdSocketName(const void* commKey, size_t keyBytes, int rank) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  const auto* p = static_cast<const unsigned char*>(commKey);
-  for (size_t i = 0; i < keyBytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  const uint64_t h = fnv1a64(commKey, keyBytes);
   char buf[64];
   snprintf(buf, sizeof buf, "hoccl-fd-%016llx-%d", static_cast<unsigned long long>(h), rank);
   return buf;
+}
+
+int FdChannel::peerPid() const {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  return fd_ >= 0 && getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? int(cred.pid) : -1;
 }
 
 FdChannel::FdChannel(FdChannel&& o) noexcept : fd_(o.fd_), peer_(std::move(o.peer_)) { o.fd_ = -1; }
@@ -222,6 +228,11 @@ Status FdListener::listen(const std::string& name, FdListener* out) {
   out->fd_ = fd;
   out->name_ = name;
   return Status();
+}
+
+bool FdListener::pending(int timeoutMs) const {
+  pollfd p{fd_, POLLIN, 0};
+  return fd_ >= 0 && poll(&p, 1, timeoutMs) > 0;
 }
 
 Status FdListener::accept(const std::string& peer, const Deadline& dl, FdChannel* out) const {

@@ -56,6 +56,8 @@ class FdChannel {
 
   bool valid() const { return fd_ >= 0; }
   const std::string& peer() const { return peer_; }
+  // The process at the other end (SO_PEERCRED), or -1.
+  int peerPid() const;
   void close();
 
  private:
@@ -77,6 +79,9 @@ class FdListener {
   static Status listen(const std::string& name, FdListener* out);
   // The next connection, named `peer` in errors; times out at `dl`.
   Status accept(const std::string& peer, const Deadline& dl, FdChannel* out) const;
+
+  // True once a connection waits to be accepted (polls up to timeoutMs).
+  bool pending(int timeoutMs) const;
 
   const std::string& name() const { return name_; }
   void close();
