@@ -96,14 +96,16 @@ DevPtr GpuRun::conn(const PlanEdge& e) {
   if (d) return d;
   DevConnMem m;
   std::memset(static_cast<void*>(&m), 0, sizeof m);
-  m.data = reinterpret_cast<uint8_t*>(mem_.alloc(cuda::kDevSlots * s_.slotBytes));
+  const DevPtr slots = mem_.alloc(cuda::kDevSlots * s_.slotBytes);
   m.slotBytes = s_.slotBytes;
   if (s_.mapped) {
     void* h = mem_.mapped(sizeof m, &d);
+    m.dataOffset = slots - d;
     if (h) std::memcpy(h, static_cast<const void*>(&m), sizeof m);
     hostConns_[EdgeKey(e.from, e.to, e.link)] = static_cast<const DevConnMem*>(h);
   } else {
     d = mem_.alloc(sizeof m);
+    m.dataOffset = slots - d;
     mem_.upload(d, &m, sizeof m);
   }
   return d;

@@ -263,7 +263,7 @@ Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
     Status st = cuCheck(api_.memAlloc(&slots, kDevSlots * slotBytes_), "cuMemAlloc(connection slots)");
     DevConnMem init;
     std::memset(static_cast<void*>(&init), 0, sizeof init);
-    init.data = reinterpret_cast<uint8_t*>(slots);
+    init.dataOffset = slots - mem;
     init.slotBytes = slotBytes_;
     if (st.ok()) st = upload(mem, &init, sizeof init, "cuMemcpyHtoDAsync(connection)");
     if (!st.ok()) {

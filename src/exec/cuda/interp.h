@@ -59,8 +59,15 @@ struct alignas(64) DevConnMem {
   uint64_t head;  // messages released (receiver writes, release)
   uint8_t pad1[56];
   DevSlotHeader header[kDevSlots];
-  uint8_t* data;       // kDevSlots slots of slotBytes each
+  // kDevSlots slots of slotBytes each lie dataOffset bytes from this
+  // DevConnMem (modulo 2^64): an offset, not a pointer, because ranks in
+  // different processes map one connection at different addresses, the
+  // slots at the same distance (device_executor.cc).
+  uint64_t dataOffset;
   uint64_t slotBytes;  // a multiple of 16
+  HOCCL_HD uint8_t* slots() const {
+    return reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(this) + dataOffset);
+  }
 };
 
 // Outcomes (DevControl::code, and what runChannel returns).
@@ -313,8 +320,8 @@ HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
       l.sync();
       const uint32_t code = uint32_t(shared[0]);
       if (code != kDevOk) return code;
-      const T* r = rm ? reinterpret_cast<const T*>(rm->data + (shared[1] % kDevSlots) * rm->slotBytes) : nullptr;
-      T* w = wm ? reinterpret_cast<T*>(wm->data + (shared[2] % kDevSlots) * wm->slotBytes) : nullptr;
+      const T* r = rm ? reinterpret_cast<const T*>(rm->slots() + (shared[1] % kDevSlots) * rm->slotBytes) : nullptr;
+      T* w = wm ? reinterpret_cast<T*>(wm->slots() + (shared[2] % kDevSlots) * wm->slotBytes) : nullptr;
       const T* s = at<T>(a, st.srcBuf, st.srcOff + off);
       T* d = at<T>(a, st.dstBuf, st.dstOff + off);
       if (st.flags & kStepReduce) {

@@ -119,7 +119,7 @@ DevConnMem* HostFabric::conn(int from, int to, int link) {
     e.mem = std::make_unique<DevConnMem>();
     std::memset(static_cast<void*>(e.mem.get()), 0, sizeof(DevConnMem));
     e.slots = std::make_unique<uint8_t[]>(kDevSlots * slotBytes_);
-    e.mem->data = e.slots.get();
+    e.mem->dataOffset = reinterpret_cast<uintptr_t>(e.slots.get()) - reinterpret_cast<uintptr_t>(e.mem.get());
     e.mem->slotBytes = slotBytes_;
   }
   return e.mem.get();
