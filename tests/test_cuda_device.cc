@@ -1,14 +1,16 @@
 // The device path through the public API, run on the host by a fake
 // libcuda (support/fake_cuda.h): device memory is host memory the fake
 // calls device memory, streams are worker threads, a launch runs the
-// host-compiled interpreter. Ranks are threads of this process.
+// host-compiled interpreter. Ranks are threads of this process, or
+// processes of this host (their connection memory shared by fd, which the
+// fake makes a memfd both map).
 //
 // Collectives on fake device buffers give bit for bit what the same calls
-// give on host buffers; a call returns while its stream is held; a group
-// orders its launches across two streams; errors are the API's (mixed
-// buffers, no kernel, point-to-point, ranks in other processes, a driver
-// missing an entry point); a rank that never calls is ended by an abort or
-// by HOCCL_TIMEOUT, and hocclCommGetAsyncError says which channel, step and
+// give on host buffers, ranks as threads or processes; a call returns while
+// its stream is held; a group orders its launches across two streams;
+// errors are the API's (mixed buffers, no kernel, point-to-point, ranks on
+// other hosts, a driver missing an entry point, a peer process that exits);
+// a rank that never calls is ended by an abort or by HOCCL_TIMEOUT, and hocclCommGetAsyncError says which channel, step and
 // peer. With the real driver (no GPU here) host calls run as before.
 #include <gtest/gtest.h>
 
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "hoccl.h"
+#include "src/base/clock.h"
 #include "src/base/config.h"
 #include "src/base/cuda_driver.h"
 #include "src/exec/dataops.h"
@@ -493,18 +496,63 @@ TEST_F(CudaDeviceTest, ATimeoutNamesChannelStepAndPeer) {
   }));
 }
 
-TEST_F(CudaDeviceTest, RanksInSeparateProcessesAreRefused) {
+// Ranks in different processes of this host: connection memory is a VMM
+// allocation of the receiver, exported as an fd to the sender, which the
+// fake makes a memfd both processes map (fake_cuda_vmm.h).
+TEST_F(CudaDeviceTest, RanksInSeparateProcessesMatchTheHostBitForBit) {
+  for (int nranks : {2, 3}) {
+    testutil::Options o;
+    o.ranks = nranks;
+    o.mode = testutil::Mode::Processes;
+    o.timeoutSec = 60;  // a hang becomes an error
+    std::string error;
+    EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
+      void* stream = fake->createStream();
+      const Case cases[] = {{CollKind::AllReduce, DType::Float32, RedOp::Sum, 100003, false, 0},
+                            {CollKind::AllReduce, DType::Int32, RedOp::Max, 1000, true, 0},
+                            {CollKind::ReduceScatter, DType::Bfloat16, RedOp::Sum, 257, false, 0},
+                            {CollKind::AllGather, DType::Float64, RedOp::Sum, 37, false, 0},
+                            {CollKind::Broadcast, DType::Uint8, RedOp::Sum, 1000, false, 1}};
+      for (const Case& c : cases) runAndCompare(fake.get(), c, comm, rank, nranks, stream);
+    }, &error)) << nranks << " ranks: " << error;
+  }
+}
+
+TEST_F(CudaDeviceTest, RanksOnDifferentHostsAreRefused) {
   testutil::Options o;
   o.ranks = 2;
+  o.nodeSizes = {1, 1};
+  o.net = testutil::Net::Socket;
   o.mode = testutil::Mode::Processes;
   std::string error;
   EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int) {
     void* d = fake->alloc(256);
     EXPECT_EQ(hocclAllReduce(d, d, 16, hocclFloat32, hocclSum, comm, nullptr), hocclInvalidUsage);
     const std::string msg = hocclGetLastError(comm);
-    EXPECT_NE(msg.find("are different processes"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("CUDA IPC/VMM"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("are on different hosts"), std::string::npos) << msg;
   }, &error)) << error;
+}
+
+// A rank that exits instead of making its call: the other's call fails
+// naming it, long before its timeout would end a hang. (A peer that exits
+// in the middle of the fd exchange itself: test_cuda_vmm.cc.)
+TEST_F(CudaDeviceTest, APeerProcessThatExitsBeforeItsCallIsNamed) {
+  testutil::Options o;
+  o.ranks = 2;
+  o.mode = testutil::Mode::Processes;
+  o.timeoutSec = 60;
+  std::string error;
+  testutil::spawn(o, [&](hocclComm_t comm, int rank) {
+    if (rank == 1) _exit(0);
+    void* d = fake->alloc(4096);
+    const double t0 = nowSec();
+    EXPECT_NE(hocclAllReduce(d, d, 1000, hocclFloat32, hocclSum, comm, fake->createStream()), hocclSuccess);
+    hocclResult_t async = hocclSuccess;
+    hocclCommGetAsyncError(comm, &async);
+    const std::string msg = hocclGetLastError(comm);
+    EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+    EXPECT_LT(nowSec() - t0, 30.0) << msg;
+  }, &error);
 }
 
 // Without a usable driver (none here, or the toolkit's stub library where

@@ -17,6 +17,8 @@
 #include "hoccl.h"
 #include "src/base/fdpass.h"
 #include "src/exec/cuda/device_api.h"
+#include "src/exec/cuda/device_ipc.h"
+#include "src/exec/cuda/interp.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/fake_cuda_vmm.h"
 #include "tests/support/harness.h"
@@ -57,7 +59,9 @@ TEST(CudaVmm, ThreadRanksRunOnADriverWithoutVmm) {
 }
 
 using cuda::DevPtr;
+using cuda::IpcBufferMsg;
 using cuda::MemHandle;
+using cuda::VmmMapping;
 constexpr size_t kGran = fakecuda::vmm::kGranularity;
 
 cuda::MemAllocationProp propFor(int handleTypes) {
@@ -229,6 +233,88 @@ TEST_F(CudaVmmFake, MemoryIsInaccessibleUntilAccessIsSet) {
   EXPECT_EQ(v.memUnmap(base, kGran), 0);
   EXPECT_EQ(v.memAddressFree(base, kGran), 0);
   EXPECT_EQ(v.memRelease(h), 0);
+}
+
+// The exchange of device_ipc.h between processes, with a peer that exits
+// in the middle of it: the waiting side names it at once, no hang.
+IpcBufferMsg exportMsg(const VmmMapping& m, int from, int to) {
+  cuda::IpcBufferMsg msg;
+  msg.size = m.size;
+  msg.granularity = kGran;
+  msg.connOffset = 0;
+  msg.connBytes = sizeof(cuda::DevConnMem);
+  msg.slotsOffset = cuda::ipcSlotsOffset();
+  msg.slotsBytes = 4096;
+  msg.from = from;
+  msg.to = to;
+  msg.link = 0;
+  msg.pid = getpid();
+  std::strcpy(msg.host, "here");
+  return msg;
+}
+
+TEST_F(CudaVmmFake, TheExchangeMapsTheExportersMemory) {
+  const std::string name = "hoccl-test-ipc-" + std::to_string(getpid());
+  FdListener listener;
+  ASSERT_TRUE(FdListener::listen(name, &listener).ok());
+  const pid_t child = fork();
+  if (child == 0) {  // rank 1 exports edge 0->1 to rank 0 and stays until it is taken
+    cuda::VmmMapping m;
+    size_t gran = 0;
+    if (!cuda::vmmCreate(v, 0, 3 * kGran / 2, &m, &gran).ok() || m.size != 2 * kGran) _exit(10);
+    std::strcpy(reinterpret_cast<char*>(m.base) + cuda::ipcSlotsOffset(), "from rank 1");
+    const Status st = cuda::ipcSend(v, m, exportMsg(m, 0, 1), name, "rank 0", [] { return false; }, Deadline::in(10));
+    sleep(1);
+    _exit(st.ok() ? 0 : 11);
+  }
+  std::vector<cuda::IpcReceived> got;
+  const Status st = cuda::ipcReceive(v, 0, listener, 2, {1}, [](int) { return false; },
+                                     [](int r) { return "rank " + std::to_string(r); }, Deadline::in(10), &got);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].msg.to, 1);
+  EXPECT_STREQ(reinterpret_cast<const char*>(got[0].mapping.base) + cuda::ipcSlotsOffset(), "from rank 1");
+  cuda::vmmRelease(v, &got[0].mapping);
+  EXPECT_EQ(fake.vmmLive(), 0);
+}
+
+TEST_F(CudaVmmFake, AnExporterThatExitsIsNamedAtOnce) {
+  const std::string name = "hoccl-test-ipc-gone-" + std::to_string(getpid());
+  FdListener listener;
+  ASSERT_TRUE(FdListener::listen(name, &listener).ok());
+  const pid_t child = fork();
+  if (child == 0) _exit(0);  // rank 2 exits without exporting
+  const double t0 = nowSec();
+  std::vector<cuda::IpcReceived> got;
+  const Status st = cuda::ipcReceive(v, 0, listener, 3, {2, 2}, [&](int r) { return r == 2 && cuda::processGone(child); },
+                                     [](int r) { return "rank " + std::to_string(r) + " (the child)"; },
+                                     Deadline::in(30), &got);
+  waitpid(child, nullptr, 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rank 2 (the child) exited before handing over its connection memory"),
+            std::string::npos) << st.message();
+  EXPECT_LT(nowSec() - t0, 5.0);
+}
+
+TEST_F(CudaVmmFake, AnImporterThatExitsIsNamedAtOnce) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);  // never listens
+  cuda::VmmMapping m;
+  size_t gran = 0;
+  ASSERT_TRUE(cuda::vmmCreate(v, 0, kGran, &m, &gran).ok());
+  const double t0 = nowSec();
+  const Status st = cuda::ipcSend(v, m, exportMsg(m, 0, 1), "hoccl-test-nobody-" + std::to_string(getpid()),
+                                  "rank 0 (the child)", [&] { return cuda::processGone(child); }, Deadline::in(30));
+  waitpid(child, nullptr, 0);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rank 0 (the child) exited before taking its connection memory"), std::string::npos)
+      << st.message();
+  EXPECT_LT(nowSec() - t0, 5.0);
+  cuda::vmmRelease(v, &m);
+  EXPECT_EQ(fake.vmmLive(), 0);
 }
 
 TEST(CudaVmm, AllOrNothing) {

@@ -164,6 +164,7 @@ struct hocclComm : public hoccl::TaskOwner {
   std::string describeSelf() const override;
   hoccl::PeerInfo peerInfo(int peer) const override;
   bool sameProcess(int peer) const override;
+  bool sameHost(int peer) const override;
   bool remotePeer(int peer) const override { return !isLocal[peer]; }
   bool usesNetwork() const override { return links->hasNetwork(); }
   bool abortPending() const override { return abortRequested.load(std::memory_order_relaxed); }

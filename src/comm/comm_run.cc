@@ -27,6 +27,12 @@ bool hocclComm::sameProcess(int peer) const {
   return other.pid == me.pid && strcmp(other.machineId, me.machineId) == 0;
 }
 
+bool hocclComm::sameHost(int peer) const {
+  const RankInfo& me = boot->table()[rank];
+  const RankInfo& other = boot->table()[peer];
+  return strcmp(other.machineId, me.machineId) == 0 && strcmp(other.hostId, me.hostId) == 0;
+}
+
 Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, std::shared_ptr<const Schedule>* out) {
   if (!device) {
     cuda::DeviceSettings ds;

@@ -48,6 +48,9 @@ class TaskOwner {
   // True if `peer` is a thread of this process (device pointers are
   // valid in both).
   virtual bool sameProcess(int peer) const { return peer == ownRank(); }
+  // True if `peer` runs on this host (the same machine and host id): a
+  // process there can take fds from this one.
+  virtual bool sameHost(int peer) const { return sameProcess(peer); }
   // True if `peer` is reached over the network, not shared memory.
   virtual bool remotePeer(int peer) const = 0;
   // True if some peer is (the network may stall longer than a neighbour).

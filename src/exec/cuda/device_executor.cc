@@ -9,7 +9,10 @@
 #include <iterator>
 #include <thread>
 
+#include <unistd.h>
+
 #include "src/base/log.h"
+#include "src/base/random.h"
 #include "src/exec/cuda/image.h"
 #include "src/exec/cuda/kernel_names.h"
 #include "src/exec/cuda/plan.h"
@@ -73,16 +76,20 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   e->rank_ = oob->rank();
   e->timeoutSec_ = owner->progressPolicy().timeoutSec;
   e->nranks_ = oob->nranks();
-  // Connections are raw device pointers: every rank must share this
-  // address space. The same table on every rank gives every rank the same
-  // answer, so none waits for a refusing peer.
+  e->owner_ = owner;
+  // Connections are raw device pointers between threads of one process,
+  // VMM allocations shared by fd between processes of one host; there is
+  // none across hosts yet. The same table on every rank gives every rank
+  // the same answer, so none waits for a refusing peer.
   for (int p = 0; p < e->nranks_; ++p) {
     if (owner->sameProcess(p)) continue;
+    e->otherProcesses_ = true;
+    if (owner->sameHost(p)) continue;
     const PeerInfo peer = owner->peerInfo(p);
     return errorf(hocclInvalidUsage,
-                  "device buffers: %s and rank %d (pid %d on %s) are different processes; the device path "
-                  "runs only ranks that are threads of one process for now (ranks in different processes "
-                  "need CUDA IPC/VMM connections, which this hoccl does not have yet)",
+                  "device buffers: %s and rank %d (pid %d on %s) are on different hosts; the device path "
+                  "connects ranks of one host only for now (device connections across hosts need the "
+                  "network proxy, which this hoccl does not have yet)",
                   owner->describeSelf().c_str(), p, peer.pid, peer.host.c_str());
   }
   // Every rank's launches wait for each other, each on its own stream. The
@@ -100,6 +107,10 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
           queues ? queues : "unset (8)", 2 * e->nranks_);
   HOCCL_TRY(resolveDeviceApi(d, &e->api_));
   const DeviceApi& cu = e->api_;
+  if (e->otherProcesses_ && !cu.vmm.usable())
+    return Status(hocclSystemError, "device buffers: ranks in other processes of this host need CUDA's virtual "
+                                    "memory management entry points, which this driver lacks: " +
+                                        cu.vmmMissing + " (" + d.status + ")");
   HOCCL_TRY(cuCheck(d.api.pointerGetAttribute(&e->device_, kPointerAttributeDeviceOrdinal,
                                               reinterpret_cast<uintptr_t>(devicePtr)),
                     "cuPointerGetAttribute(DEVICE_ORDINAL)"));
@@ -148,11 +159,16 @@ Status DeviceExecutor::shareDevices() {
                                "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
   struct Entry {
     int32_t device, multiprocessors;
+    uint64_t nonce;  // rank 0's names this communicator's fd sockets
   };
   std::vector<Entry> all(static_cast<size_t>(nranks_));
-  all[size_t(rank_)] = Entry{device_, asked.ok() ? sms : 0};
+  all[size_t(rank_)] = Entry{device_, asked.ok() ? sms : 0, randomU64()};
   HOCCL_TRY(oob_->allGather(all.data(), sizeof(Entry)).context("device setup: sharing which GPU each rank runs on"));
   HOCCL_TRY(asked);
+  socketKey_ = all[0].nonce;
+  if (otherProcesses_)  // exporters connect here (device_ipc.h)
+    HOCCL_TRY(FdListener::listen(fdSocketName(&socketKey_, sizeof socketKey_, rank_), &fdListener_)
+                  .context("device setup: listening for connection memory from other processes"));
   int cap = 64;
   for (const Entry& mine : all) {
     int sharing = 0;
@@ -203,6 +219,7 @@ DeviceExecutor::~DeviceExecutor() {
     }
   }
   for (DevPtr p : allocations_) api_.memFree(p);
+  for (VmmMapping& m : ipcMaps_) vmmRelease(api_.vmm, &m);
   {
     std::lock_guard<std::mutex> lock(sharedMu);
     for (DevPtr mem : held_) {
@@ -250,12 +267,20 @@ Status DeviceExecutor::kernel(DType t, RedOp op, CuHandle* fn) {
 // for the peer, so every rank can post all of its own before reading any.
 Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
   std::map<int, int> wanted;  // peer -> sending ends it still owes us
+  std::vector<int> exporters;  // the same, from other processes: one entry per edge
   for (const PlanEdge& e : edges) {
     const auto key = std::make_tuple(e.from, e.to, e.link);
     if (conns_.count(key)) continue;
     if (e.to != rank_) {
-      ++wanted[e.to];
+      if (owner_->sameProcess(e.to))
+        ++wanted[e.to];
+      else
+        exporters.push_back(e.to);
       conns_[key] = 0;  // filled below
+      continue;
+    }
+    if (e.from != rank_ && !owner_->sameProcess(e.from)) {
+      HOCCL_TRY(exportConn(e, &conns_[key]));
       continue;
     }
     DevPtr mem = 0, slots = 0;
@@ -310,9 +335,71 @@ Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
       it->second = a.address;
     }
   }
+  if (st.ok() && !exporters.empty()) st = importConns(exporters);
   if (!st.ok())  // the next call asks again for what did not arrive
     for (auto it = conns_.begin(); it != conns_.end();) it = it->second == 0 ? conns_.erase(it) : std::next(it);
   return st;
+}
+
+std::string DeviceExecutor::describePeer(int peer) const {
+  const PeerInfo info = owner_->peerInfo(peer);
+  return "rank " + std::to_string(peer) + " (pid " + std::to_string(info.pid) + " on " + info.host + ")";
+}
+
+// The receiving end of edge e, whose sender is another process of this
+// host: one VMM allocation (the DevConnMem, then the slots), mapped here
+// and handed to the sender as an fd; *mem is the DevConnMem here.
+Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
+  const std::string peer = describePeer(e.from);
+  const size_t slotsOffset = ipcSlotsOffset(), slotsBytes = kDevSlots * slotBytes_;
+  VmmMapping m;
+  size_t granularity = 0;
+  HOCCL_TRY(vmmCreate(api_.vmm, device_, slotsOffset + slotsBytes, &m, &granularity)
+                .context("device connection memory for " + peer));
+  ipcMaps_.push_back(m);  // released with the executor
+  DevConnMem init;
+  std::memset(static_cast<void*>(&init), 0, sizeof init);
+  init.dataOffset = slotsOffset;
+  init.slotBytes = slotBytes_;
+  HOCCL_TRY(upload(m.base, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
+  IpcBufferMsg msg;
+  msg.size = m.size;
+  msg.granularity = granularity;
+  msg.connOffset = 0;
+  msg.connBytes = sizeof(DevConnMem);
+  msg.slotsOffset = slotsOffset;
+  msg.slotsBytes = slotsBytes;
+  msg.from = e.from;
+  msg.to = e.to;
+  msg.link = e.link;
+  msg.pid = getpid();
+  gethostname(msg.host, sizeof msg.host - 1);
+  const int pid = owner_->peerInfo(e.from).pid;
+  HOCCL_TRY(ipcSend(api_.vmm, m, msg, fdSocketName(&socketKey_, sizeof socketKey_, e.from), peer,
+                    [pid] { return processGone(pid); }, Deadline::in(timeoutSec_))
+                .context("device connection to " + peer));
+  *mem = m.base;
+  return Status();
+}
+
+// The sending ends whose memory other processes export (one per entry of
+// `exporters`), mapped here.
+Status DeviceExecutor::importConns(const std::vector<int>& exporters) {
+  std::vector<IpcReceived> got;
+  const Status st = ipcReceive(
+      api_.vmm, device_, fdListener_, nranks_, exporters,
+      [this](int r) { return owner_->peerProcessGone(r) || processGone(owner_->peerInfo(r).pid); },
+      [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got);
+  for (const IpcReceived& r : got) ipcMaps_.push_back(r.mapping);
+  HOCCL_TRY(st);
+  for (const IpcReceived& r : got) {
+    auto it = conns_.find(std::make_tuple(r.msg.from, r.msg.to, r.msg.link));
+    if (r.msg.from != rank_ || it == conns_.end() || it->second != 0)
+      return errorf(hocclInternalError, "device connection: %s exported edge %d->%d link %d, which rank %d did "
+                    "not ask for", describePeer(r.msg.to).c_str(), r.msg.from, r.msg.to, r.msg.link, rank_);
+    it->second = r.mapping.base + r.msg.connOffset;
+  }
+  return Status();
 }
 
 Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {

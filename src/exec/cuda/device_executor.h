@@ -9,10 +9,10 @@
 // stream each is on (their connections and counters are shared). Per cached
 // schedule: the plan image, its connection table, per-channel counters and
 // scratch, uploaded once. Connection memory (a DevConnMem and its slots) is
-// allocated by the receiving rank and its address handed to the sender
-// over the bootstrap: raw device pointers, so for now every rank must be a
-// thread of this process (ranks in other processes need CUDA IPC or VMM
-// handles, which this step does not have: create() refuses them).
+// allocated by the receiving rank. To a sender that is a thread of this
+// process its address goes over the bootstrap; to a sender in another
+// process of this host it goes as a VMM allocation exported as a POSIX fd
+// (device_ipc.h). Ranks on other hosts are refused by create() for now.
 //
 // A launch's arguments are pointers and constants only, nothing the host
 // rewrites per replay, so a launch can later be captured in a CUDA graph.
@@ -30,7 +30,9 @@
 #include <vector>
 
 #include "src/base/oob.h"
+#include "src/base/fdpass.h"
 #include "src/exec/cuda/device_api.h"
+#include "src/exec/cuda/device_ipc.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/cuda/interp_record.h"
 #include "src/exec/engine.h"
@@ -57,8 +59,9 @@ class DeviceExecutor {
  public:
   // The executor of communicator `owner` (bootstrap `oob`) on the device
   // that holds `devicePtr`. Fails with hocclInvalidUsage, naming the ranks
-  // and processes, when a rank is another process; with the driver's
-  // reason when it lacks an entry point or refuses the image.
+  // and processes, when a rank is on another host; with the driver's
+  // reason when it lacks an entry point (VMM ones too, where a rank is
+  // another process) or refuses the image.
   static Status create(const Driver& d, TaskOwner* owner, OutOfBand* oob, const DeviceSettings& s,
                        const void* devicePtr, std::unique_ptr<DeviceExecutor>* out);
   // Waits for the launches to end (every wait in them is bounded by the
@@ -105,11 +108,19 @@ class DeviceExecutor {
   Status upload(DevPtr dst, const void* src, size_t bytes, const char* what);
   Status setUp(const Work& w, PlanRes* out);
   Status connect(const std::vector<PlanEdge>& edges);
+  Status exportConn(const PlanEdge& e, DevPtr* mem);
+  Status importConns(const std::vector<int>& exporters);
+  std::string describePeer(int peer) const;
   Status alloc(size_t bytes, DevPtr* p);
   Status kernel(DType t, RedOp op, CuHandle* fn);
 
   DeviceApi api_;
+  TaskOwner* owner_ = nullptr;
   OutOfBand* oob_ = nullptr;
+  bool otherProcesses_ = false;  // some rank is another process (of this host)
+  uint64_t socketKey_ = 0;       // names this communicator's fd sockets (fdSocketName)
+  FdListener fdListener_;        // where exporters hand this rank connection memory
+  std::vector<VmmMapping> ipcMaps_;  // connection memory shared with other processes
   DeviceSettings settings_;
   int rank_ = 0, nranks_ = 1, device_ = 0;
   double timeoutSec_ = 300;  // the communicator's, which bounds every wait of a launch

@@ -1,0 +1,70 @@
+// Device connections between processes of one host (CUDA.md, "Intra-node"):
+// the receiving rank allocates a connection's memory (its DevConnMem at
+// offset 0, the slots after it, one allocation) with cuMemCreate, maps it
+// for itself and exports it as a POSIX fd; the sending rank imports and
+// maps it at an address of its own. The DevConnMem finds its slots by
+// offset (interp.h), so both mappings work.
+//
+// The exchange: every rank that imports listens on an abstract Unix socket
+// named from the communicator and its rank (fdpass.h); an exporter
+// connects, sends the fd with an IpcBufferMsg (ipc_wire.h) and does not
+// wait, so no rank waits for another's accept. The importer accepts until
+// it has every connection it expects, bounded by the communicator's
+// timeout, and stops early, naming the rank, when that rank's process is
+// gone.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "src/base/fdpass.h"
+#include "src/exec/cuda/device_api.h"
+#include "src/exec/cuda/ipc_wire.h"
+
+namespace hoccl::cuda {
+
+// True if process `pid` (of this host) has exited, reaped or not.
+bool processGone(int pid);
+
+// One mapping of a VMM allocation in this process.
+struct VmmMapping {
+  MemHandle handle = 0;
+  DevPtr base = 0;
+  size_t size = 0;
+  bool mapped = false;
+};
+
+// Where a connection's slots start in its allocation (after the DevConnMem).
+size_t ipcSlotsOffset();
+
+// Allocates `bytes` (rounded up to the granularity) on `device`, exportable
+// as a POSIX fd, and maps it read-write here.
+Status vmmCreate(const VmmApi& v, int device, size_t bytes, VmmMapping* out, size_t* granularity);
+// Imports an exported allocation of `size` bytes and maps it here.
+Status vmmImport(const VmmApi& v, int device, int fd, size_t size, VmmMapping* out);
+// Unmaps, frees the address range, releases the handle (errors ignored:
+// teardown); the driver frees the memory once every process has.
+void vmmRelease(const VmmApi& v, VmmMapping* m);
+
+// Exports `m` to the importing rank that listens at `peerSocket`: connects
+// (until dl, or until `peerGone()`), sends `msg` and the fd, closes.
+Status ipcSend(const VmmApi& v, const VmmMapping& m, const IpcBufferMsg& msg, const std::string& peerSocket,
+               const std::string& peerName, const std::function<bool()>& peerGone, const Deadline& dl);
+
+// One received connection.
+struct IpcReceived {
+  IpcBufferMsg msg;
+  VmmMapping mapping;
+};
+// Accepts one export from each entry of `from` (exporting ranks, the
+// receivers of the edges; a rank once per edge) on `listener`, decodes and
+// maps each. `peerGone(rank)` is asked while waiting, about the ranks still
+// expected; `describe(rank)` names a rank in errors. A message's pid must
+// be its connection's (SO_PEERCRED). On error, what was mapped is in *out.
+Status ipcReceive(const VmmApi& v, int device, const FdListener& listener, int nranks, const std::vector<int>& from,
+                  const std::function<bool(int)>& peerGone, const std::function<std::string(int)>& describe,
+                  const Deadline& dl, std::vector<IpcReceived>* out);
+
+}  // namespace hoccl::cuda
