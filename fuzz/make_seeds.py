@@ -52,12 +52,18 @@ seeds = {
     "oversized_len": struct.pack("<QII", MAGIC, TAG_TABLE, 0xFFFFFFF0) + b"x" * 32,
 }
 
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "bootstrap_wire")
-os.makedirs(out, exist_ok=True)
-for name, data in seeds.items():
-    with open(os.path.join(out, name), "wb") as f:
-        f.write(data)
-print("wrote %d seeds to %s" % (len(seeds), out))
+
+
+def write_corpus(target, seeds):
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", target)
+    os.makedirs(out, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+    print("wrote %d seeds to %s" % (len(seeds), out))
+
+
+write_corpus("bootstrap_wire", seeds)
 
 
 def ipc_buffer(nranks=4, handle_type=1, size=6 << 20, gran=2 << 20, conn=(0, 256), slots=(4096, 4 << 20),
@@ -76,9 +82,4 @@ ipc_seeds = {
     "beyond": ipc_buffer(slots=(4096, 6 << 20)),
     "bad_granularity": ipc_buffer(gran=3 << 20),
 }
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "ipc_buffer")
-os.makedirs(out, exist_ok=True)
-for name, data in ipc_seeds.items():
-    with open(os.path.join(out, name), "wb") as f:
-        f.write(data)
-print("wrote %d seeds to %s" % (len(ipc_seeds), out))
+write_corpus("ipc_buffer", ipc_seeds)
