@@ -6,9 +6,11 @@
 // refuses, the fake refuses.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <string>
@@ -235,6 +237,19 @@ TEST_F(CudaVmmFake, MemoryIsInaccessibleUntilAccessIsSet) {
   EXPECT_EQ(v.memRelease(h), 0);
 }
 
+// True if process `pid` has exited, reaped or not (a zombie is gone too).
+bool processGone(int pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], state = 0;
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return false;
+  const int n = fscanf(f, "%*d (%*[^)]) %c", &state);
+  fclose(f);
+  return n == 1 && (state == 'Z' || state == 'X');
+}
+
 // The exchange of device_ipc.h between processes, with a peer that exits
 // in the middle of it: the waiting side names it at once, no hang.
 IpcBufferMsg exportMsg(const VmmMapping& m, int from, int to) {
@@ -289,7 +304,7 @@ TEST_F(CudaVmmFake, AnExporterThatExitsIsNamedAtOnce) {
   if (child == 0) _exit(0);  // rank 2 exits without exporting
   const double t0 = nowSec();
   std::vector<cuda::IpcReceived> got;
-  const Status st = cuda::ipcReceive(v, 0, listener, 3, {2, 2}, [&](int r) { return r == 2 && cuda::processGone(child); },
+  const Status st = cuda::ipcReceive(v, 0, listener, 3, {2, 2}, [&](int r) { return r == 2 && processGone(child); },
                                      [](int r) { return "rank " + std::to_string(r) + " (the child)"; },
                                      Deadline::in(30), &got);
   waitpid(child, nullptr, 0);
@@ -307,7 +322,7 @@ TEST_F(CudaVmmFake, AnImporterThatExitsIsNamedAtOnce) {
   ASSERT_TRUE(cuda::vmmCreate(v, 0, kGran, &m, &gran).ok());
   const double t0 = nowSec();
   const Status st = cuda::ipcSend(v, m, exportMsg(m, 0, 1), "hoccl-test-nobody-" + std::to_string(getpid()),
-                                  "rank 0 (the child)", [&] { return cuda::processGone(child); }, Deadline::in(30));
+                                  "rank 0 (the child)", [&] { return processGone(child); }, Deadline::in(30));
   waitpid(child, nullptr, 0);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("rank 0 (the child) exited before taking its connection memory"), std::string::npos)

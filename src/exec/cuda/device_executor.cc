@@ -262,10 +262,19 @@ Status DeviceExecutor::kernel(DType t, RedOp op, CuHandle* fn) {
   return Status();
 }
 
-// Receiving ends first: allocate, initialise, tell the sender; then the
-// addresses of the sending ends, from their receivers. Sends do not wait
-// for the peer, so every rank can post all of its own before reading any.
+// Receiving ends first: allocate, initialise, tell the sender (over the
+// bootstrap, or as an exported fd to another process: exportConn); then
+// the addresses of the sending ends, from their receivers (importConns for
+// those in other processes). Sends do not wait for the peer, so every rank
+// can post all of its own before reading any.
 Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
+  const Status st = connectEdges(edges);
+  if (!st.ok())  // the next call asks again for what did not arrive
+    for (auto it = conns_.begin(); it != conns_.end();) it = it->second == 0 ? conns_.erase(it) : std::next(it);
+  return st;
+}
+
+Status DeviceExecutor::connectEdges(const std::vector<PlanEdge>& edges) {
   std::map<int, int> wanted;  // peer -> sending ends it still owes us
   std::vector<int> exporters;  // the same, from other processes: one entry per edge
   for (const PlanEdge& e : edges) {
@@ -336,8 +345,6 @@ Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
     }
   }
   if (st.ok() && !exporters.empty()) st = importConns(exporters);
-  if (!st.ok())  // the next call asks again for what did not arrive
-    for (auto it = conns_.begin(); it != conns_.end();) it = it->second == 0 ? conns_.erase(it) : std::next(it);
   return st;
 }
 
@@ -374,9 +381,8 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   msg.link = e.link;
   msg.pid = getpid();
   gethostname(msg.host, sizeof msg.host - 1);
-  const int pid = owner_->peerInfo(e.from).pid;
   HOCCL_TRY(ipcSend(api_.vmm, m, msg, fdSocketName(&socketKey_, sizeof socketKey_, e.from), peer,
-                    [pid] { return processGone(pid); }, Deadline::in(timeoutSec_))
+                    [&] { return owner_->peerProcessGone(e.from); }, Deadline::in(timeoutSec_))
                 .context("device connection to " + peer));
   *mem = m.base;
   return Status();
@@ -388,7 +394,7 @@ Status DeviceExecutor::importConns(const std::vector<int>& exporters) {
   std::vector<IpcReceived> got;
   const Status st = ipcReceive(
       api_.vmm, device_, fdListener_, nranks_, exporters,
-      [this](int r) { return owner_->peerProcessGone(r) || processGone(owner_->peerInfo(r).pid); },
+      [this](int r) { return owner_->peerProcessGone(r); },
       [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got);
   for (const IpcReceived& r : got) ipcMaps_.push_back(r.mapping);
   HOCCL_TRY(st);

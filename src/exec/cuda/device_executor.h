@@ -107,7 +107,8 @@ class DeviceExecutor {
   Status shareDevices();
   Status upload(DevPtr dst, const void* src, size_t bytes, const char* what);
   Status setUp(const Work& w, PlanRes* out);
-  Status connect(const std::vector<PlanEdge>& edges);
+  Status connect(const std::vector<PlanEdge>& edges);  // connectEdges, and on failure forgets what is half made
+  Status connectEdges(const std::vector<PlanEdge>& edges);
   Status exportConn(const PlanEdge& e, DevPtr* mem);
   Status importConns(const std::vector<int>& exporters);
   std::string describePeer(int peer) const;

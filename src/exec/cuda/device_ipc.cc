@@ -1,11 +1,7 @@
 // Device connections between processes of one host (device_ipc.h).
 #include "src/exec/cuda/device_ipc.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <unistd.h>
-
-#include <cstdio>
 
 #include <algorithm>
 #include <set>
@@ -39,19 +35,6 @@ std::string ranksText(const std::vector<int>& ranks) {
 }
 
 }  // namespace
-
-bool processGone(int pid) {
-  if (pid <= 0) return false;
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  // A zombie (exited, not yet reaped) is gone too.
-  char path[64], state = 0;
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "r");
-  if (!f) return false;
-  const int n = fscanf(f, "%*d (%*[^)]) %c", &state);
-  fclose(f);
-  return n == 1 && (state == 'Z' || state == 'X');
-}
 
 size_t ipcSlotsOffset() { return (sizeof(DevConnMem) + 255) & ~size_t(255); }
 
@@ -142,9 +125,6 @@ Status ipcReceive(const VmmApi& v, int device, const FdListener& listener, int n
       return errorf(hocclRemoteError, "device connections: an export for edge %d->%d link %d, from pid %d on %s, "
                     "which this rank does not expect (only from rank(s) %s)", msg.from, msg.to, msg.link, msg.pid,
                     msg.host, ranksText(waiting).c_str());
-    if (ch.peerPid() != msg.pid)
-      return errorf(hocclRemoteError, "device connections: %s's export says pid %d but came from pid %d",
-                    describe(msg.to).c_str(), msg.pid, ch.peerPid());
     if (msg.connBytes != sizeof(DevConnMem))
       return errorf(hocclRemoteError, "device connections: %s's DevConnMem is %llu bytes, this rank's %zu (mixed "
                     "hoccl builds?)", describe(msg.to).c_str(), static_cast<unsigned long long>(msg.connBytes),

@@ -25,9 +25,6 @@
 
 namespace hoccl::cuda {
 
-// True if process `pid` (of this host) has exited, reaped or not.
-bool processGone(int pid);
-
 // One mapping of a VMM allocation in this process.
 struct VmmMapping {
   MemHandle handle = 0;
@@ -61,8 +58,9 @@ struct IpcReceived {
 // Accepts one export from each entry of `from` (exporting ranks, the
 // receivers of the edges; a rank once per edge) on `listener`, decodes and
 // maps each. `peerGone(rank)` is asked while waiting, about the ranks still
-// expected; `describe(rank)` names a rank in errors. A message's pid must
-// be its connection's (SO_PEERCRED). On error, what was mapped is in *out.
+// expected; `describe(rank)` names a rank in errors. On error, what was
+// mapped is in *out. (The message's pid is not checked against the
+// socket's: ranks in containers may see each other's pids differently.)
 Status ipcReceive(const VmmApi& v, int device, const FdListener& listener, int nranks, const std::vector<int>& from,
                   const std::function<bool(int)>& peerGone, const std::function<std::string(int)>& describe,
                   const Deadline& dl, std::vector<IpcReceived>* out);
