@@ -59,24 +59,7 @@ std::string fdSocketName(const void* commKey, size_t keyBytes, int rank) {
 int FdChannel::peerPid() const {
   ucred cred{};
   socklen_t len = sizeof cred;
-  return fd_ >= 0 && getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? int(cred.pid) : -1;
-}
-
-FdChannel::FdChannel(FdChannel&& o) noexcept : fd_(o.fd_), peer_(std::move(o.peer_)) { o.fd_ = -1; }
-
-FdChannel& FdChannel::operator=(FdChannel&& o) noexcept {
-  if (this != &o) {
-    close();
-    fd_ = o.fd_;
-    peer_ = std::move(o.peer_);
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-void FdChannel::close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  return sock_.valid() && getsockopt(sock_.fd(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? int(cred.pid) : -1;
 }
 
 Status FdChannel::connect(const std::string& name, const std::string& peer, const Deadline& dl, FdChannel* out) {
@@ -87,8 +70,7 @@ Status FdChannel::connect(const std::string& name, const std::string& peer, cons
     const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return sysErrorf("fd passing: socket() to reach %s", peer.c_str());
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0) {
-      out->close();
-      out->fd_ = fd;
+      out->sock_ = Socket(fd);
       out->peer_ = peer;
       return Status();
     }
@@ -107,7 +89,7 @@ Status FdChannel::connect(const std::string& name, const std::string& peer, cons
 }
 
 Status FdChannel::send(const void* payload, size_t bytes, const int* fds, int nfds, const Deadline& dl) const {
-  if (fd_ < 0) return Status(hocclInternalError, "fd passing: send on a closed channel");
+  if (!sock_.valid()) return Status(hocclInternalError, "fd passing: send on a closed channel");
   if (bytes == 0 || bytes > kMaxFdPayload || nfds < 0 || nfds > kMaxPassedFds)
     return errorf(hocclInternalError, "fd passing: cannot send %zu bytes with %d fds to %s (1..%zu bytes, "
                   "0..%d fds)", bytes, nfds, peer_.c_str(), kMaxFdPayload, kMaxPassedFds);
@@ -126,19 +108,19 @@ Status FdChannel::send(const void* payload, size_t bytes, const int* fds, int nf
     std::memcpy(CMSG_DATA(c), fds, sizeof(int) * size_t(nfds));
   }
   for (;;) {
-    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = sendmsg(sock_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == ssize_t(bytes)) return Status();
     if (n >= 0) return errorf(hocclSystemError, "fd passing: sent %zd of %zu bytes to %s", n, bytes, peer_.c_str());
     if (errno == EPIPE || errno == ECONNRESET)
       return errorf(hocclRemoteError, "fd passing: %s closed its end (did it exit?)", peer_.c_str());
     if (errno != EAGAIN && errno != EINTR) return sysErrorf("fd passing: sendmsg to %s", peer_.c_str());
-    HOCCL_TRY(waitFor(fd_, POLLOUT, dl, peer_, "sending to"));
+    HOCCL_TRY(waitFor(sock_.fd(), POLLOUT, dl, peer_, "sending to"));
   }
 }
 
 Status FdChannel::recv(void* payload, size_t bytes, int nfds, std::vector<int>* fds, const Deadline& dl) const {
   fds->clear();
-  if (fd_ < 0) return Status(hocclInternalError, "fd passing: recv on a closed channel");
+  if (!sock_.valid()) return Status(hocclInternalError, "fd passing: recv on a closed channel");
   std::vector<char> buf(kMaxFdPayload + 1);
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
   iovec iov{buf.data(), buf.size()};
@@ -150,12 +132,12 @@ Status FdChannel::recv(void* payload, size_t bytes, int nfds, std::vector<int>* 
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
-    n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    n = recvmsg(sock_.fd(), &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (n >= 0) break;
     if (errno == ECONNRESET)
       return errorf(hocclRemoteError, "fd passing: %s closed its end (did it exit?)", peer_.c_str());
     if (errno != EAGAIN && errno != EINTR) return sysErrorf("fd passing: recvmsg from %s", peer_.c_str());
-    HOCCL_TRY(waitFor(fd_, POLLIN, dl, peer_, "receiving from"));
+    HOCCL_TRY(waitFor(sock_.fd(), POLLIN, dl, peer_, "receiving from"));
   }
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -186,23 +168,6 @@ Status FdChannel::recv(void* payload, size_t bytes, int nfds, std::vector<int>* 
   return Status();
 }
 
-FdListener::FdListener(FdListener&& o) noexcept : fd_(o.fd_), name_(std::move(o.name_)) { o.fd_ = -1; }
-
-FdListener& FdListener::operator=(FdListener&& o) noexcept {
-  if (this != &o) {
-    close();
-    fd_ = o.fd_;
-    name_ = std::move(o.name_);
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-void FdListener::close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 Status FdListener::listen(const std::string& name, FdListener* out) {
   sockaddr_un addr;
   socklen_t len = 0;
@@ -224,30 +189,28 @@ Status FdListener::listen(const std::string& name, FdListener* out) {
     errno = err;
     return sysErrorf("fd passing: listen @%s", name.c_str());
   }
-  out->close();
-  out->fd_ = fd;
+  out->sock_ = Socket(fd);
   out->name_ = name;
   return Status();
 }
 
 bool FdListener::pending(int timeoutMs) const {
-  pollfd p{fd_, POLLIN, 0};
-  return fd_ >= 0 && poll(&p, 1, timeoutMs) > 0;
+  pollfd p{sock_.fd(), POLLIN, 0};
+  return sock_.valid() && poll(&p, 1, timeoutMs) > 0;
 }
 
 Status FdListener::accept(const std::string& peer, const Deadline& dl, FdChannel* out) const {
-  if (fd_ < 0) return Status(hocclInternalError, "fd passing: accept on a closed listener");
+  if (!sock_.valid()) return Status(hocclInternalError, "fd passing: accept on a closed listener");
   for (;;) {
-    const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const int fd = accept4(sock_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
-      out->close();
-      out->fd_ = fd;
+      out->sock_ = Socket(fd);
       out->peer_ = peer;
       return Status();
     }
     if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
       return sysErrorf("fd passing: accept at @%s for %s", name_.c_str(), peer.c_str());
-    HOCCL_TRY(waitFor(fd_, POLLIN, dl, peer, "waiting for a connection from"));
+    HOCCL_TRY(waitFor(sock_.fd(), POLLIN, dl, peer, "waiting for a connection from"));
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "src/base/clock.h"
 #include "src/base/error.h"
+#include "src/base/socket.h"
 
 namespace hoccl {
 
@@ -36,12 +37,6 @@ std::string fdSocketName(const void* commKey, size_t keyBytes, int rank);
 // One connected end.
 class FdChannel {
  public:
-  FdChannel() = default;
-  FdChannel(FdChannel&& o) noexcept;
-  FdChannel& operator=(FdChannel&& o) noexcept;
-  FdChannel(const FdChannel&) = delete;
-  FdChannel& operator=(const FdChannel&) = delete;
-  ~FdChannel() { close(); }
 
   // Connects to `name`, retrying while nobody listens there yet, until `dl`.
   // `peer` names the other end in error messages ("rank 1 (pid 42)").
@@ -54,26 +49,20 @@ class FdChannel {
   // `nfds` fds; the fds (owned by the caller) go to *fds.
   Status recv(void* payload, size_t bytes, int nfds, std::vector<int>* fds, const Deadline& dl) const;
 
-  bool valid() const { return fd_ >= 0; }
+  bool valid() const { return sock_.valid(); }
   const std::string& peer() const { return peer_; }
   // The process at the other end (SO_PEERCRED), or -1.
   int peerPid() const;
-  void close();
+  void close() { sock_.close(); }
 
  private:
   friend class FdListener;
-  int fd_ = -1;
+  Socket sock_;  // owns the fd (moves, closes)
   std::string peer_;
 };
 
 class FdListener {
  public:
-  FdListener() = default;
-  FdListener(FdListener&& o) noexcept;
-  FdListener& operator=(FdListener&& o) noexcept;
-  FdListener(const FdListener&) = delete;
-  FdListener& operator=(const FdListener&) = delete;
-  ~FdListener() { close(); }
 
   // Listens on abstract name `name`; a name already taken is an error saying so.
   static Status listen(const std::string& name, FdListener* out);
@@ -84,10 +73,10 @@ class FdListener {
   bool pending(int timeoutMs) const;
 
   const std::string& name() const { return name_; }
-  void close();
+  void close() { sock_.close(); }
 
  private:
-  int fd_ = -1;
+  Socket sock_;
   std::string name_;
 };
 
