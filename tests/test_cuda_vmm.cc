@@ -60,6 +60,23 @@ TEST(CudaVmm, ThreadRanksRunOnADriverWithoutVmm) {
   }));
 }
 
+// Ranks in other processes need VMM: a driver without it is named, not a hang.
+TEST(CudaVmm, ProcessRanksOnADriverWithoutVmmAreToldWhatItLacks) {
+  FakeCuda fake({"cuMemExportToShareableHandle"});
+  testutil::Options o;
+  o.ranks = 2;
+  o.mode = testutil::Mode::Processes;
+  o.timeoutSec = 60;
+  std::string error;
+  EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int) {
+    void* d = fake.alloc(256);
+    EXPECT_EQ(hocclAllReduce(d, d, 16, hocclFloat32, hocclSum, comm, nullptr), hocclSystemError);
+    const std::string msg = hocclGetLastError(comm);
+    EXPECT_NE(msg.find("need CUDA's virtual memory management entry points, which this driver lacks: "
+                       "cuMemExportToShareableHandle"), std::string::npos) << msg;
+  }, &error)) << error;
+}
+
 using cuda::DevPtr;
 using cuda::IpcBufferMsg;
 using cuda::MemHandle;
