@@ -114,7 +114,7 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   HOCCL_TRY(cuCheck(d.api.pointerGetAttribute(&e->device_, kPointerAttributeDeviceOrdinal,
                                               reinterpret_cast<uintptr_t>(devicePtr)),
                     "cuPointerGetAttribute(DEVICE_ORDINAL)"));
-  HOCCL_TRY(e->shareDevices());
+  HOCCL_TRY(e->shareDevices(d));
   HOCCL_TRY(cuCheck(cu.devicePrimaryCtxRetain(&e->ctx_, e->device_), "cuDevicePrimaryCtxRetain"));
   e->retained_ = true;
   CtxScope scope(*e);
@@ -152,17 +152,25 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
 // took the last ones, k could never finish (seen on an H100: 8 ranks at one
 // CTA per multiprocessor each timed out). A third call cannot start before
 // every rank's CTAs of call k+1 were placed, which needs call k done.
+// A GPU is told apart by its PCI bus id where the driver gives one (an
+// ordinal is per process: CUDA_VISIBLE_DEVICES renumbers), else by ordinal.
 // A rank that cannot ask still takes part (with 0), so that none waits.
-Status DeviceExecutor::shareDevices() {
+Status DeviceExecutor::shareDevices(const Driver& d) {
   int sms = 0;
   const Status asked = cuCheck(api_.deviceGetAttribute(&sms, kDeviceAttributeMultiprocessors, device_),
                                "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
   struct Entry {
     int32_t device, multiprocessors;
     uint64_t nonce;  // rank 0's names this communicator's fd sockets
+    char bus[32];    // PCI bus id, "" if unknown
   };
   std::vector<Entry> all(static_cast<size_t>(nranks_));
-  all[size_t(rank_)] = Entry{device_, asked.ok() ? sms : 0, randomU64()};
+  Entry& me = all[size_t(rank_)];
+  me = Entry{device_, asked.ok() ? sms : 0, randomU64(), {}};
+  int dev = 0;
+  if (d.api.deviceGet && d.api.deviceGetPciBusId && d.api.deviceGet(&dev, device_) == kCudaSuccess &&
+      d.api.deviceGetPciBusId(me.bus, sizeof me.bus - 1, dev) != kCudaSuccess)
+    std::memset(me.bus, 0, sizeof me.bus);
   HOCCL_TRY(oob_->allGather(all.data(), sizeof(Entry)).context("device setup: sharing which GPU each rank runs on"));
   HOCCL_TRY(asked);
   socketKey_ = all[0].nonce;
@@ -172,7 +180,10 @@ Status DeviceExecutor::shareDevices() {
   int cap = 64;
   for (const Entry& mine : all) {
     int sharing = 0;
-    for (const Entry& other : all) sharing += other.device == mine.device ? 1 : 0;
+    for (const Entry& other : all) {
+      const bool byBus = mine.bus[0] && other.bus[0];
+      sharing += (byBus ? strcmp(other.bus, mine.bus) == 0 : other.device == mine.device) ? 1 : 0;
+    }
     cap = std::min(cap, mine.multiprocessors / (2 * sharing));
   }
   if (cap < 1) {

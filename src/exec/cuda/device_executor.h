@@ -104,7 +104,7 @@ class DeviceExecutor {
     uint64_t sliceElems = 0;
   };
   class CtxScope;
-  Status shareDevices();
+  Status shareDevices(const Driver& d);
   Status upload(DevPtr dst, const void* src, size_t bytes, const char* what);
   Status setUp(const Work& w, PlanRes* out);
   Status connect(const std::vector<PlanEdge>& edges);  // connectEdges, and on failure forgets what is half made
