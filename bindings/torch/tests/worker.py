@@ -620,10 +620,28 @@ def run_kill(out):
         out["seconds_after_last_success"] = time.monotonic() - last
 
 
+def wait_until_all_past_init(seconds):
+    # torch 1.13's init ends in a barrier that every rank polls on rank 0's
+    # TCPStore. A scenario that ends at once (p2p_mismatch exits) let rank 0
+    # take the store down while rank 1 still polled: "Connection reset by
+    # peer" inside init_process_group (seen once in CI). So each rank says
+    # it is past init, and rank 0, the store's host, waits for all of them.
+    store = dist.distributed_c10d._get_default_store()
+    store.add("worker_past_init", 1)
+    if RANK != 0:
+        return
+    deadline = time.monotonic() + seconds
+    while store.add("worker_past_init", 0) < N:
+        if time.monotonic() > deadline:
+            sys.exit(f"rank 0: not every rank got past init_process_group in {seconds} s")
+        time.sleep(0.005)
+
+
 def main():
     scenario, outdir = sys.argv[1], sys.argv[2]
     timeout = datetime.timedelta(seconds=float(os.environ.get("TEST_TIMEOUT", "60")))
     dist.init_process_group(BACKEND, rank=RANK, world_size=N, timeout=timeout)
+    wait_until_all_past_init(timeout.total_seconds())
     out = {"rank": RANK, "size": N, "backend": BACKEND}
     if scenario == "methods":
         run_methods(out)
