@@ -54,9 +54,10 @@ std::vector<AlgoInfo> rows() {
        .supports = allReduceOnly, .build = buildLeaderDoubling, .cost = leaderDoublingCost, .grouped = true,
        .maxChannels = 1},
       {.name = "oneshot",
-       .description = "one-shot all-reduce: every rank sends its input to every other and adds all of them in "
-                      "rank order; one step of latency, for small messages",
-       .supports = allReduceOnly, .build = buildOneShot, .cost = oneShotCost, .oneNode = true, .maxChannels = 1},
+       .description = "one-shot: every rank sends its input (all-reduce, all-gather) or each block "
+                      "(reduce-scatter) straight to every other, which reduces in rank order; one step of latency, "
+                      "for small messages on one node",
+       .supports = unrooted, .build = buildOneShot, .cost = oneShotCost, .oneNode = true, .maxChannels = 1},
   };
 }
 

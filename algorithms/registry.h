@@ -62,8 +62,9 @@ Schedule buildDoubling(const ScheduleKey& key);
 // Hierarchical all-reduce with recursive doubling among the leaders
 // (hierarchical.cc): for small messages across nodes.
 Schedule buildLeaderDoubling(const ScheduleKey& key);
-// One-shot all-reduce (algorithms/oneshot.cc): every rank reduces every
-// rank's input itself; other collectives fall back to buildRing.
+// One-shot all-reduce, reduce-scatter and all-gather (algorithms/oneshot.cc):
+// one exchange among all ranks, each rank reducing what it receives itself;
+// broadcast and reduce fall back to buildRing.
 Schedule buildOneShot(const ScheduleKey& key);
 
 // The ring's cost plan, which the others fall back to (ring.cc).

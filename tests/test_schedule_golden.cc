@@ -1,5 +1,5 @@
 // Pins Schedule::toString() byte for byte for a set of schedules of every
-// builder (ring, hierarchical, HO-Ring, recursive doubling): refactoring a
+// builder (ring, hierarchical, HO-Ring, recursive doubling, one-shot): refactoring a
 // builder must not change a single step. The expected texts live in
 // tests/data/schedules/<builder>.txt, one "== <case>" header per case
 // followed by the schedules of every rank of that case.
@@ -44,8 +44,8 @@ const char* shortColl(CollKind c) {
     case CollKind::AllGather: return "ag";
     case CollKind::Broadcast: return "bc";
     case CollKind::Reduce: return "red";
+    default: return "?";  // the point-to-point kinds have no builder here
   }
-  return "?";
 }
 
 ScheduleKey key(CollKind coll, int P, uint64_t count, int nch, bool inPlace = false, uint64_t maxStep = 0) {
@@ -143,6 +143,19 @@ std::vector<Case> doublingCases() {
   return v;
 }
 
+std::vector<Case> oneShotCases() {
+  std::vector<Case> v;
+  auto add = [&](ScheduleKey k) { v.push_back({name(k, "P" + std::to_string(k.nranks)), buildOneShot, k}); };
+  for (CollKind c : kGrouped) {
+    for (int P : {1, 3, 4}) {
+      add(key(c, P, 6, 1));
+      add(key(c, P, 6, 1, true));
+    }
+    add(key(c, 3, 6, 1, true, 4));
+  }
+  return v;
+}
+
 std::string render(const Case& c) {
   std::string out = "== " + c.name + "\n";
   ScheduleKey k = c.key;
@@ -200,6 +213,7 @@ TEST(ScheduleGolden, Ring) { check("ring.txt", ringCases()); }
 TEST(ScheduleGolden, Hierarchical) { check("hierarchical.txt", groupedCases(buildHierarchical)); }
 TEST(ScheduleGolden, HoRing) { check("horing.txt", horingCases()); }
 TEST(ScheduleGolden, Doubling) { check("doubling.txt", doublingCases()); }
+TEST(ScheduleGolden, OneShot) { check("oneshot.txt", oneShotCases()); }
 
 }  // namespace
 }  // namespace hoccl
