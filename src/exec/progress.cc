@@ -119,21 +119,25 @@ class HostExecutor : public Executor {
     int spins = 0;
     // Calls on one communicator share its connections, so they run one
     // after another; calls on different communicators run together.
-    std::vector<TaskOwner*> busy;
-    busy.reserve(ntasks);
+    // (On the stack for the usual handful of calls: a call allocates nothing.)
+    constexpr size_t kInline = 8;
+    TaskOwner* busyInline[kInline];
+    std::vector<TaskOwner*> busyHeap(ntasks > kInline ? ntasks : 0);
+    TaskOwner** const busy = ntasks > kInline ? busyHeap.data() : busyInline;
+    size_t nbusy = 0;
     bool allDone = false, progressed = false;
     // One pass over every unfinished call; false when one failed (*st).
     auto poll = [&](Status* st) {
       allDone = true;
       progressed = false;
-      busy.clear();
+      nbusy = 0;
       for (size_t i = 0; i < ntasks; ++i) {
         TaskOwner* o = work[i].owner;
         CollTask& t = *tasks[i];
         if (t.done()) continue;
         allDone = false;
-        if (std::find(busy.begin(), busy.end(), o) != busy.end()) continue;
-        busy.push_back(o);
+        if (std::find(busy, busy + nbusy, o) != busy + nbusy) continue;
+        busy[nbusy++] = o;
         if (o->abortPending()) {
           *st = errorf(hocclInvalidUsage, "rank %d: communicator aborted by hocclCommAbort during %s (call #%llu)",
                        o->ownRank(), callText(t.call()).c_str(), static_cast<unsigned long long>(t.call().opSeq));
