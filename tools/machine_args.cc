@@ -38,6 +38,8 @@ std::string machineArgsHelp() {
          "  --msg-cpu-us X         CPU per message a rank sends or receives, counted when\n"
          "                         ranks outnumber cores [10]\n"
          "  --net-msg-cpu-us X     extra CPU per network message (the TCP stack) [30]\n"
+         "  --local-msg-cpu-us X   --msg-cpu-us where all ranks are on one node (no network\n"
+         "                         threads; waiting ranks spin through small steps) [1]\n"
          "  --topo-file F          nodes and switches from a topology file or Slurm topology.conf\n"
          "                         (a dump carries its ranks; otherwise --ranks-per-node applies)\n"
          "                         [HOCCL_TOPO_FILE]\n"
@@ -80,6 +82,7 @@ bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string*
   if (!strcmp(opt, "--reduce-gbps")) return real(&a->reduceGbps, 0);
   if (!strcmp(opt, "--msg-cpu-us")) return real(&a->msgCpuUs, 0);
   if (!strcmp(opt, "--net-msg-cpu-us")) return real(&a->netMsgCpuUs, 0);
+  if (!strcmp(opt, "--local-msg-cpu-us")) return real(&a->localMsgCpuUs, 0);
   if (!strcmp(opt, "--oversubscription")) return real(&a->oversubscription, 1);
   if (!strcmp(opt, "--topo-file") || !strcmp(opt, "--tune-file")) {
     const char* v = value();
@@ -113,6 +116,7 @@ Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::stri
   if (a.reduceGbps > 0) links.reduceGbps = a.reduceGbps;
   if (a.msgCpuUs >= 0) links.msgCpuUs = a.msgCpuUs;
   if (a.netMsgCpuUs >= 0) links.netMsgCpuUs = a.netMsgCpuUs;
+  if (a.localMsgCpuUs >= 0) links.localMsgCpuUs = a.localMsgCpuUs;
   char buf[256];
   if (!a.topoFile.empty()) {
     topo::TopoOverrides o;

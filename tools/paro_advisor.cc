@@ -74,6 +74,14 @@ StateBytes stateBytes(const Strategy& s, const ModelSize& model, int nodes, int 
 
 namespace {
 int ranksPerNode(const Machine& m) { return m.nnodes() > 0 ? m.nranks() / m.nnodes() : 0; }
+// The links of one node of `m` costed alone. A node of a multi-node job
+// shares its cores with the job's network threads, so its messages cost
+// msgCpuUs, not the one-node job's localMsgCpuUs (model.h).
+LinkModel nodeLinks(const Machine& m) {
+  LinkModel l = m.links;
+  if (m.nnodes() > 1) l.localMsgCpuUs = l.msgCpuUs;
+  return l;
+}
 }  // namespace
 
 Advisor::Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath)
@@ -81,7 +89,7 @@ Advisor::Advisor(const Machine& machine, std::vector<TuneRule> rules, std::strin
       nodes_(machine.nnodes()),
       perNode_(ranksPerNode(machine)),
       worldTuner_(machine, rules, rulesPath, nullptr, 0),
-      intraTuner_(Machine::rectangular(1, std::max(perNode_, 1), 1, machine.links), rules, rulesPath, nullptr, 0) {
+      intraTuner_(Machine::rectangular(1, std::max(perNode_, 1), 1, nodeLinks(machine)), rules, rulesPath, nullptr, 0) {
   std::vector<int> seen(nodes_, 0);
   rails_.assign(perNode_, {});
   for (int r = 0; r < world_.nranks(); ++r) {

@@ -53,7 +53,7 @@ class Load {
     add(rankIn(b), bytes / recvRate);
     add(mem(nb), bytes * (reduce ? 3 : 2) / (lm.nodeMemGbps * 125.0));
     if (cores_[size_t(na)] > 0) {
-      const double msg = lm.msgCpuUs + (na == nb ? 0 : lm.netMsgCpuUs);
+      const double msg = lm.messageCpuUs(N_, na != nb);
       cpuBytes_[size_t(nb)] += bytes / recvRate / cores_[size_t(nb)];
       if (na == nb) cpuBytes_[size_t(na)] += bytes / copyRate / cores_[size_t(na)];
       cpuMsg_[size_t(na)] += msg / cores_[size_t(na)];

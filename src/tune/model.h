@@ -72,6 +72,16 @@ struct LinkModel {
   // (docs/algorithms.md, "Small messages on shared cores").
   double msgCpuUs = 10.0;
   double netMsgCpuUs = 30.0;
+  // msgCpuUs where every rank is on one node: no network progress threads
+  // compete for the cores, and a waiting rank spins through a step of small
+  // messages instead of sleeping, so a message costs a fraction of that.
+  // Fitted on 3 and 4 ranks on 2 cores: with it the model orders oneshot,
+  // doubling and the ring by size as they measured (docs/algorithms.md).
+  double localMsgCpuUs = 1.0;
+  // The charge for one message on a machine of `nodes` nodes.
+  double messageCpuUs(int nodes, bool acrossNodes) const {
+    return (nodes == 1 ? localMsgCpuUs : msgCpuUs) + (acrossNodes ? netMsgCpuUs : 0);
+  }
   double latency(const LinkParams& p) const { return p.latencyUs * (oversubscription > 1 ? oversubscription : 1); }
 };
 

@@ -168,7 +168,7 @@ class Sim {
       // Ranks outnumber cores: the node's ranks share
       // ranks/oversubscription cores, and each message a rank sends or
       // receives costs CPU beyond its bytes (model.h: msgCpuUs).
-      auto msgCpu = [&](int peer) { return lm.msgCpuUs + (m_.nodeOf[size_t(peer)] != node ? lm.netMsgCpuUs : 0); };
+      auto msgCpu = [&](int peer) { return lm.messageCpuUs(m_.nnodes(), m_.nodeOf[size_t(peer)] != node); };
       double cpu = b / rate;
       if (st.recvPeer >= 0) cpu += msgCpu(st.recvPeer);
       if (st.sendPeer >= 0) cpu += msgCpu(st.sendPeer);

@@ -156,9 +156,11 @@ Status parseTuneFile(const std::string& text, const std::string& path, const Lin
         else if (k == "flow_gbps") f.links.flowGbps = x;
         else if (k == "msg_cpu_us") f.links.msgCpuUs = x;
         else if (k == "net_msg_cpu_us") f.links.netMsgCpuUs = x;
+        else if (k == "local_msg_cpu_us") f.links.localMsgCpuUs = x;
         else
           return fail("unknown setting '" + shown(k) +
-                      "' (expected node_mem_gbps, reduce_gbps, flow_gbps, msg_cpu_us or net_msg_cpu_us; the first two > 0)");
+                      "' (expected node_mem_gbps, reduce_gbps, flow_gbps, msg_cpu_us, net_msg_cpu_us or "
+                      "local_msg_cpu_us; the first two > 0)");
       }
     } else {
       TuneRule r;
