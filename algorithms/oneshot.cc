@@ -64,12 +64,8 @@ void allReduce(Schedule& s, const ScheduleKey& key) {
     const Slice own = inPlace ? Slice{Buf::Scratch, off} : shifted(in, off);
     if (inPlace) ch.copy(dst, own, len);
     for (int k = 1; k < P; ++k) ch.add(-1, (r + k) % P, false, own, Slice{}, len);
-    if (inPlace && r == 0) {
-      // Output holds rank 0's operand already.
-      for (int k = 1; k < P; ++k) ch.add(k, -1, true, dst, dst, len);
-    } else {
-      reduceInRankOrder(ch, P, r, own, dst, len);
-    }
+    // In place, rank 0's operand is in Output already.
+    reduceInRankOrder(ch, P, r, inPlace && r == 0 ? dst : own, dst, len);
   }
 }
 
@@ -86,17 +82,14 @@ void reduceScatter(Schedule& s, const ScheduleKey& key) {
   for (uint64_t off = 0; off < n; off += piece) {
     const uint64_t len = std::min(piece, n - off);
     const Slice dst = shifted(out, off);
-    const Slice own = inPlace ? Slice{Buf::Scratch, off} : block(r, off, len);
-    if (inPlace && r != 0) ch.copy(dst, own, len);
+    // In place, rank 0's operand is its output; the others' is copied away.
+    const Slice own = !inPlace ? block(r, off, len) : r == 0 ? dst : Slice{Buf::Scratch, off};
+    if (inPlace) ch.copy(dst, own, len);  // omitted for rank 0 (own is dst)
     for (int k = 1; k < P; ++k) {
       const int to = (r + k) % P;
       ch.add(-1, to, false, block(to, off, len), Slice{}, len);
     }
-    if (inPlace && r == 0) {
-      for (int k = 1; k < P; ++k) ch.add(k, -1, true, dst, dst, len);
-    } else {
-      reduceInRankOrder(ch, P, r, own, dst, len);
-    }
+    reduceInRankOrder(ch, P, r, own, dst, len);
   }
 }
 
