@@ -1,9 +1,11 @@
 // TCP network transport: internals shared by its two files.
 //
 // A connection is one control stream (a 16-byte header per message: size
-// and tag) plus N data streams. Small messages go whole to one stream in
-// turn; large ones are cut into N equal parts, one per stream, so one
-// connection can fill a link that one TCP stream cannot. Sender and
+// and tag) plus N data streams. Messages up to kInlineMax bytes follow their
+// header on the control stream (one segment on one socket: the receiver
+// that reads the header has the data). Larger ones go whole to one data
+// stream in turn, or from kSplitMin up are cut into N equal parts, one per
+// stream, so one connection can fill a link that one TCP stream cannot. Sender and
 // receiver compute the same split from the size, and every stream carries
 // its parts in message order, so the k-th isend matches the k-th irecv.
 // One progress thread per transport moves the bytes with non-blocking
@@ -37,6 +39,11 @@ constexpr uint64_t kGoodbye = ~0ull;
 // so the senders sharing one connection (NCCL's PXN) may send in any order
 // within the group; groups themselves are matched in FIFO order.
 constexpr int kMaxRecvs = 8;
+// Messages up to this size travel on the control stream right behind their
+// header: one segment, one socket, and the receiver that reads the header
+// has the payload (small messages never wait on a data stream).
+constexpr uint64_t kInlineMax = 4096;
+inline bool carriedInline(uint64_t size) { return size > 0 && size <= kInlineMax; }
 
 struct ConnectState;
 
@@ -99,12 +106,23 @@ struct Comm {
   // Sender: serialized headers not yet written.
   std::string ctrlOut;
   size_t ctrlOutDone = 0;
-  std::deque<Request*> headerOwners;  // request of each header in ctrlOut
+  // Where each message's bytes end in ctrlOut, and its request (null: an
+  // inline message, complete when queued).
+  std::deque<std::pair<size_t, Request*>> headerOwners;
   // Receiver: partial header, headers without a posted receive, posted
   // receives without a header.
   char ctrlIn[16] = {0};
   size_t ctrlInLen = 0;
-  std::deque<std::pair<uint64_t, int32_t>> arrived;
+  struct Arrived {
+    uint64_t size;
+    int32_t tag;
+    std::string payload;  // inline messages
+  };
+  std::deque<Arrived> arrived;
+  std::string inlineIn;   // an inline payload being read
+  uint64_t inlineSize = 0;
+  int32_t inlineTag = 0;
+  bool inlinePending = false;
   std::deque<Request*> posted;
   int inflight = 0;
   Status failed;

@@ -121,10 +121,18 @@ class SocketTransport : public NetTransport {
     slot.tag = tag;
     uint64_t hdr[2] = {size, static_cast<uint64_t>(static_cast<uint32_t>(tag))};
     c->ctrlOut.append(reinterpret_cast<const char*>(hdr), sizeof hdr);
-    c->headerOwners.push_back(r.get());
-    for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
-      c->streams[p.stream].queue.push_back({slot.buf + p.start, p.len, r.get()});
-      ++r->partsLeft;
+    if (carriedInline(size)) {
+      // Copied behind the header: the buffer is free at once.
+      c->ctrlOut.append(slot.buf, size);
+      c->headerOwners.emplace_back(c->ctrlOut.size(), nullptr);
+      r->headerDone = true;
+      complete(r.get());
+    } else {
+      c->headerOwners.emplace_back(c->ctrlOut.size(), r.get());
+      for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
+        c->streams[p.stream].queue.push_back({slot.buf + p.start, p.len, r.get()});
+        ++r->partsLeft;
+      }
     }
     ++c->nextMessage;
     ++c->inflight;
@@ -280,7 +288,9 @@ class SocketTransport : public NetTransport {
   // the first unmatched buffer of the oldest receive with its tag (mu_ held).
   void match(Comm* c) {
     while (!c->arrived.empty() && !c->posted.empty()) {
-      auto [size, tag] = c->arrived.front();
+      Comm::Arrived a = std::move(c->arrived.front());
+      const uint64_t size = a.size;
+      const int32_t tag = a.tag;
       Request* r = c->posted.front();
       c->arrived.pop_front();
       Slot* slot = nullptr;
@@ -298,7 +308,8 @@ class SocketTransport : public NetTransport {
       }
       slot->matched = true;
       slot->size = size;
-      for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
+      if (carriedInline(size)) memcpy(slot->buf, a.payload.data(), size);
+      else for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
         pollSetStale_ |= c->streams[p.stream].queue.empty();
         c->streams[p.stream].queue.push_back({slot->buf + p.start, p.len, r});
         ++r->partsLeft;
@@ -419,11 +430,11 @@ class SocketTransport : public NetTransport {
                            MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
         if (n <= 0) return fail(c, brokenPeer(c, "failed while sending", errno));
-        size_t before = c->ctrlOutDone / 16;
         c->ctrlOutDone += static_cast<size_t>(n);
-        for (size_t h = before; h < c->ctrlOutDone / 16; ++h) {
-          Request* r = c->headerOwners.front();
+        while (!c->headerOwners.empty() && c->headerOwners.front().first <= c->ctrlOutDone) {
+          Request* r = c->headerOwners.front().second;
           c->headerOwners.pop_front();
+          if (!r) continue;  // inline: completed when queued
           r->headerDone = true;
           if (r->partsLeft == 0) complete(r);
         }
@@ -433,6 +444,24 @@ class SocketTransport : public NetTransport {
       return;
     }
     while (c->ctrlClosed.ok()) {
+      if (c->inlinePending) {
+        // The rest of an inline payload.
+        const size_t have = c->inlineIn.size();
+        c->inlineIn.resize(c->inlineSize);
+        ssize_t n = ::recv(c->ctrlFd, &c->inlineIn[have], c->inlineSize - have, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) n = 0;
+        else if (n <= 0) {
+          c->inlineIn.resize(have);
+          return fail(c, brokenPeer(c, "failed while receiving", n < 0 ? errno : 0));
+        }
+        c->inlineIn.resize(have + size_t(n));
+        if (c->inlineIn.size() < c->inlineSize) return;
+        c->inlinePending = false;
+        c->arrived.push_back({c->inlineSize, c->inlineTag, std::move(c->inlineIn)});
+        c->inlineIn.clear();
+        match(c);
+        continue;
+      }
       const int got = readHeader(c, hdr, &err);
       if (got == 0) return;
       if (got < 0) {
@@ -448,7 +477,14 @@ class SocketTransport : public NetTransport {
         c->goodbye = true;
         continue;
       }
-      c->arrived.emplace_back(hdr[0], static_cast<int32_t>(hdr[1]));
+      if (carriedInline(hdr[0])) {
+        c->inlinePending = true;
+        c->inlineSize = hdr[0];
+        c->inlineTag = static_cast<int32_t>(hdr[1]);
+        c->inlineIn.clear();
+        continue;
+      }
+      c->arrived.push_back({hdr[0], static_cast<int32_t>(hdr[1]), std::string()});
       match(c);
     }
   }
