@@ -33,7 +33,8 @@ namespace {
 
 // Output[dst] = the reduction over ranks 0..P-1, in that order, of what rank
 // k sends (k != r) and of `own` (this rank's operand) at its turn: steps that
-// receive from every other rank. `own` must not alias dst.
+// receive from every other rank. Only rank 0's `own` may be dst itself
+// (the copy is then omitted).
 void reduceInRankOrder(Lane& ch, int P, int r, Slice own, Slice dst, uint64_t len) {
   if (r == 0) ch.copy(own, dst, len);
   else ch.add(0, -1, false, Slice{}, dst, len);

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -119,10 +120,9 @@ struct Comm {
     std::string payload;  // inline messages
   };
   std::deque<Arrived> arrived;
-  std::string inlineIn;   // an inline payload being read
-  uint64_t inlineSize = 0;
-  int32_t inlineTag = 0;
-  bool inlinePending = false;
+  // An inline message whose payload is still arriving, and how much has.
+  std::optional<Arrived> reading;
+  size_t readingLen = 0;
   std::deque<Request*> posted;
   int inflight = 0;
   Status failed;

@@ -387,23 +387,30 @@ class SocketTransport : public NetTransport {
     HINFO(kSubNet, "%s", c->lost.message().c_str());
   }
 
-  // Reads the control stream: 1 with the next 16-byte header, 0 if it has
-  // no more bytes now, -1 at its end (*err = 0) or on an error (*err =
-  // errno) (mu_ held).
-  int readHeader(Comm* c, uint64_t hdr[2], int* err) {
-    for (;;) {
-      ssize_t n = ::recv(c->ctrlFd, c->ctrlIn + c->ctrlInLen, sizeof c->ctrlIn - c->ctrlInLen, MSG_DONTWAIT);
+  // Reads the control stream into buf until *have reaches want: 1 when it
+  // has, 0 if the stream has no more bytes now, -1 at its end (*err = 0) or
+  // on an error (*err = errno) (mu_ held).
+  static int readControl(Comm* c, char* buf, size_t want, size_t* have, int* err) {
+    while (*have < want) {
+      ssize_t n = ::recv(c->ctrlFd, buf + *have, want - *have, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
       if (n <= 0) {
         *err = n < 0 ? errno : 0;
         return -1;
       }
-      c->ctrlInLen += static_cast<size_t>(n);
-      if (c->ctrlInLen < sizeof c->ctrlIn) continue;
+      *have += static_cast<size_t>(n);
+    }
+    return 1;
+  }
+
+  // The next 16-byte header of the control stream (readControl's results).
+  static int readHeader(Comm* c, uint64_t hdr[2], int* err) {
+    const int got = readControl(c, c->ctrlIn, sizeof c->ctrlIn, &c->ctrlInLen, err);
+    if (got == 1) {
       memcpy(hdr, c->ctrlIn, sizeof c->ctrlIn);
       c->ctrlInLen = 0;
-      return 1;
     }
+    return got;
   }
 
   void pumpControl(Comm* c) {
@@ -444,21 +451,14 @@ class SocketTransport : public NetTransport {
       return;
     }
     while (c->ctrlClosed.ok()) {
-      if (c->inlinePending) {
+      if (c->reading) {
         // The rest of an inline payload.
-        const size_t have = c->inlineIn.size();
-        c->inlineIn.resize(c->inlineSize);
-        ssize_t n = ::recv(c->ctrlFd, &c->inlineIn[have], c->inlineSize - have, MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) n = 0;
-        else if (n <= 0) {
-          c->inlineIn.resize(have);
-          return fail(c, brokenPeer(c, "failed while receiving", n < 0 ? errno : 0));
-        }
-        c->inlineIn.resize(have + size_t(n));
-        if (c->inlineIn.size() < c->inlineSize) return;
-        c->inlinePending = false;
-        c->arrived.push_back({c->inlineSize, c->inlineTag, std::move(c->inlineIn)});
-        c->inlineIn.clear();
+        Comm::Arrived& a = *c->reading;
+        const int got = readControl(c, a.payload.data(), a.size, &c->readingLen, &err);
+        if (got == 0) return;
+        if (got < 0) return fail(c, brokenPeer(c, "failed while receiving", err));
+        c->arrived.push_back(std::move(a));
+        c->reading.reset();
         match(c);
         continue;
       }
@@ -478,10 +478,8 @@ class SocketTransport : public NetTransport {
         continue;
       }
       if (carriedInline(hdr[0])) {
-        c->inlinePending = true;
-        c->inlineSize = hdr[0];
-        c->inlineTag = static_cast<int32_t>(hdr[1]);
-        c->inlineIn.clear();
+        c->reading = Comm::Arrived{hdr[0], static_cast<int32_t>(hdr[1]), std::string(size_t(hdr[0]), '\0')};
+        c->readingLen = 0;
         continue;
       }
       c->arrived.push_back({hdr[0], static_cast<int32_t>(hdr[1]), std::string()});
