@@ -5,11 +5,21 @@
 // its stream and gives, bit for bit, what the same call gives on host
 // buffers. Where the embedded image has no interpreter kernel of that name
 // yet, the test stops there and says so (the path ran up to the lookup).
+// Ranks that are processes of their own: the last test.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hoccl.h"
@@ -82,6 +92,81 @@ TEST(GpuDevicePath, AllReduceOnDeviceBuffersMatchesTheHost) {
 TEST(GpuDevicePath, ALargeAllReduceOnManyChannelsMatchesTheHost) {
   HOCCL_GPU_OR_SKIP(g);
   allReduceMatchesTheHost(g, 4, (size_t(1) << 22) + 5);
+}
+
+// A TCP port of 127.0.0.1 that was free a moment ago (0 if none).
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+// Ranks in separate processes on the one GPU: their connections are VMM
+// allocations exported as POSIX fds (device_ipc.h). Each rank is
+// test_cuda_gpu_rank (tests/gpu_rank.cc), started next to this program
+// with posix_spawn: a child forked after this process opened the GPU could
+// not use it. Each compares every case with the host path bit for bit.
+TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
+  HOCCL_GPU_OR_SKIP(g);
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(len, 0);
+  self[len] = 0;
+  std::string bin(self);
+  bin = bin.substr(0, bin.rfind('/') + 1) + "test_cuda_gpu_rank";
+  ASSERT_EQ(access(bin.c_str(), X_OK), 0) << bin << " is not there: it is built with test_cuda_gpu";
+  for (int nranks : {2, 3}) {
+    SCOPED_TRACE(std::to_string(nranks) + " processes");
+    const int port = freePort();
+    ASSERT_GT(port, 0);
+    const std::string id = "127.0.0.1:" + std::to_string(port);
+    setenv("HOCCL_COMM_ID", id.c_str(), 1);
+    setenv("HOCCL_TIMEOUT", "60", 0);  // a hang becomes an error naming the step
+    std::vector<pid_t> pids;
+    for (int r = 0; r < nranks; ++r) {
+      const std::string rank = std::to_string(r), size = std::to_string(nranks);
+      char* args[] = {const_cast<char*>(bin.c_str()), const_cast<char*>(rank.c_str()),
+                      const_cast<char*>(size.c_str()), nullptr};
+      pid_t pid = -1;
+      const int rc = posix_spawn(&pid, bin.c_str(), nullptr, nullptr, args, environ);
+      ASSERT_EQ(rc, 0) << "posix_spawn " << bin << ": " << strerror(rc);
+      pids.push_back(pid);
+    }
+    unsetenv("HOCCL_COMM_ID");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+    std::vector<int> status(nranks, -1);
+    int left = nranks;
+    while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+      for (int r = 0; r < nranks; ++r) {
+        int st = 0;
+        if (status[r] == -1 && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+          status[r] = st;
+          --left;
+        }
+      }
+      if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (int r = 0; r < nranks; ++r) {
+      if (status[r] == -1) {
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        ADD_FAILURE() << "rank " << r << " still ran after 180 s";
+      } else if (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0) {
+        ADD_FAILURE() << "rank " << r << (WIFSIGNALED(status[r]) ? " died of signal " : " exited with ")
+                      << (WIFSIGNALED(status[r]) ? WTERMSIG(status[r]) : WEXITSTATUS(status[r]))
+                      << " (its message is printed above)";
+      }
+    }
+    if (HasFailure()) return;
+  }
 }
 
 }  // namespace

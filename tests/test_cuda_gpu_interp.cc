@@ -211,15 +211,19 @@ INSTANTIATE_TEST_SUITE_P(Plans, GpuInterp,
                          ::testing::Values(Algo{CollKind::AllReduce, AlgoId::Ring},
                                            Algo{CollKind::AllReduce, AlgoId::Doubling},
                                            Algo{CollKind::ReduceScatter, AlgoId::Ring},
-                                           Algo{CollKind::AllGather, AlgoId::Ring}),
+                                           Algo{CollKind::AllGather, AlgoId::Ring},
+                                           Algo{CollKind::AllReduce, AlgoId::OneShot},
+                                           Algo{CollKind::ReduceScatter, AlgoId::OneShot},
+                                           Algo{CollKind::AllGather, AlgoId::OneShot}),
                          [](const auto& info) {
                            return std::string(collName(info.param.coll)) + "_" + algorithmInfo(info.param.algo).name;
                          });
 
 // Every type x op kernel the image has (kernel_names.h), once on an
-// all-reduce of 3 ranks (16-byte vectors and odd tails) and once on an
+// all-reduce of 3 ranks (16-byte vectors and odd tails), once on an
 // in-place reduce-scatter whose buffers start one element past a 16-byte
-// boundary (heads, and avg's division from a misaligned start).
+// boundary (heads, and avg's division from a misaligned start), and once on
+// a oneshot all-reduce of 4 ranks (the local reduce step, dst = src op dst).
 TEST(GpuInterpKernels, EveryTypeAndOpMatchesTheHostInterpreter) {
   HOCCL_GPU_OR_SKIP(g);
   int kernels = 0;
@@ -227,15 +231,19 @@ TEST(GpuInterpKernels, EveryTypeAndOpMatchesTheHostInterpreter) {
     for (int op = 0; op < kNumRedOps; ++op) {
       if (!cuda::interpSupports(DType(t), RedOp(op))) continue;
       ++kernels;
-      for (int variant = 0; variant < 2; ++variant) {
+      for (int variant = 0; variant < 3; ++variant) {
         Case c;
         c.dtype = DType(t);
         c.op = RedOp(op);
-        c.coll = variant ? CollKind::ReduceScatter : CollKind::AllReduce;
-        c.nranks = variant ? 2 : 3;
-        c.count = variant ? 333 : 1001;
-        c.inPlace = variant;
-        c.inShift = c.outShift = variant ? dtypeSize(c.dtype) : 0;
+        c.coll = variant == 1 ? CollKind::ReduceScatter : CollKind::AllReduce;
+        if (variant == 2) {
+          c.algo = AlgoId::OneShot;
+          c.nchannels = 1;
+        }
+        c.nranks = variant == 1 ? 2 : variant == 2 ? 4 : 3;
+        c.count = variant == 1 ? 333 : 1001;
+        c.inPlace = variant == 1;
+        c.inShift = c.outShift = variant == 1 ? dtypeSize(c.dtype) : 0;
         c.slotBytes = 4096;
         std::string why;
         Handle fn = g->function(c.kernel().c_str(), &why);
