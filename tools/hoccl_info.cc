@@ -9,6 +9,7 @@
 #include "hoccl.h"
 #include "src/base/config.h"
 #include "src/base/cuda_driver.h"
+#include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/image.h"
 #include "src/exec/dataops.h"
 #include "tools/machine_args.h"
@@ -120,8 +121,23 @@ int main(int argc, char** argv) {
       const cuda::Driver& d = cuda::processDriver();
       printf("  CUDA driver here : %s\n", d.status.c_str());
       printf("  CUDA devices     : %d\n", d.devices);
-      printf("  device buffers   : not supported yet (no device executor); with a usable driver a call on them\n"
-             "                     fails with hocclInvalidUsage\n");
+      // What a call on device buffers does on this machine with this build.
+      if (!k.data) {
+        printf("  device buffers   : no: this build embeds no CUDA kernels; a call on them fails with\n"
+               "                     hocclInvalidUsage\n");
+      } else if (!d.usable()) {
+        printf("  device buffers   : not on this machine (no usable driver); a call on them fails with\n"
+               "                     hocclInvalidUsage naming the driver's status\n");
+      } else {
+        cuda::DeviceApi api;
+        const Status st = cuda::resolveDeviceApi(d, &api);
+        if (!st.ok())
+          printf("  device buffers   : not with this driver: %s\n", st.message().c_str());
+        else
+          printf("  device buffers   : ranks of one host: threads share pointers, processes map each other's\n"
+                 "                     memory through CUDA VMM%s; not across hosts yet\n",
+                 api.vmm.usable() ? "" : (" (not this driver: it lacks " + api.vmmMissing + ")").c_str());
+      }
     }
     printf("  libibverbs       : %s\n", !strcmp(HOCCL_BUILD_HAVE_IBVERBS, "ON")
                                          ? "headers found at build time: IB transport built (libibverbs loaded at run time)"
