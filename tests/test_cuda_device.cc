@@ -29,6 +29,7 @@
 #include "src/base/config.h"
 #include "src/base/cuda_driver.h"
 #include "src/exec/dataops.h"
+#include "src/exec/cuda/device_api.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/harness.h"
 #include "tests/support/rank_buffers.h"
@@ -312,6 +313,55 @@ TEST_F(CudaDeviceTest, AGroupOnTwoStreamsRunsInCallOrder) {
     ASSERT_TRUE(fake->sync(a[rank]) && fake->sync(b[rank]));
     EXPECT_TRUE(x.same()) << "rank " << rank;
     EXPECT_TRUE(y.same()) << "rank " << rank;
+  }));
+}
+
+// A call captured into a CUDA graph (the fake runs captured work at once,
+// as one replay would). Its first setup (allocations, the module load) runs
+// while the stream is captured in the global mode without breaking the
+// capture, and the event that orders the communicator's launches is waited
+// on and recorded as external nodes, so that a launch outside the graph and
+// the watchdog's poll afterwards can still use it.
+TEST_F(CudaDeviceTest, ACallCapturedIntoAGraphKeepsTheCaptureRules) {
+  const int n = 2;
+  testutil::Options o;
+  o.ranks = n;
+  o.timeoutSec = 60;  // a rank left waiting fails instead of hanging
+  testutil::World world(o);
+  std::vector<void*> streams;
+  for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 5000, false, 0};
+  ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+    for (int round = 0; round < 2; ++round) {  // the first sets the schedule up under capture
+      Buffers b(fake.get(), c, n, rank);
+      fake->setCapture(streams[rank], cuda::kCaptureStatusActive);
+      ASSERT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclSuccess) << hocclGetLastError(comm);
+      EXPECT_EQ(fake->captureStatus(streams[rank]), cuda::kCaptureStatusActive) << "the call broke the capture";
+      fake->setCapture(streams[rank], cuda::kCaptureStatusNone);
+      ASSERT_EQ(callApi(c, b.host.in(), b.host.out(), comm, nullptr), hocclSuccess);
+      ASSERT_TRUE(fake->sync(streams[rank]));
+      EXPECT_TRUE(b.same()) << "round " << round << " rank " << rank;
+      runAndCompare(fake.get(), c, comm, rank, n, streams[rank]);  // outside the capture, after it
+    }
+  }));
+}
+
+TEST_F(CudaDeviceTest, ACallOnAStreamWhoseCaptureBrokeIsRefusedSayingSo) {
+  const int n = 2;
+  testutil::Options o;
+  o.ranks = n;
+  o.timeoutSec = 60;  // a rank left waiting fails instead of hanging
+  testutil::World world(o);
+  std::vector<void*> streams;
+  for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 100, false, 0};
+  ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+    Buffers b(fake.get(), c, n, rank);
+    fake->setCapture(streams[rank], cuda::kCaptureStatusInvalidated);
+    EXPECT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclInvalidUsage);
+    const std::string msg = hocclGetLastError(comm);
+    EXPECT_NE(msg.find("capture into a CUDA graph was invalidated"), std::string::npos) << msg;
+    fake->setCapture(streams[rank], cuda::kCaptureStatusNone);
   }));
 }
 

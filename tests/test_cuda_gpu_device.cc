@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -92,6 +93,114 @@ TEST(GpuDevicePath, AllReduceOnDeviceBuffersMatchesTheHost) {
 TEST(GpuDevicePath, ALargeAllReduceOnManyChannelsMatchesTheHost) {
   HOCCL_GPU_OR_SKIP(g);
   allReduceMatchesTheHost(g, 4, (size_t(1) << 22) + 5);
+}
+
+// The rank threads of one test meet here between phases.
+class ThreadBarrier {
+ public:
+  explicit ThreadBarrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int round = round_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return round_ != round; });
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_, arrived_ = 0, round_ = 0;
+};
+
+// An all-reduce captured into a CUDA graph in the global mode (as
+// torch.cuda.graph captures), its first call of that shape included, so its
+// setup runs during the capture; the graph is replayed three times with new
+// inputs, then the same call runs outside the graph. Every result is the
+// exact sum (whole numbers).
+TEST(GpuDevicePath, AnAllReduceCapturedInAGraphReplaysWithNewInputs) {
+  HOCCL_GPU_OR_SKIP(g);
+  const int kRanks = 2;
+  const size_t n = 300007;
+  Arena mem(*g);
+  std::vector<DevPtr> in(kRanks), out(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    in[r] = mem.alloc(n * sizeof(float));
+    out[r] = mem.alloc(n * sizeof(float));
+  }
+  ASSERT_TRUE(mem.ok()) << mem.error();
+  auto value = [](size_t i, int rank, int round) { return float(int(i % 17) - 8 + rank * 3 + round); };
+  ThreadBarrier barrier(kRanks);
+  ASSERT_TRUE(testutil::runThreads(kRanks, [&](hocclComm_t comm, int rank) {
+    // A rank whose part failed still meets every barrier, so that none
+    // waits for it forever; its peers' kernels end at HOCCL_TIMEOUT.
+    bool live = true;
+    auto cu = [&](int rc, const char* what) {
+      const std::string e = g->check(rc, what);
+      EXPECT_EQ(e, "") << "rank " << rank;
+      return e.empty();
+    };
+    Handle stream = g->streams[rank];
+    void* din = reinterpret_cast<void*>(in[rank]);
+    void* dout = reinterpret_cast<void*>(out[rank]);
+    std::vector<float> host(n), got(n);
+    auto upload = [&](int round) {
+      for (size_t i = 0; i < n; ++i) host[i] = value(i, rank, round);
+      return cu(g->cu.memcpyHtoD(in[rank], host.data(), n * sizeof(float)), "cuMemcpyHtoD");
+    };
+    auto check = [&](int round) {
+      if (!cu(g->cu.streamSynchronize(stream), "cuStreamSynchronize") ||
+          !cu(g->cu.memcpyDtoH(got.data(), out[rank], n * sizeof(float)), "cuMemcpyDtoH"))
+        return false;
+      for (size_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int r = 0; r < kRanks; ++r) want += value(i, r, round);
+        if (got[i] != want) {
+          ADD_FAILURE() << "round " << round << " rank " << rank << ": element " << i << " is " << got[i]
+                        << ", not " << want;
+          return false;
+        }
+      }
+      return true;
+    };
+    live = cu(g->cu.ctxSetCurrent(g->context), "cuCtxSetCurrent");
+    // Uploads, downloads and graph launches wait at the barrier for every
+    // rank's capture to end: a synchronous copy while another thread
+    // captures in the global mode would break that capture.
+    Handle graph = nullptr, exec = nullptr;
+    if (live && cu(g->cu.streamBeginCapture(stream, kCaptureModeGlobal), "cuStreamBeginCapture")) {
+      const hocclResult_t rc = hocclAllReduce(din, dout, n, hocclFloat32, hocclSum, comm, stream);
+      EXPECT_EQ(rc, hocclSuccess) << "rank " << rank << ": " << hocclGetLastError(comm);
+      live = cu(g->cu.streamEndCapture(stream, &graph), "cuStreamEndCapture") && rc == hocclSuccess;
+    } else {
+      live = false;
+    }
+    barrier.wait();
+    live = live && cu(g->cu.graphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+    for (int round = 0; round < 3; ++round) {
+      live = live && upload(round);
+      barrier.wait();  // no rank's replay reads an input of the previous round
+      live = live && cu(g->cu.graphLaunch(exec, stream), "cuGraphLaunch") && check(round);
+      barrier.wait();
+    }
+    // Outside the graph, after it.
+    live = live && upload(3);
+    barrier.wait();
+    if (live) {
+      EXPECT_EQ(hocclAllReduce(din, dout, n, hocclFloat32, hocclSum, comm, stream), hocclSuccess)
+          << hocclGetLastError(comm);
+      check(3);
+      hocclResult_t async = hocclInternalError;
+      EXPECT_EQ(hocclCommGetAsyncError(comm, &async), hocclSuccess);
+      EXPECT_EQ(async, hocclSuccess) << hocclGetLastError(comm);
+    }
+    if (exec) g->cu.graphExecDestroy(exec);
+    if (graph) g->cu.graphDestroy(graph);
+  }));
 }
 
 // A TCP port of 127.0.0.1 that was free a moment ago (0 if none).

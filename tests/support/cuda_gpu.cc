@@ -36,6 +36,12 @@ std::string resolveApi(cuda::GetProcAddressFn getProc, GpuApi* api) {
   get("cuStreamQuery", &api->streamQuery);
   get("cuLaunchKernel", &api->launchKernel);
   get("cuGetErrorName", &api->getErrorName);
+  get("cuStreamBeginCapture", &api->streamBeginCapture);
+  get("cuStreamEndCapture", &api->streamEndCapture);
+  get("cuGraphInstantiateWithFlags", &api->graphInstantiateWithFlags);
+  get("cuGraphLaunch", &api->graphLaunch);
+  get("cuGraphExecDestroy", &api->graphExecDestroy);
+  get("cuGraphDestroy", &api->graphDestroy);
   return missing.empty() ? "" : "the driver has no " + missing;
 }
 

@@ -27,6 +27,7 @@ constexpr int kAttrCcMajor = 75, kAttrCcMinor = 76;
 constexpr unsigned kStreamNonBlocking = 1;       // CU_STREAM_NON_BLOCKING
 constexpr unsigned kHostAllocPortableMapped = 3; // CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
 constexpr int kCudaErrorNotReady = 600;          // CUDA_ERROR_NOT_READY
+constexpr int kCaptureModeGlobal = 0;            // CU_STREAM_CAPTURE_MODE_GLOBAL
 
 struct GpuApi {
   int (*devicePrimaryCtxRetain)(Handle* ctx, int device);
@@ -50,6 +51,13 @@ struct GpuApi {
   int (*launchKernel)(Handle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                       unsigned sharedBytes, Handle stream, void** params, void** extra);
   int (*getErrorName)(int result, const char** name);
+  // CUDA graphs (cuStreamBeginCapture is the 12.0 API's, with a mode).
+  int (*streamBeginCapture)(Handle stream, int mode);
+  int (*streamEndCapture)(Handle stream, Handle* graph);
+  int (*graphInstantiateWithFlags)(Handle* exec, Handle graph, unsigned long long flags);
+  int (*graphLaunch)(Handle exec, Handle stream);
+  int (*graphExecDestroy)(Handle exec);
+  int (*graphDestroy)(Handle graph);
 };
 
 struct Gpu {

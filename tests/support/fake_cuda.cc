@@ -88,6 +88,7 @@ struct Event {
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
+  bool captured = false;  // last recorded, without the external flag, in a capturing stream
 };
 
 // A gate a stream waits at (hold / release).
@@ -115,6 +116,7 @@ struct FakeCuda::State {
   std::map<std::string, Function> functions;
   int context = 0, module = 0;
   std::atomic<int> moduleLoads{0}, launches{0}, lanes{2}, multiprocessors{8}, lastGrid{0};
+  std::map<Stream*, int> capture;  // streams being captured (global mode): their CUstreamCaptureStatus
   std::vector<unsigned char> image = std::vector<unsigned char>(64, 0xfb);  // when the build embeds none
 };
 
@@ -122,6 +124,30 @@ namespace {
 
 FakeCuda::State* g = nullptr;
 thread_local CuHandle currentCtx = nullptr;
+thread_local int captureMode = cuda::kCaptureModeGlobal;  // cuThreadExchangeStreamCaptureMode's
+
+// Stream capture as the driver polices it (the fake runs captured work at
+// once, as one replay of the graph would): while any stream is captured in
+// the global mode, a thread that has not relaxed its mode may not allocate
+// or load modules; the call fails and invalidates the capture.
+constexpr int kCaptureUnsupported = 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr int kCapturedEvent = 907;       // CUDA_ERROR_CAPTURED_EVENT
+bool unsafeNow() {
+  if (captureMode == cuda::kCaptureModeRelaxed) return false;
+  std::lock_guard<std::mutex> l(g->mu);
+  bool any = false;
+  for (auto& [stream, status] : g->capture)
+    if (status == cuda::kCaptureStatusActive) {
+      status = cuda::kCaptureStatusInvalidated;
+      any = true;
+    }
+  return any;
+}
+int captureOf(CuHandle s) {
+  std::lock_guard<std::mutex> l(g->mu);
+  auto it = g->capture.find(static_cast<Stream*>(s));
+  return it == g->capture.end() ? cuda::kCaptureStatusNone : it->second;
+}
 
 Stream* streamOf(CuHandle s) {
   std::lock_guard<std::mutex> l(g->mu);
@@ -215,6 +241,7 @@ int primaryCtxRetain(CuHandle* c, int device) {
 int primaryCtxRelease(int) { return kOk; }
 int moduleLoadData(CuHandle* m, const void* image) {
   if (!image) return kInvalid;
+  if (unsafeNow()) return kCaptureUnsupported;
   if (currentCtx != &g->context) return 201;  // CUDA_ERROR_INVALID_CONTEXT: the executor must make it current
   ++g->moduleLoads;
   *m = &g->module;
@@ -243,6 +270,7 @@ int launchKernel(CuHandle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   return kOk;
 }
 int memAlloc(DevPtr* p, size_t bytes) {
+  if (unsafeNow()) return kCaptureUnsupported;
   *p = reinterpret_cast<DevPtr>(allocIn(&g->device, bytes));
   return kOk;
 }
@@ -289,6 +317,7 @@ int memsetD8Async(DevPtr dst, unsigned char v, size_t bytes, CuHandle stream) {
   return kOk;
 }
 int memHostAlloc(void** p, size_t bytes, unsigned) {
+  if (unsafeNow()) return kCaptureUnsupported;
   *p = allocIn(&g->mapped, bytes);
   return kOk;
 }
@@ -317,14 +346,17 @@ int eventDestroy(CuHandle e) {
   delete static_cast<Event*>(e);
   return kOk;
 }
-int eventRecord(CuHandle e, CuHandle stream) {
+int recordEvent(CuHandle e, CuHandle stream, bool external) {
   Stream* s = streamOf(stream);
   if (!s) return kInvalid;
+  const bool capturing = captureOf(stream) == cuda::kCaptureStatusActive;
+  if (external && !capturing) return kInvalid;  // the flag is for capture only
   auto* ev = static_cast<Event*>(e);
   uint64_t gen;
   {
     std::lock_guard<std::mutex> l(ev->mu);
     gen = ++ev->recorded;
+    ev->captured = capturing && !external;
   }
   s->push([ev, gen] {
     std::lock_guard<std::mutex> l(ev->mu);
@@ -333,24 +365,45 @@ int eventRecord(CuHandle e, CuHandle stream) {
   });
   return kOk;
 }
+int eventRecord(CuHandle e, CuHandle stream) { return recordEvent(e, stream, false); }
+int eventRecordWithFlags(CuHandle e, CuHandle stream, unsigned flags) {
+  if (flags & ~cuda::kEventRecordExternal) return kInvalid;
+  return recordEvent(e, stream, flags == cuda::kEventRecordExternal);
+}
 int eventQuery(CuHandle e) {
   auto* ev = static_cast<Event*>(e);
   std::lock_guard<std::mutex> l(ev->mu);
+  if (ev->captured) return kCapturedEvent;
   return ev->completed >= ev->recorded ? kOk : cuda::kCudaErrorNotReady;
 }
-int streamWaitEvent(CuHandle stream, CuHandle e, unsigned) {
+int streamWaitEvent(CuHandle stream, CuHandle e, unsigned flags) {
   Stream* s = streamOf(stream);
-  if (!s) return kInvalid;
+  if (!s || (flags & ~cuda::kEventWaitExternal)) return kInvalid;
+  const bool capturing = captureOf(stream) == cuda::kCaptureStatusActive;
+  if (flags == cuda::kEventWaitExternal && !capturing) return kInvalid;
   auto* ev = static_cast<Event*>(e);
   uint64_t gen;
   {
     std::lock_guard<std::mutex> l(ev->mu);
+    // An event recorded inside a capture is a node of that graph: waiting
+    // on it from outside is refused.
+    if (ev->captured && !capturing) return kCapturedEvent;
     gen = ev->recorded;
   }
   s->push([ev, gen] {
     std::unique_lock<std::mutex> l(ev->mu);
     ev->cv.wait(l, [&] { return ev->completed >= gen; });
   });
+  return kOk;
+}
+int streamIsCapturing(CuHandle stream, int* status) {
+  if (!streamOf(stream)) return kInvalid;
+  *status = captureOf(stream);
+  return kOk;
+}
+int threadExchangeStreamCaptureMode(int* mode) {
+  if (*mode < cuda::kCaptureModeGlobal || *mode > cuda::kCaptureModeRelaxed) return kInvalid;
+  std::swap(*mode, captureMode);
   return kOk;
 }
 
@@ -388,6 +441,9 @@ const std::map<std::string, void*>& entryPoints() {
       {"cuEventRecord", reinterpret_cast<void*>(&eventRecord)},
       {"cuEventQuery", reinterpret_cast<void*>(&eventQuery)},
       {"cuStreamWaitEvent", reinterpret_cast<void*>(&streamWaitEvent)},
+      {"cuEventRecordWithFlags", reinterpret_cast<void*>(&eventRecordWithFlags)},
+      {"cuStreamIsCapturing", reinterpret_cast<void*>(&streamIsCapturing)},
+      {"cuThreadExchangeStreamCaptureMode", reinterpret_cast<void*>(&threadExchangeStreamCaptureMode)},
   };
   return table;
 }
@@ -493,5 +549,11 @@ void FakeCuda::setLanes(int lanes) { state_->lanes = lanes; }
 void FakeCuda::setMultiprocessors(int n) { state_->multiprocessors = n; }
 int FakeCuda::lastGrid() const { return state_->lastGrid.load(); }
 int FakeCuda::vmmLive() const { return vmm::live(); }
+void FakeCuda::setCapture(void* stream, int status) {
+  std::lock_guard<std::mutex> l(state_->mu);
+  if (status == cuda::kCaptureStatusNone) state_->capture.erase(static_cast<Stream*>(stream));
+  else state_->capture[static_cast<Stream*>(stream)] = status;
+}
+int FakeCuda::captureStatus(void* stream) const { return captureOf(stream); }
 
 }  // namespace hoccl::fakecuda

@@ -12,6 +12,12 @@
 //    host-compiled interpreter (interp_host.h) runs the grid, one group of
 //    lane threads per CTA (channel). Where the host interpreter has no avg
 //    of its own, an avg kernel sums and then divides as DataOps' finish().
+//  - Stream capture: setCapture marks a stream as being captured into a
+//    CUDA graph in the global mode. Its work runs at once (one replay),
+//    but the driver's rules hold: a thread that has not relaxed its capture
+//    mode may not allocate or load modules meanwhile (the call fails and
+//    invalidates the capture), and an event recorded in the capture without
+//    the external flag cannot be queried or waited on from outside it.
 //  - The VMM entry points (cuMemCreate, export/import as POSIX fds, reserve,
 //    map, access) work across fork()ed processes: fake_cuda_vmm.h.
 //
@@ -64,6 +70,10 @@ class FakeCuda {
   // VMM handles and reserved ranges still live in this process
   // (fake_cuda_vmm.h; a leak check).
   int vmmLive() const;
+  // Marks `stream` as captured (kCaptureStatusActive), its capture broken
+  // (kCaptureStatusInvalidated) or not captured (kCaptureStatusNone).
+  void setCapture(void* stream, int status);
+  int captureStatus(void* stream) const;  // what cuStreamIsCapturing says
 
   struct State;  // what the entry points see (fake_cuda.cc)
 

@@ -42,6 +42,9 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   get("cuEventRecord", &api->eventRecord);
   get("cuEventQuery", &api->eventQuery);
   get("cuStreamWaitEvent", &api->streamWaitEvent);
+  get("cuEventRecordWithFlags", &api->eventRecordWithFlags);
+  get("cuStreamIsCapturing", &api->streamIsCapturing);
+  get("cuThreadExchangeStreamCaptureMode", &api->threadExchangeStreamCaptureMode);
   if (!missing.empty()) {
     *api = DeviceApi();
     return Status(hocclSystemError, "unusable driver: " + missing + " missing (" + d.status + ")");

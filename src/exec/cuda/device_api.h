@@ -25,6 +25,13 @@ constexpr unsigned kHostAllocPortableMapped = 3;     // CU_MEMHOSTALLOC_PORTABLE
 constexpr unsigned kEventDisableTiming = 2;          // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kStreamNonBlocking = 1;           // CU_STREAM_NON_BLOCKING
 constexpr int kDeviceAttributeMultiprocessors = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+// Stream capture (CUDA graphs): CUstreamCaptureStatus, CUstreamCaptureMode,
+// and the flags that make an event record or wait a node of the graph that
+// acts on an event outside it.
+constexpr int kCaptureStatusNone = 0, kCaptureStatusActive = 1, kCaptureStatusInvalidated = 2;
+constexpr int kCaptureModeGlobal = 0, kCaptureModeThreadLocal = 1, kCaptureModeRelaxed = 2;
+constexpr unsigned kEventRecordExternal = 1;  // CU_EVENT_RECORD_EXTERNAL
+constexpr unsigned kEventWaitExternal = 1;    // CU_EVENT_WAIT_EXTERNAL
 
 // CUDA's virtual memory management (VMM) types and values, as cuda.h
 // declares them (CUmemAllocationProp_v1, CUmemLocation_v1, CUmemAccessDesc_v1):
@@ -105,6 +112,9 @@ struct DeviceApi {
   int (*eventRecord)(CuHandle event, CuHandle stream) = nullptr;
   int (*eventQuery)(CuHandle event) = nullptr;
   int (*streamWaitEvent)(CuHandle stream, CuHandle event, unsigned flags) = nullptr;
+  int (*eventRecordWithFlags)(CuHandle event, CuHandle stream, unsigned flags) = nullptr;
+  int (*streamIsCapturing)(CuHandle stream, int* status) = nullptr;
+  int (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;
   VmmApi vmm;              // all or nothing: see vmmMissing
   std::string vmmMissing;  // the VMM entry points the driver lacks ("" when vmm.usable())
 };

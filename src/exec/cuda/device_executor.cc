@@ -51,14 +51,22 @@ std::map<DevPtr, SharedConn>& sharedConns() {
 void setKernelImageForTesting(const void* image) { testImage.store(image, std::memory_order_release); }
 
 // The executor's context current on this thread while in scope, and the
-// caller's back after.
+// caller's back after. Also this thread's stream-capture mode relaxed: while
+// a stream is captured into a CUDA graph in the global mode (the default of
+// cuStreamBeginCapture and of torch.cuda.graph), the driver refuses
+// allocations and synchronous work from every thread that has not relaxed
+// its mode, and the executor's own (cuMemAlloc, the module load, uploads on
+// its setup stream) are no part of any graph: a call's first setup may run
+// while its stream is being captured, as NCCL's may.
 class DeviceExecutor::CtxScope {
  public:
   explicit CtxScope(const DeviceExecutor& e) : api_(e.api_) {
     if (api_.ctxGetCurrent(&prev_) != kCudaSuccess) prev_ = nullptr;
     switched_ = prev_ != e.ctx_ && api_.ctxSetCurrent(e.ctx_) == kCudaSuccess;
+    relaxed_ = api_.threadExchangeStreamCaptureMode(&mode_) == kCudaSuccess;
   }
   ~CtxScope() {
+    if (relaxed_) api_.threadExchangeStreamCaptureMode(&mode_);
     if (switched_) api_.ctxSetCurrent(prev_);
   }
 
@@ -66,6 +74,8 @@ class DeviceExecutor::CtxScope {
   const DeviceApi& api_;
   CuHandle prev_ = nullptr;
   bool switched_ = false;
+  int mode_ = kCaptureModeRelaxed;  // swapped in; the caller's while in scope
+  bool relaxed_ = false;
 };
 
 Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob, const DeviceSettings& s,
@@ -460,9 +470,19 @@ Status DeviceExecutor::enqueue(const Work& w) {
   const PlanRes& p = it->second;
   if (p.nchannels == 0) return Status();  // nothing moves (one rank, or count 0)
   CuHandle stream = w.call.stream;
+  // Captured into a CUDA graph, the launch and what orders it are nodes of
+  // the graph; the event that orders this communicator's launches stays
+  // outside it (external wait and record nodes), so that launches outside
+  // the graph, polling and abort keep using it.
+  int capture = kCaptureStatusNone;
+  HOCCL_TRY(cuCheck(api_.streamIsCapturing(stream, &capture), "cuStreamIsCapturing"));
+  if (capture == kCaptureStatusInvalidated)
+    return Status(hocclInvalidUsage, "device buffers: the stream's capture into a CUDA graph was invalidated by an "
+                                     "earlier call; end the capture (cuStreamEndCapture reports why) and start again");
+  const bool captured = capture == kCaptureStatusActive;
   // After this communicator's previous launch, whatever its stream.
   if (launched_.load(std::memory_order_relaxed))
-    HOCCL_TRY(cuCheck(api_.streamWaitEvent(stream, last_, 0), "cuStreamWaitEvent"));
+    HOCCL_TRY(cuCheck(api_.streamWaitEvent(stream, last_, captured ? kEventWaitExternal : 0), "cuStreamWaitEvent"));
   HOCCL_TRY(cuCheck(api_.memsetD8Async(p.stepsDone, 0, (p.nchannels + 1) * sizeof(uint64_t), stream),
                     "cuMemsetD8Async(steps done)"));
   InterpArgs a{};
@@ -479,7 +499,9 @@ Status DeviceExecutor::enqueue(const Work& w) {
   void* params[] = {&a};
   HOCCL_TRY(cuCheck(api_.launchKernel(fn, p.nchannels, 1, 1, settings_.threads, 1, 1, 0, stream, params, nullptr),
                     "cuLaunchKernel"));
-  HOCCL_TRY(cuCheck(api_.eventRecord(last_, stream), "cuEventRecord"));
+  HOCCL_TRY(cuCheck(captured ? api_.eventRecordWithFlags(last_, stream, kEventRecordExternal)
+                             : api_.eventRecord(last_, stream),
+                    "cuEventRecord"));
   launched_.store(true, std::memory_order_release);
   return Status();
 }
