@@ -30,6 +30,7 @@
 #include "src/base/cuda_driver.h"
 #include "src/exec/dataops.h"
 #include "src/exec/cuda/device_api.h"
+#include "src/exec/cuda/interp.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/harness.h"
 #include "tests/support/rank_buffers.h"
@@ -203,6 +204,8 @@ TEST_F(CudaDeviceTest, CollectivesMatchTheHostBitForBit) {
   }
   // One module per communicator: 2 + 3 + 4.
   EXPECT_EQ(fake->moduleLoads(), 9);
+  // Every rank on the one GPU: its counters need only GPU scope.
+  EXPECT_EQ(fake->lastFlags(), cuda::kArgOneGpu);
 }
 
 // A channel is a CTA on the device: calls take more of them as they grow,

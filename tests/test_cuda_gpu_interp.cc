@@ -48,12 +48,14 @@ struct Case {
   DType dtype = DType::Float32;
   RedOp op = RedOp::Sum;
   size_t inShift = 0, outShift = 0;  // bytes past a 16-byte boundary (rank_buffers.h)
+  bool oneGpu = false;               // GPU-scope counters (kArgOneGpu)
 
   std::string name() const {
     return std::string(collName(coll)) + " " + algorithmInfo(algo).name + " P=" + std::to_string(nranks) +
            " ch=" + std::to_string(nchannels) + " n=" + std::to_string(count) + (inPlace ? " in-place" : "") +
            " slot=" + std::to_string(slotBytes) + " threads=" + std::to_string(threads) + " " + kernel() +
-           (inShift || outShift ? " in+" + std::to_string(inShift) + " out+" + std::to_string(outShift) : "");
+           (inShift || outShift ? " in+" + std::to_string(inShift) + " out+" + std::to_string(outShift) : "") +
+           (oneGpu ? " gpu-scope" : "");
   }
   std::string kernel() const { return cuda::interpKernelName(dtype, op); }
   uint64_t slice() const { return slotBytes / dtypeSize(dtype); }
@@ -67,6 +69,7 @@ struct Case {
     s.threads = threads;
     s.call = call();
     s.mapped = mapped;
+    s.oneGpu = oneGpu;
     return s;
   }
 };
@@ -201,6 +204,7 @@ TEST_P(GpuInterp, MatchesTheHostInterpreterBitForBit) {
         c.inPlace = inPlace;
         c.slotBytes = slots[n % 3];
         c.threads = threads[(n / 3) % 3];
+        c.oneGpu = n % 2 == 1;
         ++n;
         runAndCompare(g, fn, c);
         if (HasFatalFailure()) return;
@@ -245,6 +249,7 @@ TEST(GpuInterpKernels, EveryTypeAndOpMatchesTheHostInterpreter) {
         c.inPlace = variant == 1;
         c.inShift = c.outShift = variant == 1 ? dtypeSize(c.dtype) : 0;
         c.slotBytes = 4096;
+        c.oneGpu = variant != 0;
         std::string why;
         Handle fn = g->function(c.kernel().c_str(), &why);
         ASSERT_NE(fn, nullptr) << c.kernel() << ": " << why;

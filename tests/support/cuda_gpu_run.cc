@@ -38,6 +38,7 @@ std::string GpuRun::setUp(const std::vector<std::vector<uint8_t>>& images, const
     a.call = s_.call;
     a.sliceElems = s_.sliceElems;
     a.timeoutNs = timeoutNs;
+    a.flags = s_.oneGpu && !s_.mapped ? cuda::kArgOneGpu : 0;
     args_.push_back(a);
     channels_.push_back(h.nchannels);
     memory_.push_back(memory);

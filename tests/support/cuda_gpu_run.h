@@ -33,6 +33,9 @@ struct GpuRunShape {
   // their slots) in pinned host memory mapped into the device, so the host
   // can watch the run and abort it; else everything is device memory.
   bool mapped = false;
+  // Launch with kArgOneGpu: GPU-scope counters (every rank here is on the
+  // one GPU; not with `mapped`, whose counters the host reads).
+  bool oneGpu = false;
 };
 
 class GpuRun {

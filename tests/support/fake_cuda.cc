@@ -116,6 +116,7 @@ struct FakeCuda::State {
   std::map<std::string, Function> functions;
   int context = 0, module = 0;
   std::atomic<int> moduleLoads{0}, launches{0}, lanes{2}, multiprocessors{8}, lastGrid{0};
+  std::atomic<uint32_t> lastFlags{0};
   std::map<Stream*, int> capture;  // streams being captured (global mode): their CUstreamCaptureStatus
   std::vector<unsigned char> image = std::vector<unsigned char>(64, 0xfb);  // when the build embeds none
 };
@@ -266,6 +267,7 @@ int launchKernel(CuHandle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx
   const int lanes = std::min<int>(int(bx), g->lanes.load());
   ++g->launches;
   g->lastGrid = int(gx);
+  g->lastFlags = a.flags;
   s->push([f, a, gx, lanes] { cuda::runLaunchOnHost(f.dtype, f.op, a, gx, lanes); });
   return kOk;
 }
@@ -548,6 +550,7 @@ int FakeCuda::launches() const { return state_->launches.load(); }
 void FakeCuda::setLanes(int lanes) { state_->lanes = lanes; }
 void FakeCuda::setMultiprocessors(int n) { state_->multiprocessors = n; }
 int FakeCuda::lastGrid() const { return state_->lastGrid.load(); }
+uint32_t FakeCuda::lastFlags() const { return state_->lastFlags.load(); }
 int FakeCuda::vmmLive() const { return vmm::live(); }
 void FakeCuda::setCapture(void* stream, int status) {
   std::lock_guard<std::mutex> l(state_->mu);

@@ -67,6 +67,7 @@ class FakeCuda {
   void setMultiprocessors(int n);
   // The grid (channels) of the last launch.
   int lastGrid() const;
+  uint32_t lastFlags() const;  // InterpArgs::flags of the last launch
   // VMM handles and reserved ranges still live in this process
   // (fake_cuda_vmm.h; a leak check).
   int vmmLive() const;

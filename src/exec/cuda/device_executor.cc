@@ -187,6 +187,12 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
   if (otherProcesses_)  // exporters connect here (device_ipc.h)
     HOCCL_TRY(FdListener::listen(fdSocketName(&socketKey_, sizeof socketKey_, rank_), &fdListener_)
                   .context("device setup: listening for connection memory from other processes"));
+  // One GPU for every rank (by bus id; by ordinal only within a process,
+  // since ordinals are per process): counters need only GPU scope.
+  oneGpu_ = true;
+  for (const Entry& other : all)
+    oneGpu_ = oneGpu_ && (all[0].bus[0] && other.bus[0] ? strcmp(other.bus, all[0].bus) == 0
+                                                         : !otherProcesses_ && other.device == all[0].device);
   int cap = 64;
   for (const Entry& mine : all) {
     int sharing = 0;
@@ -496,6 +502,7 @@ Status DeviceExecutor::enqueue(const Work& w) {
   a.call = callHash(uint8_t(w.call.coll), w.call.count, w.call.dtype, w.call.op, w.call.root, w.call.opSeq);
   a.sliceElems = p.sliceElems;
   a.timeoutNs = uint64_t(timeoutSec_ * 1e9);
+  a.flags = oneGpu_ ? kArgOneGpu : 0;
   void* params[] = {&a};
   HOCCL_TRY(cuCheck(api_.launchKernel(fn, p.nchannels, 1, 1, settings_.threads, 1, 1, 0, stream, params, nullptr),
                     "cuLaunchKernel"));

@@ -127,6 +127,7 @@ class DeviceExecutor {
   double timeoutSec_ = 300;  // the communicator's, which bounds every wait of a launch
   size_t slotBytes_ = 0;
   int channelCap_ = 1;  // channelsFor's cap (create)
+  bool oneGpu_ = false;  // every rank on this executor's GPU (kArgOneGpu)
   CuHandle ctx_ = nullptr, module_ = nullptr, last_ = nullptr;
   CuHandle setupStream_ = nullptr;  // uploads (upload())
   bool retained_ = false;

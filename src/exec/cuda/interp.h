@@ -114,7 +114,14 @@ struct InterpArgs {
   uint64_t call;              // the call's hash, written and checked in headers
   uint64_t sliceElems;        // elements per message, at most one slot
   uint64_t timeoutNs;         // longest wait; 0: until aborted
+  uint32_t flags;             // kArg* bits
 };
+
+// InterpArgs::flags. kArgOneGpu: every peer of the launch runs on this GPU
+// and every connection lies in its memory, so the counters that hand slots
+// over need only GPU scope (a system-scope release costs microseconds per
+// message on an H100); without it they are system-scope.
+constexpr uint32_t kArgOneGpu = 1;
 
 namespace interp_detail {
 

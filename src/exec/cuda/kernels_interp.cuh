@@ -14,26 +14,33 @@
 namespace hoccl::cuda {
 
 // interp.h's lane policy for a CTA: the channel's lanes are the block's
-// threads; counters are system-scope atomics (peers and the host read them
-// through mapped memory).
+// threads. Counters are atomics of GPU scope when every peer runs on this
+// GPU (kArgOneGpu), else of system scope (peers on other GPUs); the control
+// record, which the host reads through mapped memory, always system scope.
 struct CtaLanes {
   uint64_t* words;  // __shared__, 4 words
+  bool oneGpu;      // InterpArgs::flags & kArgOneGpu
   __device__ uint32_t lane() const { return threadIdx.x; }
   __device__ uint32_t lanes() const { return blockDim.x; }
   __device__ void sync() const { __syncthreads(); }
   __device__ uint64_t* shared() const { return words; }
-  __device__ static uint64_t load(const uint64_t* p) {
-    return ::cuda::atomic_ref<uint64_t, ::cuda::thread_scope_system>(*const_cast<uint64_t*>(p))
-        .load(::cuda::memory_order_acquire);
+  template <::cuda::thread_scope S>
+  __device__ static ::cuda::atomic_ref<uint64_t, S> ref(const uint64_t* p) {
+    return ::cuda::atomic_ref<uint64_t, S>(*const_cast<uint64_t*>(p));
   }
-  __device__ static uint64_t loadRelaxed(const uint64_t* p) {
-    return ::cuda::atomic_ref<uint64_t, ::cuda::thread_scope_system>(*const_cast<uint64_t*>(p))
-        .load(::cuda::memory_order_relaxed);
+  __device__ uint64_t load(const uint64_t* p) const {
+    return oneGpu ? ref<::cuda::thread_scope_device>(p).load(::cuda::memory_order_acquire)
+                  : ref<::cuda::thread_scope_system>(p).load(::cuda::memory_order_acquire);
+  }
+  __device__ uint64_t loadRelaxed(const uint64_t* p) const {
+    return oneGpu ? ref<::cuda::thread_scope_device>(p).load(::cuda::memory_order_relaxed)
+                  : ref<::cuda::thread_scope_system>(p).load(::cuda::memory_order_relaxed);
   }
   // After the block's barrier: the release makes every lane's data writes
   // (ordered before it by the barrier) visible before the counter.
-  __device__ static void store(uint64_t* p, uint64_t v) {
-    ::cuda::atomic_ref<uint64_t, ::cuda::thread_scope_system>(*p).store(v, ::cuda::memory_order_release);
+  __device__ void store(uint64_t* p, uint64_t v) const {
+    if (oneGpu) ref<::cuda::thread_scope_device>(p).store(v, ::cuda::memory_order_release);
+    else ref<::cuda::thread_scope_system>(p).store(v, ::cuda::memory_order_release);
   }
   __device__ static uint32_t load32(const uint32_t* p) {
     return ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*const_cast<uint32_t*>(p))
@@ -58,7 +65,7 @@ struct CtaLanes {
 template <class T, OpKind K>
 __device__ __forceinline__ void runInterpCta(const InterpArgs& args) {
   __shared__ uint64_t words[4];
-  CtaLanes lanes{words};
+  CtaLanes lanes{words, (args.flags & kArgOneGpu) != 0};
   runChannel<T, Op<K, T>>(args, blockIdx.x, lanes);
 }
 
