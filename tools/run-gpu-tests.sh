@@ -5,7 +5,8 @@
 # HOCCL_CUDA_ARCHS), builds what the CUDA tests need, prints the GPUs and
 # `hoccl-info --build`, then runs `ctest -L gpu` (tests/test_cuda_gpu*.cc)
 # and the host CUDA tests (`ctest -R '[Cc]uda'`, the gpu ones excepted),
-# then `all_reduce_perf -t 4 --buffers device` (every row #wrong 0).
+# then `all_reduce_perf --buffers device`, 4 ranks as threads and 2 as
+# processes (every row #wrong 0).
 #   tools/run-gpu-tests.sh [build-dir]        (default: build-gpu)
 # Exit status: 0 every test passed and the gpu tests ran; 1 a test failed
 # (or only some gpu tests ran); 2 a package is missing; 3 no usable GPU:
@@ -34,8 +35,8 @@ if [[ -z $archs ]] && command -v nvidia-smi >/dev/null; then
 fi
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOCCL_CUDA=ON \
   ${archs:+-DHOCCL_CUDA_ARCHS=$archs}
-cmake --build "$build" -j "$jobs" --target hoccl hoccl-info test_cuda_gpu test_cuda_image test_cuda_driver \
-  test_cuda_plan test_cuda_interp all_reduce_perf
+cmake --build "$build" -j "$jobs" --target hoccl hoccl-info test_cuda_gpu test_cuda_gpu_rank test_cuda_image \
+  test_cuda_driver test_cuda_plan test_cuda_ipc_wire test_cuda_interp test_cuda_device test_cuda_vmm all_reduce_perf
 if command -v nvidia-smi >/dev/null; then nvidia-smi -L || true; else echo "run-gpu-tests: no nvidia-smi here"; fi
 "$build/hoccl-info" --build
 junit=$(cd "$build" && pwd)/ctest-gpu-junit.xml
@@ -69,6 +70,14 @@ HOCCL_TIMEOUT=${HOCCL_TIMEOUT:-60} "$build/perf/all_reduce_perf" -t 4 --buffers 
   | tee "$perf_log" || failed=1
 if ! grep -q '^# Out of bounds values : 0 OK' "$perf_log"; then
   echo "run-gpu-tests: FAILED: all_reduce_perf on device buffers found wrong values or did not finish"
+  exit 1
+fi
+# Two processes on the GPU: connections through CUDA VMM. Without MPS the
+# GPU time-slices them (milliseconds per call), so the sizes stay small.
+HOCCL_TIMEOUT=${HOCCL_TIMEOUT:-60} "$build/perf/all_reduce_perf" --np 2 --buffers device -b 8 -e 16M -f 8 -n 5 -w 2 \
+  | tee "$perf_log" || failed=1
+if ! grep -q '^# Out of bounds values : 0 OK' "$perf_log"; then
+  echo "run-gpu-tests: FAILED: all_reduce_perf --np 2 on device buffers found wrong values or did not finish"
   exit 1
 fi
 ((failed == 0)) || { echo "run-gpu-tests: FAILED: all_reduce_perf on device buffers"; exit 1; }
