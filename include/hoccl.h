@@ -104,9 +104,9 @@ typedef struct hocclConfig_v1 {
   unsigned int magic;
   unsigned int version;
   int blocking;        /* 0: init and collectives may return hocclInProgress */
-  int cgaClusterSize;  /* GPU only */
-  int minCTAs;         /* GPU only */
-  int maxCTAs;         /* GPU only */
+  int cgaClusterSize;  /* 0-8 accepted; no effect (no thread-block clusters) */
+  int minCTAs;         /* device buffers: fewest CTAs (channels) a call takes, 1-64 */
+  int maxCTAs;         /* device buffers: most CTAs a call takes, 1-64 (>= minCTAs) */
   const char* netName; /* network between nodes: "IB", "Socket" or "auto"; overrides HOCCL_NET */
   int splitShare;
   /* hoccl extensions */

@@ -210,16 +210,20 @@ TEST_F(CudaDeviceTest, CollectivesMatchTheHostBitForBit) {
 
 // A channel is a CTA on the device: calls take more of them as they grow,
 // never more than half the GPU's multiprocessors divided among the ranks on it,
-// HOCCL_DEVICE_CHANNELS fixes the number within that cap, and a GPU with
+// HOCCL_DEVICE_CHANNELS fixes the number within that cap, the config's
+// minCTAs and maxCTAs bound it, and a GPU with
 // fewer multiprocessors than ranks is refused by name. Each size's results
 // still equal the host path's bit for bit.
 TEST_F(CudaDeviceTest, ChannelsGrowWithSizeWithinTheGpusMultiprocessors) {
   const int n = 2;
   fake->setMultiprocessors(20);  // 5 per rank and call, two calls on the GPU at once
+  int minCTAs = 0, maxCTAs = 0;  // hocclConfig_t's (0: unset)
   auto gridsFor = [&](const std::vector<uint64_t>& counts) {
     std::vector<int> grids;
     testutil::Options o;
     o.ranks = n;
+    o.minCTAs = minCTAs;
+    o.maxCTAs = maxCTAs;
     testutil::World world(o);
     EXPECT_EQ(world.initError(), "");
     std::vector<void*> streams;
@@ -241,6 +245,14 @@ TEST_F(CudaDeviceTest, ChannelsGrowWithSizeWithinTheGpusMultiprocessors) {
   EXPECT_EQ(gridsFor({1 << 20}), (std::vector<int>{5}));
   unsetenv("HOCCL_DEVICE_CHANNELS");
   reloadSettingsForTesting();
+  // The config's CTA bounds: maxCTAs caps a large call, minCTAs raises a
+  // small ring call (oneshot and doubling stay one channel).
+  maxCTAs = 2;
+  EXPECT_EQ(gridsFor({1 << 20}), (std::vector<int>{2}));
+  maxCTAs = 0;
+  minCTAs = 4;
+  EXPECT_EQ(gridsFor({100000, 1 << 20}), (std::vector<int>{4, 5}));
+  minCTAs = 0;
 
   fake->setMultiprocessors(3);
   testutil::Options o;

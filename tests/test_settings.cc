@@ -320,6 +320,39 @@ TEST(SettingsSnapshot, ConfigOverridesTheSnapshot) {
   EXPECT_NE(st.message().find("config->algorithm=\"tree\" names no algorithm"), std::string::npos) << st.message();
 }
 
+// NCCL's CTA fields of the config: in range, min <= max, or refused naming
+// the field; cgaClusterSize is accepted in NCCL's range only.
+TEST(SettingsSnapshot, ConfigCtaFieldsAreCheckedAndApplied) {
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  Settings s;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.minCTAs, 0);
+  EXPECT_EQ(s.maxCTAs, 0);
+  config.minCTAs = 2;
+  config.maxCTAs = 6;
+  config.cgaClusterSize = 4;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.minCTAs, 2);
+  EXPECT_EQ(s.maxCTAs, 6);
+  struct Bad {
+    int minCTAs, maxCTAs, cga;
+    const char* says;
+  };
+  const Bad bad[] = {{0, HOCCL_CONFIG_UNDEF_INT, 0, "config->minCTAs=0 must be from 1 to 64"},
+                     {HOCCL_CONFIG_UNDEF_INT, 65, 0, "config->maxCTAs=65 must be from 1 to 64"},
+                     {8, 4, 0, "config->minCTAs=8 is more than config->maxCTAs=4"},
+                     {HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, 9,
+                      "config->cgaClusterSize=9 must be from 0 to 8"}};
+  for (const Bad& b : bad) {
+    config.minCTAs = b.minCTAs;
+    config.maxCTAs = b.maxCTAs;
+    config.cgaClusterSize = b.cga;
+    const Status st = commSettings(&config, &s);
+    EXPECT_EQ(st.code(), hocclInvalidArgument) << b.says;
+    EXPECT_NE(st.message().find(b.says), std::string::npos) << st.message();
+  }
+}
+
 // HOCCL_ALGO accepts exactly the registry's names (and auto): base checks
 // only their form, the communicator checks the list it gets from the
 // registry, so a new algorithm needs no edit here.

@@ -46,6 +46,7 @@ struct Settings {
   uint64_t directBytes = 0;              // HOCCL_DIRECT_BYTES
   bool crossMemoryAttach = false;        // HOCCL_CMA
   int deviceChannels = 0;                // HOCCL_DEVICE_CHANNELS (0: auto)
+  int minCTAs = 0, maxCTAs = 0;          // hocclConfig_t's (0: unset); no environment variable
   int deviceThreads = 512;               // HOCCL_DEVICE_THREADS
   std::string isa = "auto";              // HOCCL_ISA, lower case
   std::string tunerRules;                // HOCCL_TUNER_RULES

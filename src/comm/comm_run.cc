@@ -40,6 +40,8 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
     ds.slots = settings.slots;
     ds.threads = unsigned(settings.deviceThreads);
     ds.channels = settings.deviceChannels;
+    ds.minChannels = settings.minCTAs;
+    ds.maxChannels = settings.maxCTAs;
     // The device of whichever buffer the call reads or writes there (a
     // reduce's non-root receive buffer, say, is not looked at).
     const cuda::Driver& d = cuda::processDriver();

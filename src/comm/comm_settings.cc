@@ -6,6 +6,8 @@
 
 namespace hoccl {
 
+constexpr int kMaxDeviceCTAs = 64;  // HOCCL_DEVICE_CHANNELS' range too
+
 std::vector<std::string> algorithmChoices() {
   std::vector<std::string> names = {"auto"};
   for (const AlgoInfo& a : allAlgorithms()) names.push_back(a.name);
@@ -25,6 +27,21 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
   }
   if (config->blocking != HOCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
     return errorf(hocclInvalidArgument, "config->blocking=%d must be 0 or 1", config->blocking);
+  // The CTAs (channels) of a call on device buffers, as NCCL's config.
+  // cgaClusterSize is accepted in NCCL's range and has no effect: hoccl's
+  // kernels launch no thread-block clusters.
+  const bool hasMin = config->minCTAs != HOCCL_CONFIG_UNDEF_INT, hasMax = config->maxCTAs != HOCCL_CONFIG_UNDEF_INT;
+  if (hasMin && (config->minCTAs < 1 || config->minCTAs > kMaxDeviceCTAs))
+    return errorf(hocclInvalidArgument, "config->minCTAs=%d must be from 1 to %d", config->minCTAs, kMaxDeviceCTAs);
+  if (hasMax && (config->maxCTAs < 1 || config->maxCTAs > kMaxDeviceCTAs))
+    return errorf(hocclInvalidArgument, "config->maxCTAs=%d must be from 1 to %d", config->maxCTAs, kMaxDeviceCTAs);
+  if (hasMin && hasMax && config->minCTAs > config->maxCTAs)
+    return errorf(hocclInvalidArgument, "config->minCTAs=%d is more than config->maxCTAs=%d", config->minCTAs,
+                  config->maxCTAs);
+  if (config->cgaClusterSize != HOCCL_CONFIG_UNDEF_INT && (config->cgaClusterSize < 0 || config->cgaClusterSize > 8))
+    return errorf(hocclInvalidArgument, "config->cgaClusterSize=%d must be from 0 to 8", config->cgaClusterSize);
+  if (hasMin) s->minCTAs = config->minCTAs;
+  if (hasMax) s->maxCTAs = config->maxCTAs;
   // NCCL's names ("IB", "Socket") are HOCCL_NET's values in another case;
   // the row's parser ignores case.
   if (config->netName) {

@@ -46,6 +46,8 @@ hocclConfig_t configFor(const Options& o) {
   if (o.net == Net::Socket) c.netName = "Socket";
   if (o.net == Net::Ib) c.netName = "IB";
   if (o.timeoutSec > 0) c.timeoutSec = o.timeoutSec;
+  if (o.minCTAs > 0) c.minCTAs = o.minCTAs;
+  if (o.maxCTAs > 0) c.maxCTAs = o.maxCTAs;
   return c;
 }
 

@@ -33,6 +33,7 @@ struct Options {
   Net net = Net::Shm;
   Mode mode = Mode::Threads;
   int timeoutSec = 0;  // hocclConfig_t.timeoutSec when > 0: a hang becomes an error
+  int minCTAs = 0, maxCTAs = 0;  // hocclConfig_t's when > 0
   std::string nodePrefix = "node";
 
   // The node of each rank (0 for all on one node).

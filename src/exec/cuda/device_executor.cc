@@ -207,6 +207,7 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
                   "device buffers: %d ranks share a GPU with fewer multiprocessors than twice the ranks; "
                   "every rank's CTAs of two calls must be resident at once", nranks_);
   }
+  if (settings_.maxChannels > 0) cap = std::min(cap, settings_.maxChannels);
   channelCap_ = settings_.channels > 0 ? std::min(cap, settings_.channels) : cap;
   return Status();
 }
@@ -228,9 +229,9 @@ int DeviceExecutor::channelsFor(uint64_t bytes) const {
   // A ring cuts the data in nranks chunks per channel; a channel is worth
   // its CTA once its chunk is kChannelChunk (on an H100, 4 ranks: 4 MiB
   // on 2 channels of 512 KiB chunks gave 30 GB/s busbw, 8 MiB on 16 of
-  // 128 KiB 120).
+  // 128 KiB 120). config->minCTAs raises it, within the cap.
   const uint64_t perChannel = uint64_t(nranks_) * kChannelChunk;
-  const uint64_t want = (bytes + perChannel - 1) / perChannel;
+  const uint64_t want = std::max<uint64_t>((bytes + perChannel - 1) / perChannel, uint64_t(settings_.minChannels));
   return int(std::max<uint64_t>(1, std::min<uint64_t>(want, uint64_t(channelCap_))));
 }
 

@@ -49,6 +49,8 @@ struct DeviceSettings {
   int slots = 8;                  // HOCCL_SLOTS: the schedules' steps fit in half of them
   unsigned threads = 512;         // per CTA (HOCCL_DEVICE_THREADS)
   int channels = 0;               // HOCCL_DEVICE_CHANNELS; 0: by size (channelsFor)
+  int minChannels = 0;            // config->minCTAs: at least this many by size (0: unset)
+  int maxChannels = 0;            // config->maxCTAs: at most this many (0: unset)
 };
 
 // Tests: the image create() loads instead of kernelImage() (for builds that
