@@ -270,6 +270,31 @@ TEST_F(CudaDeviceTest, ChannelsGrowWithSizeWithinTheGpusMultiprocessors) {
   }));
 }
 
+// Ranks whose channel bounds differ would build different schedules: the
+// first device call refuses on every rank, naming both settings.
+TEST_F(CudaDeviceTest, ChannelBoundsThatDifferAcrossRanksAreRefused) {
+  const int n = 2;
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  std::vector<void*> streams;
+  for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  onEveryRank(n, [&](int rank) {
+    hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+    config.timeoutSec = 60;
+    if (rank == 1) config.maxCTAs = 2;
+    hocclComm_t comm = nullptr;
+    ASSERT_EQ(hocclCommInitRankConfig(&comm, n, id, rank, &config), hocclSuccess);
+    Buffers b(fake.get(), Case{CollKind::AllReduce, DType::Float32, RedOp::Sum, 1000, false, 0}, n, rank);
+    EXPECT_EQ(hocclAllReduce(b.devIn(), b.devOut(), 1000, hocclFloat32, hocclSum, comm, streams[rank]),
+              hocclInvalidUsage);
+    const std::string msg = hocclGetLastError(comm);
+    EXPECT_NE(msg.find("0 / 0 / 2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("0 / 0 / 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("must be the same on every rank"), std::string::npos) << msg;
+    hocclCommDestroy(comm);
+  });
+}
+
 TEST_F(CudaDeviceTest, TheCallReturnsBeforeItsStreamRuns) {
   const int n = 3;
   testutil::Options o;

@@ -173,16 +173,26 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
     int32_t device, multiprocessors;
     uint64_t nonce;  // rank 0's names this communicator's fd sockets
     char bus[32];    // PCI bus id, "" if unknown
+    int32_t channels[3];  // HOCCL_DEVICE_CHANNELS, config->minCTAs, maxCTAs: must match
   };
   std::vector<Entry> all(static_cast<size_t>(nranks_));
   Entry& me = all[size_t(rank_)];
-  me = Entry{device_, asked.ok() ? sms : 0, randomU64(), {}};
+  me = Entry{device_, asked.ok() ? sms : 0, randomU64(), {}, {settings_.channels, settings_.minChannels,
+                                                              settings_.maxChannels}};
   int dev = 0;
   if (d.api.deviceGet && d.api.deviceGetPciBusId && d.api.deviceGet(&dev, device_) == kCudaSuccess &&
       d.api.deviceGetPciBusId(me.bus, sizeof me.bus - 1, dev) != kCudaSuccess)
     std::memset(me.bus, 0, sizeof me.bus);
   HOCCL_TRY(oob_->allGather(all.data(), sizeof(Entry)).context("device setup: sharing which GPU each rank runs on"));
   HOCCL_TRY(asked);
+  // Every rank sees every rank's channel settings, so all refuse alike.
+  for (int r = 0; r < nranks_; ++r)
+    if (memcmp(all[size_t(r)].channels, me.channels, sizeof me.channels) != 0)
+      return errorf(hocclInvalidUsage,
+                    "device buffers: rank %d has HOCCL_DEVICE_CHANNELS / config minCTAs / maxCTAs = %d / %d / %d "
+                    "and rank %d has %d / %d / %d (0: unset); they must be the same on every rank",
+                    r, all[size_t(r)].channels[0], all[size_t(r)].channels[1], all[size_t(r)].channels[2], rank_,
+                    me.channels[0], me.channels[1], me.channels[2]);
   socketKey_ = all[0].nonce;
   if (otherProcesses_)  // exporters connect here (device_ipc.h)
     HOCCL_TRY(FdListener::listen(fdSocketName(&socketKey_, sizeof socketKey_, rank_), &fdListener_)
