@@ -283,6 +283,12 @@ Status DeviceExecutor::alloc(size_t bytes, DevPtr* p) {
 }
 
 Status DeviceExecutor::kernel(DType t, RedOp op, CuHandle* fn) {
+  const bool cacheable = int(t) < kNumDTypes && int(op) < kNumRedOps;  // (PreMulSum has no kernel)
+  const size_t slot = cacheable ? size_t(t) * kNumRedOps + size_t(op) : 0;
+  if (cacheable && kernels_[slot]) {
+    *fn = kernels_[slot];
+    return Status();
+  }
   const std::string name = interpKernelName(t, op);
   if (name.empty())
     return errorf(hocclInvalidArgument, "device buffers: no kernel for %s %s", dtypeName(t), redOpName(op));
@@ -297,6 +303,7 @@ Status DeviceExecutor::kernel(DType t, RedOp op, CuHandle* fn) {
     it = functions_.emplace(name, f).first;
   }
   *fn = it->second;
+  if (cacheable) kernels_[slot] = *fn;
   return Status();
 }
 
@@ -463,7 +470,10 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
   HOCCL_TRY(alloc(table.size() * sizeof(DevPtr), &out->conns));
   if (!table.empty())
     HOCCL_TRY(upload(out->conns, table.data(), table.size() * sizeof(DevPtr), "cuMemcpyHtoDAsync(connection table)"));
+  // Zero once: each launch's last channel zeroes them for the next (interp.h).
   HOCCL_TRY(alloc((out->nchannels + 1) * sizeof(uint64_t), &out->stepsDone));
+  const std::vector<uint64_t> zeros(out->nchannels + 1, 0);
+  HOCCL_TRY(upload(out->stepsDone, zeros.data(), zeros.size() * sizeof(uint64_t), "cuMemcpyHtoDAsync(steps done)"));
   if (rp.plan.header.scratchCount)
     HOCCL_TRY(alloc(rp.plan.header.scratchCount * dtypeSize(w.call.dtype), &out->scratch));
   // No rank launches this schedule before every rank has set it up. The
@@ -497,11 +507,10 @@ Status DeviceExecutor::enqueue(const Work& w) {
     return Status(hocclInvalidUsage, "device buffers: the stream's capture into a CUDA graph was invalidated by an "
                                      "earlier call; end the capture (cuStreamEndCapture reports why) and start again");
   const bool captured = capture == kCaptureStatusActive;
-  // After this communicator's previous launch, whatever its stream.
-  if (launched_.load(std::memory_order_relaxed))
+  // After this communicator's previous launch, whatever its stream (on the
+  // same stream, outside any capture, the stream orders them already).
+  if (launched_.load(std::memory_order_relaxed) && (captured || lastCaptured_ || stream != lastStream_))
     HOCCL_TRY(cuCheck(api_.streamWaitEvent(stream, last_, captured ? kEventWaitExternal : 0), "cuStreamWaitEvent"));
-  HOCCL_TRY(cuCheck(api_.memsetD8Async(p.stepsDone, 0, (p.nchannels + 1) * sizeof(uint64_t), stream),
-                    "cuMemsetD8Async(steps done)"));
   InterpArgs a{};
   a.image = reinterpret_cast<const uint8_t*>(p.image);
   a.input = const_cast<char*>(static_cast<const char*>(w.call.sendbuff));
@@ -520,6 +529,8 @@ Status DeviceExecutor::enqueue(const Work& w) {
   HOCCL_TRY(cuCheck(captured ? api_.eventRecordWithFlags(last_, stream, kEventRecordExternal)
                              : api_.eventRecord(last_, stream),
                     "cuEventRecord"));
+  lastStream_ = stream;
+  lastCaptured_ = captured;
   launched_.store(true, std::memory_order_release);
   return Status();
 }

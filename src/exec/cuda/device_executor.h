@@ -20,6 +20,7 @@
 // with a fake driver.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <map>
@@ -35,6 +36,7 @@
 #include "src/exec/cuda/device_ipc.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/cuda/interp_record.h"
+#include "src/exec/dataops.h"
 #include "src/exec/engine.h"
 
 namespace hoccl::cuda {
@@ -137,6 +139,9 @@ class DeviceExecutor {
   DevControl* control_ = nullptr;  // mapped host memory
   DevPtr controlDev_ = 0;
   std::map<std::string, CuHandle> functions_;
+  std::array<CuHandle, size_t(kNumDTypes) * kNumRedOps> kernels_{};  // functions_ by (type, op), per call
+  CuHandle lastStream_ = nullptr;  // of the last launch (enqueue's thread only)
+  bool lastCaptured_ = false;
   std::map<const Schedule*, PlanRes> plans_;
   std::map<std::tuple<int, int, int>, DevPtr> conns_;  // (from, to, link) -> DevConnMem
   std::vector<DevPtr> allocations_;  // this executor's alone

@@ -15,10 +15,13 @@
 //   lane(), lanes()       this thread's index among the channel's threads
 //   sync()                a barrier of those threads (__syncthreads)
 //   shared()              4 words every lane of the channel sees
-//   load(p) / store(p, v) 64-bit acquire load / release store (system scope)
+//   load(p) / store(p, v) 64-bit acquire load / release store (GPU or system
+//                         scope: kArgOneGpu)
 //   loadRelaxed(p)        64-bit relaxed load (a counter this thread owns)
 //   load32(p), cas32(p, expected, v)   on the control words
 //   nowNs(), relax()      a clock and a pause between polls
+//   fetchAdd(p, v)        acquire-release add, returning the old value;
+//   storeRelaxed(p, v)    both on the launch's own counters (this GPU)
 // Lane 0 (the leader) does every wait and every counter update; all lanes
 // move the data, each taking elements lane, lane + lanes, ...
 //
@@ -355,7 +358,17 @@ HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
     } while (off < st.count);
     if (leader) l.store(a.stepsDone + c, uint64_t(i) + 1);
   }
-  if constexpr (Op::kKind == OpKind::Avg) return finishAvg<T, Op>(a, c, l);
+  if constexpr (Op::kKind == OpKind::Avg) {
+    const uint32_t code = finishAvg<T, Op>(a, c, l);
+    if (code != kDevOk) return code;
+  }
+  // The last channel of the launch to end zeroes the steps-done counters
+  // for the plan's next launch (which the stream orders after this one),
+  // so no memset precedes each launch. Being last, it knows every other
+  // channel has ended all its waits on them. A launch that fails leaves
+  // them as they are: its communicator is unusable.
+  if (leader && l.fetchAdd(a.stepsDone + h->nchannels, 1) == h->nchannels - 1)
+    for (uint32_t o = 0; o <= h->nchannels; ++o) l.storeRelaxed(a.stepsDone + o, 0);
   return kDevOk;
 }
 

@@ -50,6 +50,8 @@ class HostLanes {
   static uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+  static uint64_t fetchAdd(uint64_t* p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+  static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
   static uint32_t load32(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static bool cas32(uint32_t* p, uint32_t expected, uint32_t v) {
     return __atomic_compare_exchange_n(p, &expected, v, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -194,7 +196,18 @@ Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, co
     });
   }
   for (std::thread& t : threads) t.join();
-  return runStatus(*control);
+  HOCCL_TRY(runStatus(*control));
+  // A launch that ends well leaves its steps-done counters zero for the
+  // plan's next launch (its last channel zeroes them; the device executor
+  // zeroes them only once).
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const uint32_t nch = runs[r].rp.plan.header.nchannels;
+    for (uint32_t c = 0; ranks[r].run && c <= nch; ++c)
+      if (runs[r].stepsDone[c] != 0)
+        return errorf(hocclInternalError, "device plan interpreter: rank %zu's steps-done counter %u is %llu after "
+                      "the launch, not 0", r, c, static_cast<unsigned long long>(runs[r].stepsDone[c]));
+  }
+  return Status();
 }
 
 }  // namespace hoccl::cuda

@@ -69,7 +69,8 @@ bool interpSupports(DType t, RedOp op);
 // (zeroed here; a caller may set control->abort from another thread while
 // the run goes on). Each rank's scratch is allocated here. Returns the
 // first failure recorded, its message naming rank, channel, step and peer
-// (describeFailure).
+// (describeFailure); after a run without one, hocclInternalError if a rank's
+// steps-done counters were not left zero for the next launch.
 Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, const HostRunOptions& opt,
                       DevControl* control);
 

@@ -42,6 +42,13 @@ struct CtaLanes {
     if (oneGpu) ref<::cuda::thread_scope_device>(p).store(v, ::cuda::memory_order_release);
     else ref<::cuda::thread_scope_system>(p).store(v, ::cuda::memory_order_release);
   }
+  // The launch's own steps-done counters: its CTAs are all on this GPU.
+  __device__ static uint64_t fetchAdd(uint64_t* p, uint64_t v) {
+    return ref<::cuda::thread_scope_device>(p).fetch_add(v, ::cuda::memory_order_acq_rel);
+  }
+  __device__ static void storeRelaxed(uint64_t* p, uint64_t v) {
+    ref<::cuda::thread_scope_device>(p).store(v, ::cuda::memory_order_relaxed);
+  }
   __device__ static uint32_t load32(const uint32_t* p) {
     return ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*const_cast<uint32_t*>(p))
         .load(::cuda::memory_order_acquire);
