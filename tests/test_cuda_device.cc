@@ -106,12 +106,13 @@ struct Buffers {
   RankBuffers host;
   void* device = nullptr;
   FakeCuda* fake = nullptr;
-  Buffers(FakeCuda* f, const Case& c, int nranks, int rank) : fake(f) {
+  // On GPU `device` of the fake (0: the default one).
+  Buffers(FakeCuda* f, const Case& c, int nranks, int rank, int gpu = 0) : fake(f) {
     const ScheduleKey k = keyOf(c, nranks, rank);
     host = test_shapes::layOutRanks(k, dtypeSize(c.dtype))[rank];
     std::memset(host.mem.data(), 0x5c, host.mem.size());
     fill(c.dtype, rank, host.mem.data() + host.inOff, inputCount(k));
-    device = fake->alloc(host.mem.size());
+    device = gpu ? fake->allocOn(gpu, host.mem.size()) : fake->alloc(host.mem.size());
     std::memcpy(device, host.mem.data(), host.mem.size());
   }
   ~Buffers() { fake->free(device); }
@@ -293,6 +294,48 @@ TEST_F(CudaDeviceTest, ChannelBoundsThatDifferAcrossRanksAreRefused) {
     EXPECT_NE(msg.find("must be the same on every rank"), std::string::npos) << msg;
     hocclCommDestroy(comm);
   });
+}
+
+// Ranks of one process on different GPUs: each enables peer access to the
+// other's GPU before connecting, and results still match the host. Where
+// the driver refuses peer access for a pair, every rank refuses the call,
+// the ranks of the pair naming both GPUs.
+TEST_F(CudaDeviceTest, RanksOnTwoGpusOfOneProcessEnablePeerAccess) {
+  fake->setDevices(2);
+  const int n = 2;
+  const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 5000, false, 0};
+  for (bool refuse : {false, true}) {
+    if (refuse) fake->refusePeerAccess(1, 0);
+    testutil::Options o;
+    o.ranks = n;
+    o.timeoutSec = 60;
+    testutil::World world(o);
+    ASSERT_EQ(world.initError(), "");
+    std::vector<void*> streams;
+    for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+    const int enablesBefore = fake->peerEnables();
+    ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+      Buffers b(fake.get(), c, n, rank, rank);
+      const hocclResult_t rc = callApi(c, b.devIn(), b.devOut(), comm, streams[rank]);
+      const std::string msg = hocclGetLastError(comm);
+      if (refuse) {
+        EXPECT_EQ(rc, hocclInvalidUsage) << msg;
+        const char* says = rank == 1 ? "GPU 1 cannot reach GPU 0's memory" : "rank 1 could not reach the GPU";
+        EXPECT_NE(msg.find(says), std::string::npos) << msg;
+        return;
+      }
+      ASSERT_EQ(rc, hocclSuccess) << msg;
+      ASSERT_EQ(callApi(c, b.host.in(), b.host.out(), comm, nullptr), hocclSuccess);
+      ASSERT_TRUE(fake->sync(streams[rank]));
+      EXPECT_TRUE(b.same()) << "rank " << rank;
+      int device = -1;
+      EXPECT_EQ(hocclCommCuDevice(comm, &device), hocclSuccess);
+      EXPECT_EQ(device, rank);
+    }));
+    if (!refuse) {
+      EXPECT_EQ(fake->peerEnables() - enablesBefore, 2) << "each rank enables the other's GPU";
+    }
+  }
 }
 
 TEST_F(CudaDeviceTest, TheCallReturnsBeforeItsStreamRuns) {

@@ -349,6 +349,55 @@ TEST_F(CudaVmmFake, AnImporterThatExitsIsNamedAtOnce) {
   EXPECT_EQ(fake.vmmLive(), 0);
 }
 
+// Peer access for ranks of one process on different GPUs: asked per pair,
+// enabled on the peer's primary context (retained for the caller to
+// release), "already enabled" is fine, and a pair without it is refused
+// naming both GPUs.
+namespace peerstub {
+std::set<std::pair<int, int>> refused;  // (device, peer) pairs without peer access
+std::vector<int> enabled;                // peers whose context was enabled
+int enableResult = 0;
+int canAccess(int* can, int device, int peer) {
+  *can = refused.count({device, peer}) ? 0 : 1;
+  return 0;
+}
+int retain(cuda::CuHandle* ctx, int device) {
+  *ctx = reinterpret_cast<cuda::CuHandle>(uintptr_t(0x1000 + device));
+  return 0;
+}
+int enable(cuda::CuHandle ctx, unsigned) {
+  enabled.push_back(int(reinterpret_cast<uintptr_t>(ctx) - 0x1000));
+  return enableResult;
+}
+}  // namespace peerstub
+
+TEST(CudaPeerAccess, EnabledPerPeerGpuOrRefusedNamingThePair) {
+  cuda::DeviceApi api;
+  api.deviceCanAccessPeer = &peerstub::canAccess;
+  api.devicePrimaryCtxRetain = &peerstub::retain;
+  api.ctxEnablePeerAccess = &peerstub::enable;
+  std::vector<int> retained;
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {1, 3}, &retained).ok());
+  EXPECT_EQ(peerstub::enabled, (std::vector<int>{1, 3}));
+  EXPECT_EQ(retained, (std::vector<int>{1, 3}));
+  peerstub::enableResult = 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: done already
+  retained.clear();
+  EXPECT_TRUE(cuda::enablePeerAccess(api, 0, {1}, &retained).ok());
+  peerstub::enableResult = 1;
+  const Status failed = cuda::enablePeerAccess(api, 0, {2}, &retained);
+  EXPECT_EQ(failed.code(), hocclUnhandledCudaError);
+  EXPECT_NE(failed.message().find("cuCtxEnablePeerAccess(GPU 0 to GPU 2)"), std::string::npos) << failed.message();
+  peerstub::enableResult = 0;
+  peerstub::refused = {{2, 5}};
+  peerstub::enabled.clear();
+  retained.clear();
+  const Status refused = cuda::enablePeerAccess(api, 2, {4, 5, 6}, &retained);
+  EXPECT_EQ(refused.code(), hocclInvalidUsage);
+  EXPECT_NE(refused.message().find("GPU 2 cannot reach GPU 5's memory"), std::string::npos) << refused.message();
+  EXPECT_EQ(peerstub::enabled, (std::vector<int>{4})) << "GPU 6 was not asked after the refusal";
+  EXPECT_EQ(retained, (std::vector<int>{4}));
+}
+
 TEST(CudaVmm, AllOrNothing) {
   FakeCuda fake({"cuMemMap"});
   cuda::DeviceApi api;

@@ -118,6 +118,10 @@ struct FakeCuda::State {
   std::atomic<int> moduleLoads{0}, launches{0}, lanes{2}, multiprocessors{8}, lastGrid{0};
   std::atomic<uint32_t> lastFlags{0};
   std::map<Stream*, int> capture;  // streams being captured (global mode): their CUstreamCaptureStatus
+  std::atomic<int> devices{1};
+  std::map<uintptr_t, int> deviceOf;             // allocations placed on a GPU other than 0 (allocOn)
+  std::set<std::pair<int, int>> noPeerAccess;    // (device, peer) pairs cuDeviceCanAccessPeer refuses
+  std::atomic<int> peerEnables{0};              // cuCtxEnablePeerAccess calls
   std::vector<unsigned char> image = std::vector<unsigned char>(64, 0xfb);  // when the build embeds none
 };
 
@@ -180,6 +184,7 @@ int freeIn(std::map<uintptr_t, size_t>* table, void* p) {
   {
     std::lock_guard<std::mutex> l(g->mu);
     if (!table->erase(reinterpret_cast<uintptr_t>(p))) return kInvalid;
+    g->deviceOf.erase(reinterpret_cast<uintptr_t>(p));
   }
   std::free(p);
   return kOk;
@@ -192,21 +197,22 @@ int driverGetVersion(int* v) {
   return kOk;
 }
 int deviceGetCount(int* n) {
-  *n = 1;
+  *n = g->devices.load();
   return kOk;
 }
+bool isDevice(int d) { return d >= 0 && d < g->devices.load(); }
 int deviceGet(int* d, int ordinal) {
   *d = ordinal;
-  return ordinal == 0 ? kOk : kInvalid;
+  return isDevice(ordinal) ? kOk : kInvalid;
 }
 int deviceGetAttribute(int* value, int attribute, int device) {
-  if (!value || device != 0) return kInvalid;
+  if (!value || !isDevice(device)) return kInvalid;
   if (attribute != cuda::kDeviceAttributeMultiprocessors) return kInvalid;  // the only one hoccl asks for
   *value = g->multiprocessors.load();
   return kOk;
 }
-int deviceGetName(char* name, int len, int) {
-  snprintf(name, len, "Fake GPU (host threads)");
+int deviceGetName(char* name, int len, int device) {  // also the PCI bus id: one per device
+  snprintf(name, len, "Fake GPU %d (host threads)", device);
   return kOk;
 }
 int pointerGetAttribute(void* data, int attribute, uint64_t ptr) {
@@ -222,7 +228,13 @@ int pointerGetAttribute(void* data, int attribute, uint64_t ptr) {
     case cuda::kPointerAttributeMemoryType:
       *static_cast<unsigned*>(data) = device ? cuda::kMemoryTypeDevice : cuda::kMemoryTypeHost;
       return kOk;
-    case cuda::kPointerAttributeDeviceOrdinal: *static_cast<int*>(data) = 0; return kOk;
+    case cuda::kPointerAttributeDeviceOrdinal: {
+      std::lock_guard<std::mutex> l(g->mu);
+      auto base = g->device.upper_bound(uintptr_t(ptr));  // the allocation holding ptr
+      auto it = base == g->device.begin() ? g->deviceOf.end() : g->deviceOf.find(std::prev(base)->first);
+      *static_cast<int*>(data) = it == g->deviceOf.end() ? 0 : it->second;
+      return kOk;
+    }
     case cuda::kPointerAttributeContext: *static_cast<CuHandle*>(data) = &g->context; return kOk;
     default: return kInvalid;
   }
@@ -236,8 +248,8 @@ int ctxSetCurrent(CuHandle c) {
   return kOk;
 }
 int primaryCtxRetain(CuHandle* c, int device) {
-  *c = &g->context;
-  return device == 0 ? kOk : kInvalid;
+  *c = &g->context;  // one context stands for every device's
+  return isDevice(device) ? kOk : kInvalid;
 }
 int primaryCtxRelease(int) { return kOk; }
 int moduleLoadData(CuHandle* m, const void* image) {
@@ -403,6 +415,17 @@ int streamIsCapturing(CuHandle stream, int* status) {
   *status = captureOf(stream);
   return kOk;
 }
+int deviceCanAccessPeer(int* can, int device, int peer) {
+  if (!isDevice(device) || !isDevice(peer) || device == peer) return kInvalid;
+  std::lock_guard<std::mutex> l(g->mu);
+  *can = g->noPeerAccess.count({device, peer}) ? 0 : 1;
+  return kOk;
+}
+int ctxEnablePeerAccess(CuHandle, unsigned flags) {
+  if (flags) return kInvalid;
+  ++g->peerEnables;
+  return kOk;
+}
 int threadExchangeStreamCaptureMode(int* mode) {
   if (*mode < cuda::kCaptureModeGlobal || *mode > cuda::kCaptureModeRelaxed) return kInvalid;
   std::swap(*mode, captureMode);
@@ -446,6 +469,8 @@ const std::map<std::string, void*>& entryPoints() {
       {"cuEventRecordWithFlags", reinterpret_cast<void*>(&eventRecordWithFlags)},
       {"cuStreamIsCapturing", reinterpret_cast<void*>(&streamIsCapturing)},
       {"cuThreadExchangeStreamCaptureMode", reinterpret_cast<void*>(&threadExchangeStreamCaptureMode)},
+      {"cuDeviceCanAccessPeer", reinterpret_cast<void*>(&deviceCanAccessPeer)},
+      {"cuCtxEnablePeerAccess", reinterpret_cast<void*>(&ctxEnablePeerAccess)},
   };
   return table;
 }
@@ -506,6 +531,18 @@ FakeCuda::~FakeCuda() {
 const cuda::Driver& FakeCuda::driver() const { return state_->driver; }
 
 void* FakeCuda::alloc(size_t bytes) { return allocIn(&state_->device, bytes); }
+void* FakeCuda::allocOn(int device, size_t bytes) {
+  void* p = allocIn(&state_->device, bytes);
+  std::lock_guard<std::mutex> l(state_->mu);
+  state_->deviceOf[reinterpret_cast<uintptr_t>(p)] = device;
+  return p;
+}
+void FakeCuda::setDevices(int n) { state_->devices = n; }
+void FakeCuda::refusePeerAccess(int device, int peer) {
+  std::lock_guard<std::mutex> l(state_->mu);
+  state_->noPeerAccess.insert({device, peer});
+}
+int FakeCuda::peerEnables() const { return state_->peerEnables.load(); }
 void FakeCuda::free(void* p) { freeIn(&state_->device, p); }
 
 void* FakeCuda::createStream() {

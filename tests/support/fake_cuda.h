@@ -49,6 +49,13 @@ class FakeCuda {
   // Fake device memory, filled with 0xA5 (cuMemAlloc does not zero).
   void* alloc(size_t bytes);
   void free(void* p);
+  // Several GPUs: setDevices(n) makes n (one context stands for all);
+  // allocOn places memory on one (cuPointerGetAttribute's device ordinal);
+  // peer access between them is granted unless refused here.
+  void setDevices(int n);
+  void* allocOn(int device, size_t bytes);
+  void refusePeerAccess(int device, int peer);
+  int peerEnables() const;  // cuCtxEnablePeerAccess calls so far
   // A stream of its own (freed with the fake).
   void* createStream();
   // True once everything queued on `stream` has run (waits up to `sec`).

@@ -45,6 +45,8 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   get("cuEventRecordWithFlags", &api->eventRecordWithFlags);
   get("cuStreamIsCapturing", &api->streamIsCapturing);
   get("cuThreadExchangeStreamCaptureMode", &api->threadExchangeStreamCaptureMode);
+  get("cuDeviceCanAccessPeer", &api->deviceCanAccessPeer);
+  get("cuCtxEnablePeerAccess", &api->ctxEnablePeerAccess);
   if (!missing.empty()) {
     *api = DeviceApi();
     return Status(hocclSystemError, "unusable driver: " + missing + " missing (" + d.status + ")");
@@ -63,6 +65,26 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   opt("cuMemRelease", &v.memRelease);
   opt("cuMemAddressFree", &v.memAddressFree);
   if (!vmissing.empty()) v = VmmApi();  // all or nothing
+  return Status();
+}
+
+Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, std::vector<int>* retained) {
+  constexpr int kAlreadyEnabled = 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+  for (int peer : peers) {
+    int can = 0;
+    HOCCL_TRY(cuCheck(api.deviceCanAccessPeer(&can, device, peer), "cuDeviceCanAccessPeer"));
+    if (!can)
+      return errorf(hocclInvalidUsage, "device buffers: GPU %d cannot reach GPU %d's memory (cuDeviceCanAccessPeer "
+                    "says no peer access: no NVLink or PCIe peer path, or ACS/IOMMU forbids it); ranks on these two "
+                    "GPUs cannot connect yet (staging through host memory is not implemented)", device, peer);
+    CuHandle peerCtx = nullptr;
+    HOCCL_TRY(cuCheck(api.devicePrimaryCtxRetain(&peerCtx, peer), "cuDevicePrimaryCtxRetain(peer GPU)"));
+    retained->push_back(peer);
+    const int rc = api.ctxEnablePeerAccess(peerCtx, 0);
+    if (rc != kCudaSuccess && rc != kAlreadyEnabled)
+      return cuCheck(rc, ("cuCtxEnablePeerAccess(GPU " + std::to_string(device) + " to GPU " + std::to_string(peer) +
+                          ")").c_str());
+  }
   return Status();
 }
 

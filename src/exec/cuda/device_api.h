@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "src/base/cuda_driver.h"
 #include "src/base/error.h"
@@ -115,6 +116,8 @@ struct DeviceApi {
   int (*eventRecordWithFlags)(CuHandle event, CuHandle stream, unsigned flags) = nullptr;
   int (*streamIsCapturing)(CuHandle stream, int* status) = nullptr;
   int (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;
+  int (*deviceCanAccessPeer)(int* can, int device, int peerDevice) = nullptr;
+  int (*ctxEnablePeerAccess)(CuHandle peerCtx, unsigned flags) = nullptr;
   VmmApi vmm;              // all or nothing: see vmmMissing
   std::string vmmMissing;  // the VMM entry points the driver lacks ("" when vmm.usable())
 };
@@ -141,6 +144,15 @@ void resolveInto(GetProcAddressFn getProc, const char* name, Fn* fn, std::string
 // entry points are optional: lacking any leaves api->vmm empty and names
 // them in api->vmmMissing, and is no failure.
 Status resolveDeviceApi(const Driver& d, DeviceApi* api);
+
+// Lets the current context (device `device`'s) reach the memory of every
+// device in `peers` (ordinals of this process, none equal to `device`):
+// cuDeviceCanAccessPeer, then cuCtxEnablePeerAccess on the peer's primary
+// context, retained here and appended to *retained for the caller to
+// release (already enabled counts as done). A pair without peer access is
+// refused with hocclInvalidUsage naming both GPUs: staging through host
+// memory, which would carry such pairs, does not exist yet.
+Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, std::vector<int>* retained);
 
 // "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2)" as a hocclUnhandledCudaError,
 // or Status() for CUDA_SUCCESS.

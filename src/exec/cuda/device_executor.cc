@@ -128,6 +128,17 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   HOCCL_TRY(cuCheck(cu.devicePrimaryCtxRetain(&e->ctx_, e->device_), "cuDevicePrimaryCtxRetain"));
   e->retained_ = true;
   CtxScope scope(*e);
+  // Every rank learns whether any rank of the communicator lacks peer
+  // access, so all refuse together instead of some waiting for the others.
+  const Status peers = enablePeerAccess(cu, e->device_, e->peerDevices_, &e->peerRetained_);
+  std::vector<int32_t> failed(size_t(e->nranks_), 0);
+  failed[size_t(e->rank_)] = peers.ok() ? 0 : 1;
+  HOCCL_TRY(oob->allGather(failed.data(), sizeof(int32_t)).context("device setup: sharing peer access"));
+  HOCCL_TRY(peers);
+  for (int r = 0; r < e->nranks_; ++r)
+    if (failed[size_t(r)])
+      return errorf(hocclInvalidUsage, "device buffers: rank %d could not reach the GPU of a rank of its process "
+                    "(its error names the GPUs)", r);
   const void* image = testImage.load(std::memory_order_acquire);
   if (!image) image = kernelImage().data;
   if (!image)
@@ -194,6 +205,14 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
                     r, all[size_t(r)].channels[0], all[size_t(r)].channels[1], all[size_t(r)].channels[2], rank_,
                     me.channels[0], me.channels[1], me.channels[2]);
   socketKey_ = all[0].nonce;
+  // Ranks of this process on other GPUs: this rank's kernels write into
+  // their connection memory, so its context needs peer access (create).
+  for (int p = 0; p < nranks_; ++p) {
+    const int dev = all[size_t(p)].device;
+    if (p != rank_ && owner_->sameProcess(p) && dev != device_ &&
+        std::find(peerDevices_.begin(), peerDevices_.end(), dev) == peerDevices_.end())
+      peerDevices_.push_back(dev);
+  }
   if (otherProcesses_)  // exporters connect here (device_ipc.h)
     HOCCL_TRY(FdListener::listen(fdSocketName(&socketKey_, sizeof socketKey_, rank_), &fdListener_)
                   .context("device setup: listening for connection memory from other processes"));
@@ -272,6 +291,7 @@ DeviceExecutor::~DeviceExecutor() {
   if (last_) api_.eventDestroy(last_);
   if (setupStream_) api_.streamDestroy(setupStream_);
   if (module_) api_.moduleUnload(module_);
+  for (int peer : peerRetained_) api_.devicePrimaryCtxRelease(peer);
   if (retained_) api_.devicePrimaryCtxRelease(device_);
 }
 

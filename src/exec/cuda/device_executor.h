@@ -132,6 +132,8 @@ class DeviceExecutor {
   size_t slotBytes_ = 0;
   int channelCap_ = 1;  // channelsFor's cap (create)
   bool oneGpu_ = false;  // every rank on this executor's GPU (kArgOneGpu)
+  std::vector<int> peerDevices_;   // GPUs of this process's other ranks, not ours (shareDevices)
+  std::vector<int> peerRetained_;  // their primary contexts, retained for peer access
   CuHandle ctx_ = nullptr, module_ = nullptr, last_ = nullptr;
   CuHandle setupStream_ = nullptr;  // uploads (upload())
   bool retained_ = false;
