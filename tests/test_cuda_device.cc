@@ -169,6 +169,22 @@ class CudaDeviceTest : public ::testing::Test {
   std::unique_ptr<FakeCuda> fake = std::make_unique<FakeCuda>();
 };
 
+// n ranks as threads, each with a stream of its own on the fake; a rank
+// left waiting fails after 60 s instead of hanging.
+struct RanksWithStreams {
+  testutil::World world;
+  std::vector<void*> streams;
+  RanksWithStreams(FakeCuda* fake, int n) : world(options(n)) {
+    for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  }
+  static testutil::Options options(int n) {
+    testutil::Options o;
+    o.ranks = n;
+    o.timeoutSec = 60;
+    return o;
+  }
+};
+
 TEST_F(CudaDeviceTest, CollectivesMatchTheHostBitForBit) {
   const CollKind colls[] = {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather, CollKind::Broadcast,
                             CollKind::Reduce};
@@ -306,15 +322,11 @@ TEST_F(CudaDeviceTest, RanksOnTwoGpusOfOneProcessEnablePeerAccess) {
   const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 5000, false, 0};
   for (bool refuse : {false, true}) {
     if (refuse) fake->refusePeerAccess(1, 0);
-    testutil::Options o;
-    o.ranks = n;
-    o.timeoutSec = 60;
-    testutil::World world(o);
-    ASSERT_EQ(world.initError(), "");
-    std::vector<void*> streams;
-    for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+    RanksWithStreams ranks(fake.get(), n);
+    ASSERT_EQ(ranks.world.initError(), "");
+    const std::vector<void*>& streams = ranks.streams;
     const int enablesBefore = fake->peerEnables();
-    ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+    ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
       Buffers b(fake.get(), c, n, rank, rank);
       const hocclResult_t rc = callApi(c, b.devIn(), b.devOut(), comm, streams[rank]);
       const std::string msg = hocclGetLastError(comm);
@@ -407,14 +419,10 @@ TEST_F(CudaDeviceTest, AGroupOnTwoStreamsRunsInCallOrder) {
 // the watchdog's poll afterwards can still use it.
 TEST_F(CudaDeviceTest, ACallCapturedIntoAGraphKeepsTheCaptureRules) {
   const int n = 2;
-  testutil::Options o;
-  o.ranks = n;
-  o.timeoutSec = 60;  // a rank left waiting fails instead of hanging
-  testutil::World world(o);
-  std::vector<void*> streams;
-  for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  RanksWithStreams ranks(fake.get(), n);
+  const std::vector<void*>& streams = ranks.streams;
   const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 5000, false, 0};
-  ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+  ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
     for (int round = 0; round < 2; ++round) {  // the first sets the schedule up under capture
       Buffers b(fake.get(), c, n, rank);
       fake->setCapture(streams[rank], cuda::kCaptureStatusActive);
@@ -431,14 +439,10 @@ TEST_F(CudaDeviceTest, ACallCapturedIntoAGraphKeepsTheCaptureRules) {
 
 TEST_F(CudaDeviceTest, ACallOnAStreamWhoseCaptureBrokeIsRefusedSayingSo) {
   const int n = 2;
-  testutil::Options o;
-  o.ranks = n;
-  o.timeoutSec = 60;  // a rank left waiting fails instead of hanging
-  testutil::World world(o);
-  std::vector<void*> streams;
-  for (int r = 0; r < n; ++r) streams.push_back(fake->createStream());
+  RanksWithStreams ranks(fake.get(), n);
+  const std::vector<void*>& streams = ranks.streams;
   const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 100, false, 0};
-  ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+  ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
     Buffers b(fake.get(), c, n, rank);
     fake->setCapture(streams[rank], cuda::kCaptureStatusInvalidated);
     EXPECT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclInvalidUsage);
