@@ -303,27 +303,24 @@ Status DeviceExecutor::alloc(size_t bytes, DevPtr* p) {
 }
 
 Status DeviceExecutor::kernel(DType t, RedOp op, CuHandle* fn) {
-  const bool cacheable = int(t) < kNumDTypes && int(op) < kNumRedOps;  // (PreMulSum has no kernel)
-  const size_t slot = cacheable ? size_t(t) * kNumRedOps + size_t(op) : 0;
-  if (cacheable && kernels_[slot]) {
-    *fn = kernels_[slot];
+  // Every pair with a kernel lies in the reduce table (PreMulSum has none).
+  CuHandle* slot = int(t) < kNumDTypes && int(op) < kNumRedOps ? &kernels_[size_t(t) * kNumRedOps + size_t(op)]
+                                                                : nullptr;
+  if (slot && *slot) {
+    *fn = *slot;
     return Status();
   }
   const std::string name = interpKernelName(t, op);
-  if (name.empty())
+  if (!slot || name.empty())
     return errorf(hocclInvalidArgument, "device buffers: no kernel for %s %s", dtypeName(t), redOpName(op));
-  auto it = functions_.find(name);
-  if (it == functions_.end()) {
-    CuHandle f = nullptr;
-    const int rc = api_.moduleGetFunction(&f, module_, name.c_str());
-    if (rc != kCudaSuccess)
-      return Status(hocclInvalidArgument, "device buffers: the embedded kernels have no " + name + " (" +
-                                              dtypeName(t) + " " + redOpName(op) + "): cuModuleGetFunction " +
-                                              resultName(rc));
-    it = functions_.emplace(name, f).first;
+  const int rc = api_.moduleGetFunction(slot, module_, name.c_str());
+  if (rc != kCudaSuccess) {
+    *slot = nullptr;
+    return Status(hocclInvalidArgument, "device buffers: the embedded kernels have no " + name + " (" +
+                                            dtypeName(t) + " " + redOpName(op) + "): cuModuleGetFunction " +
+                                            resultName(rc));
   }
-  *fn = it->second;
-  if (cacheable) kernels_[slot] = *fn;
+  *fn = *slot;
   return Status();
 }
 

@@ -140,8 +140,7 @@ class DeviceExecutor {
   std::atomic<bool> launched_{false};
   DevControl* control_ = nullptr;  // mapped host memory
   DevPtr controlDev_ = 0;
-  std::map<std::string, CuHandle> functions_;
-  std::array<CuHandle, size_t(kNumDTypes) * kNumRedOps> kernels_{};  // functions_ by (type, op), per call
+  std::array<CuHandle, size_t(kNumDTypes) * kNumRedOps> kernels_{};  // by (type, op), looked up on first use
   CuHandle lastStream_ = nullptr;  // of the last launch (enqueue's thread only)
   bool lastCaptured_ = false;
   std::map<const Schedule*, PlanRes> plans_;
