@@ -19,6 +19,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "src/base/clock.h"
 #include "src/base/config.h"
 #include "src/base/cuda_driver.h"
+#include "src/base/log.h"
 #include "src/exec/dataops.h"
 #include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/interp.h"
@@ -312,42 +314,104 @@ TEST_F(CudaDeviceTest, ChannelBoundsThatDifferAcrossRanksAreRefused) {
   });
 }
 
+// Warnings hoccl logs while a test runs (setLogSink).
+std::mutex warnedMu;
+std::vector<std::string> warned;
+void takeWarning(LogLevel level, uint32_t, const char*, int, const char* msg) {
+  if (level != LogLevel::Warn) return;
+  std::lock_guard<std::mutex> l(warnedMu);
+  warned.push_back(msg);
+}
+
 // Ranks of one process on different GPUs: each enables peer access to the
 // other's GPU before connecting, and results still match the host. Where
-// the driver refuses peer access for a pair, every rank refuses the call,
-// the ranks of the pair naming both GPUs.
-TEST_F(CudaDeviceTest, RanksOnTwoGpusOfOneProcessEnablePeerAccess) {
+// the driver refuses peer access for a pair, the pair's connections stage
+// through mapped host memory instead (more of it is live), counters are
+// of system scope, and results still match.
+TEST_F(CudaDeviceTest, RanksOnTwoGpusOfOneProcessUsePeerAccessOrStage) {
   fake->setDevices(2);
   const int n = 2;
   const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 5000, false, 0};
+  int hostBlocks[2] = {0, 0};
   for (bool refuse : {false, true}) {
     if (refuse) fake->refusePeerAccess(1, 0);
     RanksWithStreams ranks(fake.get(), n);
     ASSERT_EQ(ranks.world.initError(), "");
     const std::vector<void*>& streams = ranks.streams;
     const int enablesBefore = fake->peerEnables();
+    warned.clear();
+    setLogSink(&takeWarning, LogLevel::Warn);
     ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
       Buffers b(fake.get(), c, n, rank, rank);
-      const hocclResult_t rc = callApi(c, b.devIn(), b.devOut(), comm, streams[rank]);
-      const std::string msg = hocclGetLastError(comm);
-      if (refuse) {
-        EXPECT_EQ(rc, hocclInvalidUsage) << msg;
-        const char* says = rank == 1 ? "GPU 1 cannot reach GPU 0's memory" : "rank 1 could not reach the GPU";
-        EXPECT_NE(msg.find(says), std::string::npos) << msg;
-        return;
-      }
-      ASSERT_EQ(rc, hocclSuccess) << msg;
+      ASSERT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclSuccess) << hocclGetLastError(comm);
       ASSERT_EQ(callApi(c, b.host.in(), b.host.out(), comm, nullptr), hocclSuccess);
       ASSERT_TRUE(fake->sync(streams[rank]));
-      EXPECT_TRUE(b.same()) << "rank " << rank;
+      hocclResult_t async = hocclInternalError;
+      ASSERT_EQ(hocclCommGetAsyncError(comm, &async), hocclSuccess);
+      EXPECT_EQ(async, hocclSuccess) << hocclGetLastError(comm);
+      EXPECT_TRUE(b.same()) << "rank " << rank << (refuse ? ", staged" : "");
       int device = -1;
       EXPECT_EQ(hocclCommCuDevice(comm, &device), hocclSuccess);
       EXPECT_EQ(device, rank);
     }));
-    if (!refuse) {
-      EXPECT_EQ(fake->peerEnables() - enablesBefore, 2) << "each rank enables the other's GPU";
+    setLogSink(nullptr, LogLevel::None);
+    std::vector<std::string> staged;
+    for (const std::string& w : warned)
+      if (w.find("stage through host memory") != std::string::npos) staged.push_back(w);
+    if (refuse) {
+      ASSERT_EQ(staged.size(), 1u) << "one warning, from the rank that cannot write";
+      EXPECT_NE(staged[0].find("rank 1"), std::string::npos) << staged[0];
+      EXPECT_NE(staged[0].find("rank 0's GPU"), std::string::npos) << staged[0];
+      EXPECT_NE(staged[0].find("has no peer access to GPU 0"), std::string::npos) << staged[0];
+    } else {
+      EXPECT_TRUE(staged.empty()) << staged[0];
     }
+    hostBlocks[refuse] = fake->hostLive();
+    EXPECT_EQ(fake->lastFlags(), 0u) << "two GPUs: system scope";
+    const int enables = fake->peerEnables() - enablesBefore;
+    EXPECT_EQ(enables, refuse ? 1 : 2) << "each rank enables the other's GPU where the driver allows";
   }
+  // Each rank's control block either way; with the refusal, rank 0's
+  // receiving end of rank 1's edge (rank 1 cannot write into GPU 0) too.
+  EXPECT_GT(hostBlocks[1], hostBlocks[0]) << "no connection was staged through host memory";
+}
+
+// HOCCL_P2P_DISABLE=1 stages every connection between ranks through host
+// memory, even on one GPU: ranks as threads and as processes (a memfd
+// registered in both, fake_cuda.h) still match the host bit for bit, and
+// counters are of system scope.
+TEST_F(CudaDeviceTest, WithP2PDisabledEveryConnectionStagesAndResultsMatch) {
+  setenv("HOCCL_P2P_DISABLE", "1", 1);
+  reloadSettingsForTesting();
+  const Case cases[] = {{CollKind::AllReduce, DType::Float32, RedOp::Sum, 100003, false, 0},
+                        {CollKind::ReduceScatter, DType::Bfloat16, RedOp::Sum, 257, false, 0},
+                        {CollKind::AllGather, DType::Int32, RedOp::Sum, 1000, true, 0},
+                        {CollKind::Broadcast, DType::Uint8, RedOp::Sum, 1000, false, 1}};
+  const int n = 3;
+  {
+    const int before = fake->hostLive();
+    RanksWithStreams ranks(fake.get(), n);
+    ASSERT_EQ(ranks.world.initError(), "");
+    for (const Case& c : cases)
+      ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
+        runAndCompare(fake.get(), c, comm, rank, n, ranks.streams[rank]);
+      }));
+    EXPECT_EQ(fake->lastFlags(), 0u) << "host memory between ranks: system scope";
+    EXPECT_GT(fake->hostLive(), before + n) << "more than the control blocks: connections in host memory";
+  }
+  testutil::Options o;
+  o.ranks = n;
+  o.mode = testutil::Mode::Processes;
+  o.timeoutSec = 60;
+  std::string error;
+  EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
+    void* stream = fake->createStream();
+    for (const Case& c : cases) runAndCompare(fake.get(), c, comm, rank, n, stream);
+    EXPECT_EQ(fake->vmmLive(), 0) << "rank " << rank << ": VMM was used although every pair is staged";
+    EXPECT_GT(fake->hostLive(), 1) << "rank " << rank << ": nothing registered";
+  }, &error)) << error;
+  unsetenv("HOCCL_P2P_DISABLE");
+  reloadSettingsForTesting();
 }
 
 TEST_F(CudaDeviceTest, TheCallReturnsBeforeItsStreamRuns) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "hoccl.h"
+#include "src/base/config.h"
 #include "src/base/cuda_driver.h"
 #include "src/exec/cuda/device_api.h"
 #include "tests/support/cuda_gpu.h"
@@ -93,6 +94,19 @@ TEST(GpuDevicePath, AllReduceOnDeviceBuffersMatchesTheHost) {
 TEST(GpuDevicePath, ALargeAllReduceOnManyChannelsMatchesTheHost) {
   HOCCL_GPU_OR_SKIP(g);
   allReduceMatchesTheHost(g, 4, (size_t(1) << 22) + 5);
+}
+
+// HOCCL_P2P_DISABLE=1: every connection between ranks lives in host memory
+// that the GPU reads and writes over PCIe (the path of GPU pairs without
+// peer access), counters of system scope. Still the host's bits.
+TEST(GpuDevicePath, ConnectionsStagedThroughHostMemoryMatchTheHost) {
+  HOCCL_GPU_OR_SKIP(g);
+  setenv("HOCCL_P2P_DISABLE", "1", 1);
+  reloadSettingsForTesting();
+  allReduceMatchesTheHost(g, 2, 100003);
+  allReduceMatchesTheHost(g, 3, (size_t(1) << 20) + 3);
+  unsetenv("HOCCL_P2P_DISABLE");
+  reloadSettingsForTesting();
 }
 
 // The rank threads of one test meet here between phases.
@@ -223,6 +237,8 @@ int freePort() {
 // test_cuda_gpu_rank (tests/gpu_rank.cc), started next to this program
 // with posix_spawn: a child forked after this process opened the GPU could
 // not use it. Each compares every case with the host path bit for bit.
+// Then again with HOCCL_P2P_DISABLE=1: connections in host shared memory
+// (a memfd each process registers with the driver).
 TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
   HOCCL_GPU_OR_SKIP(g);
   char self[4096];
@@ -232,8 +248,9 @@ TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
   std::string bin(self);
   bin = bin.substr(0, bin.rfind('/') + 1) + "test_cuda_gpu_rank";
   ASSERT_EQ(access(bin.c_str(), X_OK), 0) << bin << " is not there: it is built with test_cuda_gpu";
-  for (int nranks : {2, 3}) {
-    SCOPED_TRACE(std::to_string(nranks) + " processes");
+  for (const auto& [nranks, staged] : {std::pair{2, false}, {3, false}, {2, true}, {3, true}}) {
+    SCOPED_TRACE(std::to_string(nranks) + " processes" + (staged ? ", staged through host memory" : ""));
+    setenv("HOCCL_P2P_DISABLE", staged ? "1" : "0", 1);
     const int port = freePort();
     ASSERT_GT(port, 0);
     const std::string id = "127.0.0.1:" + std::to_string(port);
@@ -250,6 +267,7 @@ TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
       pids.push_back(pid);
     }
     unsetenv("HOCCL_COMM_ID");
+    unsetenv("HOCCL_P2P_DISABLE");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
     std::vector<int> status(nranks, -1);
     int left = nranks;

@@ -44,6 +44,11 @@ TEST(IpcWire, ValidMessagesRoundTrip) {
   fabric.handle[63] = 9;
   ASSERT_TRUE(decode(fabric, &out).ok());
   EXPECT_EQ(out.handle[63], 9);
+  IpcBufferMsg shm = valid();  // a staged connection's memfd: the fd beside it, no handle bytes
+  shm.handleType = uint16_t(IpcHandle::HostShm);
+  shm.granularity = 4096;
+  ASSERT_TRUE(decode(shm, &out).ok()) << decode(shm, &out).message();
+  EXPECT_EQ(out.handleType, uint16_t(IpcHandle::HostShm));
   IpcBufferMsg edge = valid();  // slots right after the DevConnMem, to the last byte
   edge.slotsOffset = 256;
   edge.slotsBytes = edge.size - 256;
@@ -61,7 +66,7 @@ TEST(IpcWire, EveryPlantedCorruptionIsRefusedNamingTheField) {
       {"magic", [](IpcBufferMsg* m) { m->magic ^= 1; }, "magic 0x43504949"},
       {"version", [](IpcBufferMsg* m) { m->version = 2; }, "version 2"},
       {"handle type 0", [](IpcBufferMsg* m) { m->handleType = 0; }, "handleType 0"},
-      {"handle type 4", [](IpcBufferMsg* m) { m->handleType = 4; }, "handleType 4"},
+      {"handle type 5", [](IpcBufferMsg* m) { m->handleType = 5; }, "handleType 5"},
       {"granularity 0", [](IpcBufferMsg* m) { m->granularity = 0; }, "granularity 0 is not a power of two"},
       {"granularity 3", [](IpcBufferMsg* m) { m->granularity = 3 << 20; }, "granularity 3145728"},
       {"size 0", [](IpcBufferMsg* m) { m->size = 0; }, "size 0"},
@@ -85,6 +90,12 @@ TEST(IpcWire, EveryPlantedCorruptionIsRefusedNamingTheField) {
       {"pid", [](IpcBufferMsg* m) { m->pid = 0; }, "pid 0"},
       {"host", [](IpcBufferMsg* m) { std::memset(m->host, 'h', sizeof m->host); }, "host is not NUL-terminated"},
       {"fd with handle bytes", [](IpcBufferMsg* m) { m->handle[5] = 1; }, "handle bytes are set for a posix-fd"},
+      {"host-shm with handle bytes",
+       [](IpcBufferMsg* m) {
+         m->handleType = uint16_t(IpcHandle::HostShm);
+         m->handle[0] = 1;
+       },
+       "handle bytes are set for a host-shm"},
       {"fabric without handle", [](IpcBufferMsg* m) { m->handleType = uint16_t(IpcHandle::Fabric); },
        "all zeros for a fabric handle"},
   };

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -295,12 +296,14 @@ TEST_F(CudaVmmFake, TheExchangeMapsTheExportersMemory) {
     size_t gran = 0;
     if (!cuda::vmmCreate(v, 0, 3 * kGran / 2, &m, &gran).ok() || m.size != 2 * kGran) _exit(10);
     std::strcpy(reinterpret_cast<char*>(m.base) + cuda::ipcSlotsOffset(), "from rank 1");
-    const Status st = cuda::ipcSend(v, m, exportMsg(m, 0, 1), name, "rank 0", [] { return false; }, Deadline::in(10));
+    int fd = -1;
+    if (!cuda::vmmExport(v, m, &fd).ok()) _exit(12);
+    const Status st = cuda::ipcSend(fd, exportMsg(m, 0, 1), name, "rank 0", [] { return false; }, Deadline::in(10));
     sleep(1);
     _exit(st.ok() ? 0 : 11);
   }
   std::vector<cuda::IpcReceived> got;
-  const Status st = cuda::ipcReceive(v, 0, listener, 2, {1}, [](int) { return false; },
+  const Status st = cuda::ipcReceive(api, 0, listener, 2, {1}, [](int) { return false; },
                                      [](int r) { return "rank " + std::to_string(r); }, Deadline::in(10), &got);
   int status = 0;
   waitpid(child, &status, 0);
@@ -313,6 +316,56 @@ TEST_F(CudaVmmFake, TheExchangeMapsTheExportersMemory) {
   EXPECT_EQ(fake.vmmLive(), 0);
 }
 
+// A staged connection's memory: a memfd the exporter registers as host
+// memory, passed the same way; the importer's mapping is the same pages,
+// both ways, and registered with the driver until released.
+TEST_F(CudaVmmFake, HostSharedMemoryTravelsTheSameWay) {
+  const std::string name = "hoccl-test-shm-" + std::to_string(getpid());
+  FdListener listener;
+  ASSERT_TRUE(FdListener::listen(name, &listener).ok());
+  const int liveBefore = fake.hostLive();
+  const pid_t child = fork();
+  if (child == 0) {  // rank 1 exports edge 0->1 and waits for rank 0's answer in the same pages
+    cuda::HostShm m;
+    if (!cuda::hostShmCreate(api, 5000, &m).ok() || m.size != 8192 || m.dev != DevPtr(uintptr_t(m.host))) _exit(10);
+    char* slots = static_cast<char*>(m.host) + cuda::ipcSlotsOffset();
+    std::strcpy(slots, "from rank 1");
+    cuda::IpcBufferMsg msg;
+    msg.handleType = uint16_t(cuda::IpcHandle::HostShm);
+    msg.size = m.size;
+    msg.granularity = 4096;
+    msg.connBytes = sizeof(cuda::DevConnMem);
+    msg.slotsOffset = cuda::ipcSlotsOffset();
+    msg.slotsBytes = 4096;
+    msg.from = 0;
+    msg.to = 1;
+    msg.link = 0;
+    msg.pid = getpid();
+    std::strcpy(msg.host, "here");
+    const Status st = cuda::ipcSend(m.fd, msg, name, "rank 0", [] { return false; }, Deadline::in(10));
+    if (!st.ok()) _exit(11);
+    for (int i = 0; i < 1000 && std::strcmp(slots, "from rank 0") != 0; ++i) usleep(10000);
+    _exit(std::strcmp(slots, "from rank 0") == 0 ? 0 : 12);
+  }
+  std::vector<cuda::IpcReceived> got;
+  const Status st = cuda::ipcReceive(api, 0, listener, 2, {1}, [](int) { return false; },
+                                     [](int r) { return "rank " + std::to_string(r); }, Deadline::in(10), &got);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_NE(got[0].shm.host, nullptr);
+  EXPECT_EQ(got[0].mapping.base, 0u) << "no VMM mapping for host memory";
+  EXPECT_EQ(got[0].base(), got[0].shm.dev);
+  char* slots = static_cast<char*>(got[0].shm.host) + cuda::ipcSlotsOffset();
+  EXPECT_STREQ(slots, "from rank 1");
+  std::strcpy(slots, "from rank 0");
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the exporter did not see the importer's write";
+  EXPECT_EQ(fake.hostLive(), liveBefore + 1) << "registered";
+  cuda::hostShmRelease(api, &got[0].shm);
+  EXPECT_EQ(fake.hostLive(), liveBefore) << "unregistered";
+}
+
 TEST_F(CudaVmmFake, AnExporterThatExitsIsNamedAtOnce) {
   const std::string name = "hoccl-test-ipc-gone-" + std::to_string(getpid());
   FdListener listener;
@@ -321,7 +374,7 @@ TEST_F(CudaVmmFake, AnExporterThatExitsIsNamedAtOnce) {
   if (child == 0) _exit(0);  // rank 2 exits without exporting
   const double t0 = nowSec();
   std::vector<cuda::IpcReceived> got;
-  const Status st = cuda::ipcReceive(v, 0, listener, 3, {2, 2}, [&](int r) { return r == 2 && processGone(child); },
+  const Status st = cuda::ipcReceive(api, 0, listener, 3, {2, 2}, [&](int r) { return r == 2 && processGone(child); },
                                      [](int r) { return "rank " + std::to_string(r) + " (the child)"; },
                                      Deadline::in(30), &got);
   waitpid(child, nullptr, 0);
@@ -337,9 +390,12 @@ TEST_F(CudaVmmFake, AnImporterThatExitsIsNamedAtOnce) {
   cuda::VmmMapping m;
   size_t gran = 0;
   ASSERT_TRUE(cuda::vmmCreate(v, 0, kGran, &m, &gran).ok());
+  int fd = -1;
+  ASSERT_TRUE(cuda::vmmExport(v, m, &fd).ok());
   const double t0 = nowSec();
-  const Status st = cuda::ipcSend(v, m, exportMsg(m, 0, 1), "hoccl-test-nobody-" + std::to_string(getpid()),
+  const Status st = cuda::ipcSend(fd, exportMsg(m, 0, 1), "hoccl-test-nobody-" + std::to_string(getpid()),
                                   "rank 0 (the child)", [&] { return processGone(child); }, Deadline::in(30));
+  close(fd);
   waitpid(child, nullptr, 0);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("rank 0 (the child) exited before taking its connection memory"), std::string::npos)
@@ -351,8 +407,9 @@ TEST_F(CudaVmmFake, AnImporterThatExitsIsNamedAtOnce) {
 
 // Peer access for ranks of one process on different GPUs: asked per pair,
 // enabled on the peer's primary context (retained for the caller to
-// release), "already enabled" is fine, and a pair without it is refused
-// naming both GPUs.
+// release), "already enabled" is fine, and a pair without it, or whose
+// enable fails, is set apart with the reason (its connections stage
+// through host memory).
 namespace peerstub {
 std::set<std::pair<int, int>> refused;  // (device, peer) pairs without peer access
 std::vector<int> enabled;                // peers whose context was enabled
@@ -371,31 +428,35 @@ int enable(cuda::CuHandle ctx, unsigned) {
 }
 }  // namespace peerstub
 
-TEST(CudaPeerAccess, EnabledPerPeerGpuOrRefusedNamingThePair) {
+TEST(CudaPeerAccess, EnabledPerPeerGpuOrSetApartWithTheReason) {
   cuda::DeviceApi api;
   api.deviceCanAccessPeer = &peerstub::canAccess;
   api.devicePrimaryCtxRetain = &peerstub::retain;
   api.ctxEnablePeerAccess = &peerstub::enable;
   std::vector<int> retained;
-  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {1, 3}, &retained).ok());
+  std::map<int, std::string> unreachable;
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {1, 3}, &retained, &unreachable).ok());
   EXPECT_EQ(peerstub::enabled, (std::vector<int>{1, 3}));
   EXPECT_EQ(retained, (std::vector<int>{1, 3}));
+  EXPECT_TRUE(unreachable.empty());
   peerstub::enableResult = 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: done already
   retained.clear();
-  EXPECT_TRUE(cuda::enablePeerAccess(api, 0, {1}, &retained).ok());
-  peerstub::enableResult = 1;
-  const Status failed = cuda::enablePeerAccess(api, 0, {2}, &retained);
-  EXPECT_EQ(failed.code(), hocclUnhandledCudaError);
-  EXPECT_NE(failed.message().find("cuCtxEnablePeerAccess(GPU 0 to GPU 2)"), std::string::npos) << failed.message();
+  EXPECT_TRUE(cuda::enablePeerAccess(api, 0, {1}, &retained, &unreachable).ok());
+  EXPECT_TRUE(unreachable.empty());
+  peerstub::enableResult = 711;  // CUDA_ERROR_TOO_MANY_PEERS
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {2}, &retained, &unreachable).ok());
+  ASSERT_EQ(unreachable.size(), 1u);
+  EXPECT_NE(unreachable[2].find("cuCtxEnablePeerAccess(GPU 0 to GPU 2) failed"), std::string::npos) << unreachable[2];
   peerstub::enableResult = 0;
   peerstub::refused = {{2, 5}};
   peerstub::enabled.clear();
   retained.clear();
-  const Status refused = cuda::enablePeerAccess(api, 2, {4, 5, 6}, &retained);
-  EXPECT_EQ(refused.code(), hocclInvalidUsage);
-  EXPECT_NE(refused.message().find("GPU 2 cannot reach GPU 5's memory"), std::string::npos) << refused.message();
-  EXPECT_EQ(peerstub::enabled, (std::vector<int>{4})) << "GPU 6 was not asked after the refusal";
-  EXPECT_EQ(retained, (std::vector<int>{4}));
+  unreachable.clear();
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 2, {4, 5, 6}, &retained, &unreachable).ok());
+  ASSERT_EQ(unreachable.size(), 1u);
+  EXPECT_NE(unreachable[5].find("GPU 2 has no peer access to GPU 5"), std::string::npos) << unreachable[5];
+  EXPECT_EQ(peerstub::enabled, (std::vector<int>{4, 6})) << "GPU 5's context is not touched";
+  EXPECT_EQ(retained, (std::vector<int>{4, 6}));
 }
 
 TEST(CudaVmm, AllOrNothing) {

@@ -374,6 +374,11 @@ std::vector<SettingDecl> makeTable() {
                     return "";
                   }),
        kPerRank},
+      {"HOCCL_P2P_DISABLE", "0",
+       "1: device connections between ranks never write into another GPU's memory, even on one GPU; "
+       "they stage through host memory, as pairs of GPUs without peer access always do (for diagnosis "
+       "and for testing that path).",
+       field<bool>(&S::p2pDisable, zeroOrOne()), kPerRank},
       {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.",
        field<std::string>(&S::isa, oneOf({"auto", "scalar", "avx2", "avx512"})), kPerRank},
       {"HOCCL_TUNER_RULES", "",

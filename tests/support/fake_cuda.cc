@@ -4,11 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -22,6 +20,7 @@
 #include "src/exec/cuda/interp_host.h"
 #include "src/exec/cuda/kernel_names.h"
 #include "src/exec/dataops.h"
+#include "tests/support/fake_cuda_stream.h"
 #include "tests/support/fake_cuda_vmm.h"
 
 namespace hoccl::fakecuda {
@@ -32,71 +31,6 @@ using cuda::DevPtr;
 constexpr int kOk = cuda::kCudaSuccess;
 constexpr int kInvalid = cuda::kCudaErrorInvalidValue;
 constexpr int kNotFound = 500;
-
-// A stream: a worker thread running its queue in order.
-class Stream {
- public:
-  Stream() : thread_([this] { loop(); }) {}
-  ~Stream() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void push(std::function<void()> f) {
-    std::lock_guard<std::mutex> l(mu_);
-    q_.push_back(std::move(f));
-    ++pending_;
-    cv_.notify_all();
-  }
-  bool waitIdle(double sec) {
-    std::unique_lock<std::mutex> l(mu_);
-    return cv_.wait_for(l, std::chrono::duration<double>(sec), [&] { return pending_ == 0; });
-  }
-  bool idle() {
-    std::lock_guard<std::mutex> l(mu_);
-    return pending_ == 0;
-  }
-
- private:
-  void loop() {
-    std::unique_lock<std::mutex> l(mu_);
-    for (;;) {
-      cv_.wait(l, [&] { return stop_ || !q_.empty(); });
-      if (q_.empty()) return;
-      std::function<void()> f = std::move(q_.front());
-      q_.pop_front();
-      l.unlock();
-      f();
-      l.lock();
-      --pending_;
-      cv_.notify_all();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> q_;
-  size_t pending_ = 0;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
-// An event: recorded generations, and how many of them have completed.
-struct Event {
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t recorded = 0, completed = 0;
-  bool captured = false;  // last recorded, without the external flag, in a capturing stream
-};
-
-// A gate a stream waits at (hold / release).
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-};
 
 struct Function {
   DType dtype;
@@ -110,6 +44,7 @@ struct FakeCuda::State {
   cuda::Driver driver;
   std::mutex mu;
   std::map<uintptr_t, size_t> device, mapped;  // base -> bytes
+  std::map<uintptr_t, size_t> registered;      // cuMemHostRegister'ed ranges
   std::map<Stream*, std::unique_ptr<Stream>> streams;
   std::unique_ptr<Stream> defaultStream;  // made on first use (a test that forks has no thread of it)
   std::map<Stream*, std::vector<std::shared_ptr<Gate>>> gates;
@@ -337,11 +272,28 @@ int memHostAlloc(void** p, size_t bytes, unsigned) {
 }
 int memHostGetDevicePointer(DevPtr* d, void* p, unsigned) {
   std::lock_guard<std::mutex> l(g->mu);
-  if (!inTable(g->mapped, reinterpret_cast<uintptr_t>(p))) return kInvalid;
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  if (!inTable(g->mapped, at) && !inTable(g->registered, at)) return kInvalid;
   *d = reinterpret_cast<DevPtr>(p);
   return kOk;
 }
 int memFreeHost(void* p) { return freeIn(&g->mapped, p); }
+// Registered memory is host memory whose device address is itself (as
+// mapped memory); the pages must exist and not be registered yet.
+int memHostRegister(void* p, size_t bytes, unsigned flags) {
+  constexpr int kAlreadyRegistered = 712;  // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+  if (!p || !bytes || flags != cuda::kHostRegisterPortableMapped) return kInvalid;
+  std::lock_guard<std::mutex> l(g->mu);
+  if (inTable(g->registered, reinterpret_cast<uintptr_t>(p))) return kAlreadyRegistered;
+  g->registered[reinterpret_cast<uintptr_t>(p)] = bytes;
+  std::memset(p, 0, 1);  // faults here, not in a kernel, if the pages are not there
+  return kOk;
+}
+int memHostUnregister(void* p) {
+  constexpr int kNotRegistered = 713;  // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+  std::lock_guard<std::mutex> l(g->mu);
+  return g->registered.erase(reinterpret_cast<uintptr_t>(p)) ? kOk : kNotRegistered;
+}
 int streamQuery(CuHandle stream) {
   Stream* s = streamOf(stream);
   return !s ? kInvalid : s->idle() ? kOk : cuda::kCudaErrorNotReady;
@@ -459,6 +411,8 @@ const std::map<std::string, void*>& entryPoints() {
       {"cuMemHostAlloc", reinterpret_cast<void*>(&memHostAlloc)},
       {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&memHostGetDevicePointer)},
       {"cuMemFreeHost", reinterpret_cast<void*>(&memFreeHost)},
+      {"cuMemHostRegister", reinterpret_cast<void*>(&memHostRegister)},
+      {"cuMemHostUnregister", reinterpret_cast<void*>(&memHostUnregister)},
       {"cuStreamQuery", reinterpret_cast<void*>(&streamQuery)},
       {"cuStreamSynchronize", reinterpret_cast<void*>(&streamSynchronize)},
       {"cuEventCreate", reinterpret_cast<void*>(&eventCreate)},
@@ -538,6 +492,10 @@ void* FakeCuda::allocOn(int device, size_t bytes) {
   return p;
 }
 void FakeCuda::setDevices(int n) { state_->devices = n; }
+int FakeCuda::hostLive() const {
+  std::lock_guard<std::mutex> l(state_->mu);
+  return int(state_->mapped.size() + state_->registered.size());
+}
 void FakeCuda::refusePeerAccess(int device, int peer) {
   std::lock_guard<std::mutex> l(state_->mu);
   state_->noPeerAccess.insert({device, peer});

@@ -3,7 +3,8 @@
 //
 //  - Device memory is host memory in the fake's allocation table, so
 //    cuPointerGetAttribute calls it device memory; mapped host memory is
-//    host memory whose device address is itself.
+//    host memory whose device address is itself, and so is host memory
+//    registered with cuMemHostRegister.
 //  - cuModuleLoadData takes any bytes; cuModuleGetFunction knows the
 //    interpreter kernels by their names (kernel_names.h).
 //  - A stream is a worker thread running its queue in order, so a call that
@@ -56,6 +57,9 @@ class FakeCuda {
   void* allocOn(int device, size_t bytes);
   void refusePeerAccess(int device, int peer);
   int peerEnables() const;  // cuCtxEnablePeerAccess calls so far
+  // Blocks of mapped host memory live in this process: cuMemHostAlloc'ed
+  // and cuMemHostRegister'ed (control blocks, staged connections).
+  int hostLive() const;
   // A stream of its own (freed with the fake).
   void* createStream();
   // True once everything queued on `stream` has run (waits up to `sec`).

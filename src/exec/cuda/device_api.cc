@@ -33,6 +33,8 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   get("cuMemHostAlloc", &api->memHostAlloc);
   get("cuMemHostGetDevicePointer", &api->memHostGetDevicePointer);
   get("cuMemFreeHost", &api->memFreeHost);
+  get("cuMemHostRegister", &api->memHostRegister);
+  get("cuMemHostUnregister", &api->memHostUnregister);
   get("cuStreamCreate", &api->streamCreate);
   get("cuStreamDestroy", &api->streamDestroy);
   get("cuStreamQuery", &api->streamQuery);
@@ -68,22 +70,24 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   return Status();
 }
 
-Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, std::vector<int>* retained) {
+Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, std::vector<int>* retained,
+                        std::map<int, std::string>* unreachable) {
   constexpr int kAlreadyEnabled = 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
   for (int peer : peers) {
     int can = 0;
     HOCCL_TRY(cuCheck(api.deviceCanAccessPeer(&can, device, peer), "cuDeviceCanAccessPeer"));
-    if (!can)
-      return errorf(hocclInvalidUsage, "device buffers: GPU %d cannot reach GPU %d's memory (cuDeviceCanAccessPeer "
-                    "says no peer access: no NVLink or PCIe peer path, or ACS/IOMMU forbids it); ranks on these two "
-                    "GPUs cannot connect yet (staging through host memory is not implemented)", device, peer);
+    if (!can) {
+      (*unreachable)[peer] = "cuDeviceCanAccessPeer says GPU " + std::to_string(device) + " has no peer access to GPU " +
+                             std::to_string(peer) + " (no NVLink or PCIe peer path, or ACS/IOMMU forbids it)";
+      continue;
+    }
     CuHandle peerCtx = nullptr;
     HOCCL_TRY(cuCheck(api.devicePrimaryCtxRetain(&peerCtx, peer), "cuDevicePrimaryCtxRetain(peer GPU)"));
     retained->push_back(peer);
     const int rc = api.ctxEnablePeerAccess(peerCtx, 0);
     if (rc != kCudaSuccess && rc != kAlreadyEnabled)
-      return cuCheck(rc, ("cuCtxEnablePeerAccess(GPU " + std::to_string(device) + " to GPU " + std::to_string(peer) +
-                          ")").c_str());
+      (*unreachable)[peer] = "cuCtxEnablePeerAccess(GPU " + std::to_string(device) + " to GPU " + std::to_string(peer) +
+                             ") failed: " + resultName(rc);
   }
   return Status();
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ constexpr int kCudaErrorNotReady = 600;              // CUDA_ERROR_NOT_READY
 constexpr int kPointerAttributeContext = 1;          // CU_POINTER_ATTRIBUTE_CONTEXT
 constexpr int kPointerAttributeDeviceOrdinal = 9;    // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 constexpr unsigned kHostAllocPortableMapped = 3;     // CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
+constexpr unsigned kHostRegisterPortableMapped = 3;  // CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP
 constexpr unsigned kEventDisableTiming = 2;          // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kStreamNonBlocking = 1;           // CU_STREAM_NON_BLOCKING
 constexpr int kDeviceAttributeMultiprocessors = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
@@ -104,6 +106,8 @@ struct DeviceApi {
   int (*memHostAlloc)(void** p, size_t bytes, unsigned flags) = nullptr;
   int (*memHostGetDevicePointer)(DevPtr* d, void* p, unsigned flags) = nullptr;
   int (*memFreeHost)(void* p) = nullptr;
+  int (*memHostRegister)(void* p, size_t bytes, unsigned flags) = nullptr;
+  int (*memHostUnregister)(void* p) = nullptr;
   int (*streamCreate)(CuHandle* stream, unsigned flags) = nullptr;
   int (*streamDestroy)(CuHandle stream) = nullptr;
   int (*streamQuery)(CuHandle stream) = nullptr;
@@ -149,10 +153,11 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api);
 // device in `peers` (ordinals of this process, none equal to `device`):
 // cuDeviceCanAccessPeer, then cuCtxEnablePeerAccess on the peer's primary
 // context, retained here and appended to *retained for the caller to
-// release (already enabled counts as done). A pair without peer access is
-// refused with hocclInvalidUsage naming both GPUs: staging through host
-// memory, which would carry such pairs, does not exist yet.
-Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, std::vector<int>* retained);
+// release (already enabled counts as done). A peer the driver gives no
+// peer access to goes in *unreachable with the reason (its connections
+// stage through host memory); a driver call that fails is an error.
+Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, std::vector<int>* retained,
+                        std::map<int, std::string>* unreachable);
 
 // "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2)" as a hocclUnhandledCudaError,
 // or Status() for CUDA_SUCCESS.

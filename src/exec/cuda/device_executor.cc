@@ -20,31 +20,9 @@
 namespace hoccl::cuda {
 namespace {
 
-// Bootstrap tag of a connection's address, receiver to sender.
-constexpr uint32_t kTagDevConn = 0x60000000;
-
 std::atomic<const void*> testImage{nullptr};
 
-// What the receiver of an edge tells its sender.
-struct ConnAddress {
-  int32_t from, to, link, reserved;
-  uint64_t address;
-};
-
 bool eventDone(const DeviceApi& api, CuHandle ev) { return api.eventQuery(ev) == kCudaSuccess; }
-
-// A connection's memory is used by two ranks' executors: the receiver
-// allocated it and the sender writes into it, so it is freed by whichever
-// lets go last (after an abort, a peer's launch may still be sending).
-struct SharedConn {
-  int holders = 0;
-  DevPtr slots = 0;
-};
-std::mutex sharedMu;
-std::map<DevPtr, SharedConn>& sharedConns() {
-  static std::map<DevPtr, SharedConn> conns;
-  return conns;
-}
 
 }  // namespace
 
@@ -128,17 +106,7 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   HOCCL_TRY(cuCheck(cu.devicePrimaryCtxRetain(&e->ctx_, e->device_), "cuDevicePrimaryCtxRetain"));
   e->retained_ = true;
   CtxScope scope(*e);
-  // Every rank learns whether any rank of the communicator lacks peer
-  // access, so all refuse together instead of some waiting for the others.
-  const Status peers = enablePeerAccess(cu, e->device_, e->peerDevices_, &e->peerRetained_);
-  std::vector<int32_t> failed(size_t(e->nranks_), 0);
-  failed[size_t(e->rank_)] = peers.ok() ? 0 : 1;
-  HOCCL_TRY(oob->allGather(failed.data(), sizeof(int32_t)).context("device setup: sharing peer access"));
-  HOCCL_TRY(peers);
-  for (int r = 0; r < e->nranks_; ++r)
-    if (failed[size_t(r)])
-      return errorf(hocclInvalidUsage, "device buffers: rank %d could not reach the GPU of a rank of its process "
-                    "(its error names the GPUs)", r);
+  HOCCL_TRY(e->sharePaths(d));
   const void* image = testImage.load(std::memory_order_acquire);
   if (!image) image = kernelImage().data;
   if (!image)
@@ -205,6 +173,7 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
                     r, all[size_t(r)].channels[0], all[size_t(r)].channels[1], all[size_t(r)].channels[2], rank_,
                     me.channels[0], me.channels[1], me.channels[2]);
   socketKey_ = all[0].nonce;
+  for (const Entry& r : all) rankGpus_.push_back(RankGpu{r.device, r.bus});
   // Ranks of this process on other GPUs: this rank's kernels write into
   // their connection memory, so its context needs peer access (create).
   for (int p = 0; p < nranks_; ++p) {
@@ -276,17 +245,7 @@ DeviceExecutor::~DeviceExecutor() {
     }
   }
   for (DevPtr p : allocations_) api_.memFree(p);
-  for (VmmMapping& m : ipcMaps_) vmmRelease(api_.vmm, &m);
-  {
-    std::lock_guard<std::mutex> lock(sharedMu);
-    for (DevPtr mem : held_) {
-      auto it = sharedConns().find(mem);
-      if (it == sharedConns().end() || --it->second.holders > 0) continue;
-      api_.memFree(it->second.slots);
-      api_.memFree(mem);
-      sharedConns().erase(it);
-    }
-  }
+  releaseConns();
   if (control_) api_.memFreeHost(control_);
   if (last_) api_.eventDestroy(last_);
   if (setupStream_) api_.streamDestroy(setupStream_);
@@ -321,152 +280,6 @@ Status DeviceExecutor::kernel(DType t, RedOp op, CuHandle* fn) {
                                             resultName(rc));
   }
   *fn = *slot;
-  return Status();
-}
-
-// Receiving ends first: allocate, initialise, tell the sender (over the
-// bootstrap, or as an exported fd to another process: exportConn); then
-// the addresses of the sending ends, from their receivers (importConns for
-// those in other processes). Sends do not wait for the peer, so every rank
-// can post all of its own before reading any.
-Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
-  const Status st = connectEdges(edges);
-  if (!st.ok())  // the next call asks again for what did not arrive
-    for (auto it = conns_.begin(); it != conns_.end();) it = it->second == 0 ? conns_.erase(it) : std::next(it);
-  return st;
-}
-
-Status DeviceExecutor::connectEdges(const std::vector<PlanEdge>& edges) {
-  std::map<int, int> wanted;  // peer -> sending ends it still owes us
-  std::vector<int> exporters;  // the same, from other processes: one entry per edge
-  for (const PlanEdge& e : edges) {
-    const auto key = std::make_tuple(e.from, e.to, e.link);
-    if (conns_.count(key)) continue;
-    if (e.to != rank_) {
-      if (owner_->sameProcess(e.to))
-        ++wanted[e.to];
-      else
-        exporters.push_back(e.to);
-      conns_[key] = 0;  // filled below
-      continue;
-    }
-    if (e.from != rank_ && !owner_->sameProcess(e.from)) {
-      HOCCL_TRY(exportConn(e, &conns_[key]));
-      continue;
-    }
-    DevPtr mem = 0, slots = 0;
-    HOCCL_TRY(cuCheck(api_.memAlloc(&mem, sizeof(DevConnMem)), "cuMemAlloc(connection)"));
-    Status st = cuCheck(api_.memAlloc(&slots, kDevSlots * slotBytes_), "cuMemAlloc(connection slots)");
-    DevConnMem init;
-    std::memset(static_cast<void*>(&init), 0, sizeof init);
-    init.dataOffset = slots - mem;
-    init.slotBytes = slotBytes_;
-    if (st.ok()) st = upload(mem, &init, sizeof init, "cuMemcpyHtoDAsync(connection)");
-    if (!st.ok()) {
-      api_.memFree(mem);
-      if (slots) api_.memFree(slots);
-      return st;
-    }
-    {
-      std::lock_guard<std::mutex> lock(sharedMu);
-      sharedConns()[mem] = SharedConn{1, slots};
-    }
-    held_.push_back(mem);
-    conns_[key] = mem;
-    if (e.from == rank_) continue;  // a rank's edge to itself
-    const ConnAddress a{e.from, e.to, e.link, 0, mem};
-    HOCCL_TRY(oob_->send(e.from, kTagDevConn, &a, sizeof a).context("device connection to rank " +
-                                                                     std::to_string(e.from)));
-  }
-  Status st;
-  for (auto& [peer, owed] : wanted) {
-    for (; st.ok() && owed > 0; --owed) {
-      std::string msg;
-      st = oob_->recv(peer, kTagDevConn, &msg).context("device connection from rank " + std::to_string(peer));
-      ConnAddress a{};
-      if (st.ok() && msg.size() != sizeof a)
-        st = errorf(hocclInternalError, "device connection: a %zu-byte message from rank %d", msg.size(), peer);
-      if (!st.ok()) break;
-      std::memcpy(&a, msg.data(), sizeof a);
-      auto it = conns_.find(std::make_tuple(a.from, a.to, a.link));
-      if (a.from != rank_ || a.to != peer || it == conns_.end() || it->second != 0) {
-        st = errorf(hocclInternalError, "device connection: rank %d sent the address of edge %d->%d link %d, "
-                    "which rank %d did not ask for", peer, a.from, a.to, a.link, rank_);
-        break;
-      }
-      std::lock_guard<std::mutex> lock(sharedMu);
-      auto shared = sharedConns().find(a.address);
-      if (shared == sharedConns().end()) {
-        st = errorf(hocclInternalError, "device connection: rank %d's memory for edge %d->%d link %d is already "
-                    "freed (its communicator was destroyed)", peer, a.from, a.to, a.link);
-        break;
-      }
-      ++shared->second.holders;
-      held_.push_back(a.address);
-      it->second = a.address;
-    }
-  }
-  if (st.ok() && !exporters.empty()) st = importConns(exporters);
-  return st;
-}
-
-std::string DeviceExecutor::describePeer(int peer) const {
-  const PeerInfo info = owner_->peerInfo(peer);
-  return "rank " + std::to_string(peer) + " (pid " + std::to_string(info.pid) + " on " + info.host + ")";
-}
-
-// The receiving end of edge e, whose sender is another process of this
-// host: one VMM allocation (the DevConnMem, then the slots), mapped here
-// and handed to the sender as an fd; *mem is the DevConnMem here.
-Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
-  const std::string peer = describePeer(e.from);
-  const size_t slotsOffset = ipcSlotsOffset(), slotsBytes = kDevSlots * slotBytes_;
-  VmmMapping m;
-  size_t granularity = 0;
-  HOCCL_TRY(vmmCreate(api_.vmm, device_, slotsOffset + slotsBytes, &m, &granularity)
-                .context("device connection memory for " + peer));
-  ipcMaps_.push_back(m);  // released with the executor
-  DevConnMem init;
-  std::memset(static_cast<void*>(&init), 0, sizeof init);
-  init.dataOffset = slotsOffset;
-  init.slotBytes = slotBytes_;
-  HOCCL_TRY(upload(m.base, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
-  IpcBufferMsg msg;
-  msg.size = m.size;
-  msg.granularity = granularity;
-  msg.connOffset = 0;
-  msg.connBytes = sizeof(DevConnMem);
-  msg.slotsOffset = slotsOffset;
-  msg.slotsBytes = slotsBytes;
-  msg.from = e.from;
-  msg.to = e.to;
-  msg.link = e.link;
-  msg.pid = getpid();
-  gethostname(msg.host, sizeof msg.host - 1);
-  HOCCL_TRY(ipcSend(api_.vmm, m, msg, fdSocketName(&socketKey_, sizeof socketKey_, e.from), peer,
-                    [&] { return owner_->peerProcessGone(e.from); }, Deadline::in(timeoutSec_))
-                .context("device connection to " + peer));
-  *mem = m.base;
-  return Status();
-}
-
-// The sending ends whose memory other processes export (one per entry of
-// `exporters`), mapped here.
-Status DeviceExecutor::importConns(const std::vector<int>& exporters) {
-  std::vector<IpcReceived> got;
-  const Status st = ipcReceive(
-      api_.vmm, device_, fdListener_, nranks_, exporters,
-      [this](int r) { return owner_->peerProcessGone(r); },
-      [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got);
-  for (const IpcReceived& r : got) ipcMaps_.push_back(r.mapping);
-  HOCCL_TRY(st);
-  for (const IpcReceived& r : got) {
-    auto it = conns_.find(std::make_tuple(r.msg.from, r.msg.to, r.msg.link));
-    if (r.msg.from != rank_ || it == conns_.end() || it->second != 0)
-      return errorf(hocclInternalError, "device connection: %s exported edge %d->%d link %d, which rank %d did "
-                    "not ask for", describePeer(r.msg.to).c_str(), r.msg.from, r.msg.to, r.msg.link, rank_);
-    it->second = r.mapping.base + r.msg.connOffset;
-  }
   return Status();
 }
 

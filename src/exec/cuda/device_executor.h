@@ -9,10 +9,13 @@
 // stream each is on (their connections and counters are shared). Per cached
 // schedule: the plan image, its connection table, per-channel counters and
 // scratch, uploaded once. Connection memory (a DevConnMem and its slots) is
-// allocated by the receiving rank. To a sender that is a thread of this
-// process its address goes over the bootstrap; to a sender in another
-// process of this host it goes as a VMM allocation exported as a POSIX fd
-// (device_ipc.h). Ranks on other hosts are refused by create() for now.
+// allocated by the receiving rank (device_conns.cc). To a sender that is a
+// thread of this process its address goes over the bootstrap; to a sender
+// in another process of this host it goes as a VMM allocation exported as
+// a POSIX fd (device_ipc.h). Where the sender's GPU cannot write into the
+// receiver's (no peer access, or HOCCL_P2P_DISABLE), the connection lives
+// in host memory both GPUs map instead: staged. Ranks on other hosts are
+// refused by create() for now.
 //
 // A launch's arguments are pointers and constants only, nothing the host
 // rewrites per replay, so a launch can later be captured in a CUDA graph.
@@ -53,6 +56,7 @@ struct DeviceSettings {
   int channels = 0;               // HOCCL_DEVICE_CHANNELS; 0: by size (channelsFor)
   int minChannels = 0;            // config->minCTAs: at least this many by size (0: unset)
   int maxChannels = 0;            // config->maxCTAs: at most this many (0: unset)
+  bool p2pDisable = false;        // HOCCL_P2P_DISABLE: every connection between ranks staged through host memory
 };
 
 // Tests: the image create() loads instead of kernelImage() (for builds that
@@ -109,6 +113,11 @@ class DeviceExecutor {
   };
   class CtxScope;
   Status shareDevices(const Driver& d);
+  Status sharePaths(const Driver& d);  // device_conns.cc
+  Status reachRow(const Driver& d, std::vector<uint8_t>* row, std::map<int, std::string>* why);
+  bool staged(int from, int to) const { return from != to && !direct_[size_t(from) * size_t(nranks_) + size_t(to)]; }
+  Status makeConn(bool staged, DevPtr* mem);
+  void releaseConns();
   Status upload(DevPtr dst, const void* src, size_t bytes, const char* what);
   Status setUp(const Work& w, PlanRes* out);
   Status connect(const std::vector<PlanEdge>& edges);  // connectEdges, and on failure forgets what is half made
@@ -126,12 +135,21 @@ class DeviceExecutor {
   uint64_t socketKey_ = 0;       // names this communicator's fd sockets (fdSocketName)
   FdListener fdListener_;        // where exporters hand this rank connection memory
   std::vector<VmmMapping> ipcMaps_;  // connection memory shared with other processes
+  std::vector<HostShm> shmMaps_;     // the same, staged through host memory
   DeviceSettings settings_;
   int rank_ = 0, nranks_ = 1, device_ = 0;
   double timeoutSec_ = 300;  // the communicator's, which bounds every wait of a launch
   size_t slotBytes_ = 0;
   int channelCap_ = 1;  // channelsFor's cap (create)
   bool oneGpu_ = false;  // every rank on this executor's GPU (kArgOneGpu)
+  struct RankGpu {
+    int device;       // ordinal in the rank's process
+    std::string bus;  // PCI bus id, "" if unknown
+  };
+  std::vector<RankGpu> rankGpus_;  // by rank (shareDevices)
+  // [from * nranks + to]: 1 where rank `from`'s kernels write into rank
+  // `to`'s GPU memory directly; 0: their connection stages through host memory.
+  std::vector<uint8_t> direct_;
   std::vector<int> peerDevices_;   // GPUs of this process's other ranks, not ours (shareDevices)
   std::vector<int> peerRetained_;  // their primary contexts, retained for peer access
   CuHandle ctx_ = nullptr, module_ = nullptr, last_ = nullptr;

@@ -1,7 +1,12 @@
 // Device connections between processes of one host (device_ipc.h).
 #include "src/exec/cuda/device_ipc.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <set>
@@ -73,8 +78,66 @@ void vmmRelease(const VmmApi& v, VmmMapping* m) {
   *m = VmmMapping();
 }
 
-Status ipcSend(const VmmApi& v, const VmmMapping& m, const IpcBufferMsg& msg, const std::string& peerSocket,
-               const std::string& peerName, const std::function<bool()>& peerGone, const Deadline& dl) {
+Status vmmExport(const VmmApi& v, const VmmMapping& m, int* fd) {
+  *fd = -1;
+  return cuCheck(v.memExportToShareableHandle(fd, m.handle, kMemHandleTypePosixFd, 0),
+                 "cuMemExportToShareableHandle(POSIX fd)");
+}
+
+namespace {
+
+// Maps m->fd's m->size bytes and registers them for every context.
+Status mapShm(const DeviceApi& api, HostShm* m) {
+  void* p = mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+  if (p == MAP_FAILED) return errorf(hocclSystemError, "mmap of %zu bytes of host shared memory: %s", m->size, strerror(errno));
+  m->host = p;
+  HOCCL_TRY(cuCheck(api.memHostRegister(p, m->size, kHostRegisterPortableMapped),
+                    "cuMemHostRegister(PORTABLE | DEVICEMAP) of host shared memory"));
+  m->registered = true;
+  return cuCheck(api.memHostGetDevicePointer(&m->dev, p, 0), "cuMemHostGetDevicePointer(host shared memory)");
+}
+
+}  // namespace
+
+Status hostShmCreate(const DeviceApi& api, size_t bytes, HostShm* out) {
+  *out = HostShm();
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  out->size = (bytes + page - 1) / page * page;
+  out->fd = memfd_create("hoccl-staged-connection", MFD_CLOEXEC);
+  if (out->fd < 0) return errorf(hocclSystemError, "memfd_create for a staged connection: %s", strerror(errno));
+  Status st;
+  if (ftruncate(out->fd, off_t(out->size)) != 0)
+    st = errorf(hocclSystemError, "ftruncate of a staged connection's memfd to %zu bytes: %s", out->size,
+                strerror(errno));
+  if (st.ok()) st = mapShm(api, out);
+  if (!st.ok()) hostShmRelease(api, out);
+  return st;
+}
+
+Status hostShmImport(const DeviceApi& api, int fd, size_t size, HostShm* out) {
+  *out = HostShm();
+  struct stat sb {};
+  if (fstat(fd, &sb) != 0) return errorf(hocclSystemError, "fstat of a staged connection's fd: %s", strerror(errno));
+  if (uint64_t(sb.st_size) < size)
+    return errorf(hocclRemoteError, "a staged connection's memory is %lld bytes, its message says %zu",
+                  static_cast<long long>(sb.st_size), size);
+  out->fd = fd;  // the caller's: mapped, not kept
+  out->size = size;
+  const Status st = mapShm(api, out);
+  out->fd = -1;
+  if (!st.ok()) hostShmRelease(api, out);
+  return st;
+}
+
+void hostShmRelease(const DeviceApi& api, HostShm* m) {
+  if (m->registered) api.memHostUnregister(m->host);
+  if (m->host) munmap(m->host, m->size);
+  if (m->fd >= 0) close(m->fd);
+  *m = HostShm();
+}
+
+Status ipcSend(int fd, const IpcBufferMsg& msg, const std::string& peerSocket, const std::string& peerName,
+               const std::function<bool()>& peerGone, const Deadline& dl) {
   FdChannel ch;
   Status st;
   // In short tries, so that a peer that exited is named at once.
@@ -86,16 +149,11 @@ Status ipcSend(const VmmApi& v, const VmmMapping& m, const IpcBufferMsg& msg, co
                     peerName.c_str());
   }
   HOCCL_TRY(st);
-  int fd = -1;
-  HOCCL_TRY(cuCheck(v.memExportToShareableHandle(&fd, m.handle, kMemHandleTypePosixFd, 0),
-                    "cuMemExportToShareableHandle(POSIX fd)"));
   const std::string bytes = encodeIpcBuffer(msg);
-  st = ch.send(bytes.data(), bytes.size(), &fd, 1, dl);
-  close(fd);  // the message holds its own reference now
-  return st;
+  return ch.send(bytes.data(), bytes.size(), &fd, 1, dl);
 }
 
-Status ipcReceive(const VmmApi& v, int device, const FdListener& listener, int nranks, const std::vector<int>& from,
+Status ipcReceive(const DeviceApi& api, int device, const FdListener& listener, int nranks, const std::vector<int>& from,
                   const std::function<bool(int)>& peerGone, const std::function<std::string(int)>& describe,
                   const Deadline& dl, std::vector<IpcReceived>* out) {
   std::vector<int> waiting = from;
@@ -131,8 +189,15 @@ Status ipcReceive(const VmmApi& v, int device, const FdListener& listener, int n
                     sizeof(DevConnMem));
     IpcReceived r;
     r.msg = msg;
-    HOCCL_TRY(vmmImport(v, device, fds[0], msg.size, &r.mapping)
-                  .context("device connections: mapping " + describe(msg.to) + "'s connection memory"));
+    Status mapped;
+    if (IpcHandle(msg.handleType) == IpcHandle::HostShm)
+      mapped = hostShmImport(api, fds[0], msg.size, &r.shm);
+    else if (IpcHandle(msg.handleType) == IpcHandle::PosixFd)
+      mapped = vmmImport(api.vmm, device, fds[0], msg.size, &r.mapping);
+    else
+      mapped = errorf(hocclRemoteError, "a %s handle, which this hoccl does not import",
+                      ipcHandleName(IpcHandle(msg.handleType)));
+    HOCCL_TRY(mapped.context("device connections: mapping " + describe(msg.to) + "'s connection memory"));
     out->push_back(r);
     waiting.erase(it);
   }

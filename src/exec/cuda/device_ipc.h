@@ -12,6 +12,10 @@
 // it has every connection it expects, bounded by the communicator's
 // timeout, and stops early, naming the rank, when that rank's process is
 // gone.
+//
+// A connection staged through host memory (a pair of GPUs without peer
+// access, or HOCCL_P2P_DISABLE) travels the same way as a memfd that both
+// processes map and register with cuMemHostRegister (IpcHandle::HostShm).
 #pragma once
 
 #include <cstddef>
@@ -45,15 +49,37 @@ Status vmmImport(const VmmApi& v, int device, int fd, size_t size, VmmMapping* o
 // teardown); the driver frees the memory once every process has.
 void vmmRelease(const VmmApi& v, VmmMapping* m);
 
-// Exports `m` to the importing rank that listens at `peerSocket`: connects
-// (until dl, or until `peerGone()`), sends `msg` and the fd, closes.
-Status ipcSend(const VmmApi& v, const VmmMapping& m, const IpcBufferMsg& msg, const std::string& peerSocket,
-               const std::string& peerName, const std::function<bool()>& peerGone, const Deadline& dl);
+// `m` as a POSIX fd of the caller's to send (and close).
+Status vmmExport(const VmmApi& v, const VmmMapping& m, int* fd);
 
-// One received connection.
+// Host shared memory that GPUs of this process reach (cuMemHostRegister,
+// portable and mapped): staged connections.
+struct HostShm {
+  int fd = -1;  // the memfd, until it was sent (hostShmCreate's caller closes it)
+  void* host = nullptr;
+  size_t size = 0;
+  DevPtr dev = 0;  // its device address
+  bool registered = false;
+};
+// A new memfd of `bytes` (rounded up to pages), mapped and registered here.
+Status hostShmCreate(const DeviceApi& api, size_t bytes, HostShm* out);
+// Maps and registers another process's memfd of `size` bytes.
+Status hostShmImport(const DeviceApi& api, int fd, size_t size, HostShm* out);
+// Unregisters, unmaps, closes (errors ignored: teardown).
+void hostShmRelease(const DeviceApi& api, HostShm* m);
+
+// Sends `fd` and `msg` to the importing rank that listens at `peerSocket`:
+// connects (until dl, or until `peerGone()`), sends, closes the channel.
+Status ipcSend(int fd, const IpcBufferMsg& msg, const std::string& peerSocket, const std::string& peerName,
+               const std::function<bool()>& peerGone, const Deadline& dl);
+
+// One received connection: a VMM mapping (msg.handleType PosixFd) or host
+// shared memory (HostShm).
 struct IpcReceived {
   IpcBufferMsg msg;
   VmmMapping mapping;
+  HostShm shm;
+  DevPtr base() const { return shm.dev ? shm.dev : mapping.base; }
 };
 // Accepts one export from each entry of `from` (exporting ranks, the
 // receivers of the edges; a rank once per edge) on `listener`, decodes and
@@ -61,7 +87,7 @@ struct IpcReceived {
 // expected; `describe(rank)` names a rank in errors. On error, what was
 // mapped is in *out. (The message's pid is not checked against the
 // socket's: ranks in containers may see each other's pids differently.)
-Status ipcReceive(const VmmApi& v, int device, const FdListener& listener, int nranks, const std::vector<int>& from,
+Status ipcReceive(const DeviceApi& api, int device, const FdListener& listener, int nranks, const std::vector<int>& from,
                   const std::function<bool(int)>& peerGone, const std::function<std::string(int)>& describe,
                   const Deadline& dl, std::vector<IpcReceived>* out);
 

@@ -27,6 +27,7 @@ const char* ipcHandleName(IpcHandle h) {
     case IpcHandle::PosixFd: return "posix-fd";
     case IpcHandle::Fabric: return "fabric";
     case IpcHandle::LegacyIpc: return "legacy-ipc";
+    case IpcHandle::HostShm: return "host-shm";
   }
   return "unknown";
 }
@@ -43,8 +44,10 @@ Status decodeIpcBuffer(const void* data, size_t bytes, int nranks, IpcBufferMsg*
   if (m.version != kIpcVersion)
     return HOCCL_IPC_BAD("version %u, this hoccl speaks %u (mixed hoccl versions?)", unsigned(m.version), unsigned(kIpcVersion));
   const auto type = IpcHandle(m.handleType);
-  if (type != IpcHandle::PosixFd && type != IpcHandle::Fabric && type != IpcHandle::LegacyIpc)
-    return HOCCL_IPC_BAD("handleType %u is none of posix-fd (1), fabric (2), legacy-ipc (3)", unsigned(m.handleType));
+  if (type != IpcHandle::PosixFd && type != IpcHandle::Fabric && type != IpcHandle::LegacyIpc &&
+      type != IpcHandle::HostShm)
+    return HOCCL_IPC_BAD("handleType %u is none of posix-fd (1), fabric (2), legacy-ipc (3), host-shm (4)",
+                         unsigned(m.handleType));
   if (m.granularity == 0 || (m.granularity & (m.granularity - 1)) != 0)
     return HOCCL_IPC_BAD("granularity %" PRIu64 " is not a power of two", m.granularity);
   if (m.size == 0 || m.size > kIpcMaxBytes)
@@ -67,9 +70,11 @@ Status decodeIpcBuffer(const void* data, size_t bytes, int nranks, IpcBufferMsg*
   if (m.link < 0) return HOCCL_IPC_BAD("link %d is negative", m.link);
   if (m.pid <= 0) return HOCCL_IPC_BAD("pid %d is not a process id", m.pid);
   if (!std::memchr(m.host, 0, sizeof m.host)) return HOCCL_IPC_BAD("host is not NUL-terminated within %zu bytes", sizeof m.host);
-  if (type == IpcHandle::PosixFd && !allZero(m.handle, sizeof m.handle))
-    return HOCCL_IPC_BAD("handle bytes are set for a posix-fd handle (the fd travels beside the message)");
-  if (type != IpcHandle::PosixFd && allZero(m.handle, sizeof m.handle))
+  const bool fdBeside = type == IpcHandle::PosixFd || type == IpcHandle::HostShm;
+  if (fdBeside && !allZero(m.handle, sizeof m.handle))
+    return HOCCL_IPC_BAD("handle bytes are set for a %s handle (the fd travels beside the message)",
+                         ipcHandleName(type));
+  if (!fdBeside && allZero(m.handle, sizeof m.handle))
     return HOCCL_IPC_BAD("handle is all zeros for a %s handle", ipcHandleName(type));
   *out = m;
   return Status();

@@ -26,6 +26,8 @@ enum class IpcHandle : uint16_t {
   PosixFd = 1,    // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; the fd rides with the message
   Fabric = 2,     // CU_MEM_HANDLE_TYPE_FABRIC; CUmemFabricHandle's 64 bytes in `handle`
   LegacyIpc = 3,  // cuIpcGetMemHandle's CUipcMemHandle (64 bytes) in `handle`
+  HostShm = 4,    // host shared memory (a memfd; the fd rides with the message), which each
+                  // process registers with cuMemHostRegister: connections staged through host memory
 };
 const char* ipcHandleName(IpcHandle h);
 
@@ -38,7 +40,7 @@ struct IpcBufferMsg {
   uint16_t version = kIpcVersion;
   uint16_t handleType = uint16_t(IpcHandle::PosixFd);
   uint64_t size = 0;         // of the allocation: a multiple of granularity
-  uint64_t granularity = 0;  // the exporter's cuMemGetAllocationGranularity: a power of two
+  uint64_t granularity = 0;  // the exporter's cuMemGetAllocationGranularity (HostShm: page size): a power of two
   uint64_t connOffset = 0;   // the DevConnMem: 64-byte aligned, connBytes inside the allocation
   uint64_t connBytes = 0;    // sizeof(DevConnMem) at the exporter (both must agree)
   uint64_t slotsOffset = 0;  // the slots: 16-byte aligned, not overlapping the DevConnMem
@@ -46,7 +48,7 @@ struct IpcBufferMsg {
   int32_t from = -1, to = -1, link = -1;  // the connection's edge (sender, receiver, link)
   int32_t pid = 0;                        // the exporter's, for error messages
   char host[64] = {};                     // the exporter's host name, NUL-terminated
-  uint8_t handle[64] = {};                // Fabric / LegacyIpc: the handle; PosixFd: zeros
+  uint8_t handle[64] = {};                // Fabric / LegacyIpc: the handle; PosixFd, HostShm: zeros
 };
 static_assert(sizeof(IpcBufferMsg) == 200, "IpcBufferMsg is a wire format: no padding, fixed size");
 

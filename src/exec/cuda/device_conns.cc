@@ -1,0 +1,324 @@
+// Device connections (device_executor.h): which pairs of ranks write into
+// each other's GPU memory directly and which stage through host memory,
+// and the connection memory itself, allocated by the receiving rank and
+// shared with the sending one.
+#include <unistd.h>
+
+#include <cstring>
+#include <iterator>
+
+#include "src/base/log.h"
+#include "src/exec/cuda/device_executor.h"
+
+namespace hoccl::cuda {
+namespace {
+
+// Bootstrap tag of a connection's address, receiver to sender.
+constexpr uint32_t kTagDevConn = 0x60000000;
+
+// What the receiver of an edge tells its sender.
+struct ConnAddress {
+  int32_t from, to, link, reserved;
+  uint64_t address;
+};
+
+// A connection's memory is used by two ranks' executors: the receiver
+// allocated it and the sender writes into it, so it is freed by whichever
+// lets go last (after an abort, a peer's launch may still be sending).
+struct SharedConn {
+  int holders = 0;
+  DevPtr slots = 0;     // device memory: the slots' own allocation
+  void* host = nullptr;  // staged: the cuMemHostAlloc block (DevConnMem and slots)
+};
+std::mutex sharedMu;
+std::map<DevPtr, SharedConn>& sharedConns() {
+  static std::map<DevPtr, SharedConn> conns;
+  return conns;
+}
+
+}  // namespace
+
+// Whether this rank's kernels can write into each rank's GPU memory: yes
+// on its own GPU; for another GPU of this process, if peer access could be
+// enabled; for a GPU of another process, if this process sees that GPU (by
+// PCI bus id) and the driver gives peer access to it. HOCCL_P2P_DISABLE:
+// no other rank. *why has the reason for each no.
+Status DeviceExecutor::reachRow(const Driver& d, std::vector<uint8_t>* row, std::map<int, std::string>* why) {
+  row->assign(size_t(nranks_), 1);
+  std::map<int, std::string> noPeer;  // by GPU of this process
+  HOCCL_TRY(enablePeerAccess(api_, device_, peerDevices_, &peerRetained_, &noPeer));
+  const RankGpu& me = rankGpus_[size_t(rank_)];
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    const RankGpu& other = rankGpus_[size_t(r)];
+    std::string& reason = (*why)[r];
+    if (settings_.p2pDisable) {
+      reason = "HOCCL_P2P_DISABLE=1";
+    } else if (owner_->sameProcess(r)) {
+      if (other.device == device_ || !noPeer.count(other.device)) continue;
+      reason = noPeer[other.device];
+    } else if (me.bus.empty() || other.bus.empty() || me.bus == other.bus) {
+      continue;  // one GPU, or unknown: VMM mapping as before
+    } else {
+      int count = 0, local = -1;
+      if (d.api.deviceGetCount && d.api.deviceGetCount(&count) == kCudaSuccess)
+        for (int i = 0; i < count && local < 0; ++i) {
+          char bus[32] = {};
+          int dev = 0;
+          if (d.api.deviceGet(&dev, i) == kCudaSuccess &&
+              d.api.deviceGetPciBusId(bus, sizeof bus - 1, dev) == kCudaSuccess && other.bus == bus)
+            local = i;
+        }
+      int can = 0;
+      if (local >= 0)
+        HOCCL_TRY(cuCheck(api_.deviceCanAccessPeer(&can, device_, local), "cuDeviceCanAccessPeer"));
+      if (can) continue;
+      reason = local < 0 ? "its GPU (" + other.bus + ") is not visible to this process (CUDA_VISIBLE_DEVICES?)"
+                         : "cuDeviceCanAccessPeer says GPU " + me.bus + " has no peer access to GPU " + other.bus +
+                               " (no NVLink or PCIe peer path, or ACS/IOMMU forbids it)";
+    }
+    (*row)[size_t(r)] = 0;
+  }
+  for (auto it = why->begin(); it != why->end();) it = it->second.empty() ? why->erase(it) : std::next(it);
+  return Status();
+}
+
+// Every rank's row of reachRow, so that both ends of a pair agree on where
+// its connections live (the receiver allocates, for the sender's row). A
+// rank whose row failed marks its own entry 2, and every rank refuses.
+Status DeviceExecutor::sharePaths(const Driver& d) {
+  const size_t n = size_t(nranks_);
+  std::vector<uint8_t> row;
+  std::map<int, std::string> why;
+  const Status mine = reachRow(d, &row, &why);
+  direct_.assign(n * n, 1);
+  if (mine.ok()) std::memcpy(&direct_[size_t(rank_) * n], row.data(), n);
+  else direct_[size_t(rank_) * n + size_t(rank_)] = 2;
+  HOCCL_TRY(oob_->allGather(direct_.data(), n).context("device setup: sharing which GPUs reach which"));
+  HOCCL_TRY(mine);
+  for (size_t r = 0; r < n; ++r)
+    if (direct_[r * n + r] == 2)
+      return errorf(hocclInvalidUsage, "device buffers: rank %zu could not tell which GPUs it reaches (its error "
+                    "names the call that failed)", r);
+  for (uint8_t v : direct_) oneGpu_ = oneGpu_ && v;  // host memory: system scope
+  if (settings_.p2pDisable && !why.empty()) {
+    HINFO(kSubAll, "rank %d: HOCCL_P2P_DISABLE=1: device connections to other ranks stage through host memory",
+          rank_);
+  } else {
+    for (const auto& [r, reason] : why)
+      HWARN(kSubAll, "device buffers: rank %d (GPU %s) cannot write into rank %d's GPU (%s): %s; their connections "
+            "stage through host memory, which is slower", rank_, rankGpus_[size_t(rank_)].bus.c_str(), r,
+            rankGpus_[size_t(r)].bus.c_str(), reason.c_str());
+  }
+  return Status();
+}
+
+// A connection's memory for a sender of this process: on this GPU, or in
+// mapped host memory every context of the process reaches when staged.
+Status DeviceExecutor::makeConn(bool staged, DevPtr* mem) {
+  DevConnMem init;
+  std::memset(static_cast<void*>(&init), 0, sizeof init);
+  init.slotBytes = slotBytes_;
+  SharedConn shared{1, 0, nullptr};
+  if (staged) {
+    void* host = nullptr;
+    HOCCL_TRY(cuCheck(api_.memHostAlloc(&host, ipcSlotsOffset() + kDevSlots * slotBytes_, kHostAllocPortableMapped),
+                      "cuMemHostAlloc(PORTABLE | DEVICEMAP) for a staged connection"));
+    init.dataOffset = ipcSlotsOffset();
+    std::memcpy(host, &init, sizeof init);
+    const Status st = cuCheck(api_.memHostGetDevicePointer(mem, host, 0), "cuMemHostGetDevicePointer(connection)");
+    if (!st.ok()) {
+      api_.memFreeHost(host);
+      return st;
+    }
+    shared.host = host;
+  } else {
+    DevPtr slots = 0;
+    HOCCL_TRY(cuCheck(api_.memAlloc(mem, sizeof(DevConnMem)), "cuMemAlloc(connection)"));
+    Status st = cuCheck(api_.memAlloc(&slots, kDevSlots * slotBytes_), "cuMemAlloc(connection slots)");
+    init.dataOffset = slots - *mem;
+    if (st.ok()) st = upload(*mem, &init, sizeof init, "cuMemcpyHtoDAsync(connection)");
+    if (!st.ok()) {
+      api_.memFree(*mem);
+      if (slots) api_.memFree(slots);
+      return st;
+    }
+    shared.slots = slots;
+  }
+  std::lock_guard<std::mutex> lock(sharedMu);
+  sharedConns()[*mem] = shared;
+  held_.push_back(*mem);
+  return Status();
+}
+
+// Receiving ends first: allocate (on this GPU, or in host memory where the
+// pair is staged), initialise, tell the sender (over the bootstrap, or as an
+// exported fd to another process: exportConn); then
+// the addresses of the sending ends, from their receivers (importConns for
+// those in other processes). Sends do not wait for the peer, so every rank
+// can post all of its own before reading any.
+Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
+  const Status st = connectEdges(edges);
+  if (!st.ok())  // the next call asks again for what did not arrive
+    for (auto it = conns_.begin(); it != conns_.end();) it = it->second == 0 ? conns_.erase(it) : std::next(it);
+  return st;
+}
+
+Status DeviceExecutor::connectEdges(const std::vector<PlanEdge>& edges) {
+  std::map<int, int> wanted;  // peer -> sending ends it still owes us
+  std::vector<int> exporters;  // the same, from other processes: one entry per edge
+  for (const PlanEdge& e : edges) {
+    const auto key = std::make_tuple(e.from, e.to, e.link);
+    if (conns_.count(key)) continue;
+    if (e.to != rank_) {
+      if (owner_->sameProcess(e.to))
+        ++wanted[e.to];
+      else
+        exporters.push_back(e.to);
+      conns_[key] = 0;  // filled below
+      continue;
+    }
+    if (e.from != rank_ && !owner_->sameProcess(e.from)) {
+      HOCCL_TRY(exportConn(e, &conns_[key]));
+      continue;
+    }
+    DevPtr mem = 0;
+    HOCCL_TRY(makeConn(staged(e.from, rank_), &mem));
+    conns_[key] = mem;
+    if (e.from == rank_) continue;  // a rank's edge to itself
+    const ConnAddress a{e.from, e.to, e.link, 0, mem};
+    HOCCL_TRY(oob_->send(e.from, kTagDevConn, &a, sizeof a).context("device connection to rank " +
+                                                                     std::to_string(e.from)));
+  }
+  Status st;
+  for (auto& [peer, owed] : wanted) {
+    for (; st.ok() && owed > 0; --owed) {
+      std::string msg;
+      st = oob_->recv(peer, kTagDevConn, &msg).context("device connection from rank " + std::to_string(peer));
+      ConnAddress a{};
+      if (st.ok() && msg.size() != sizeof a)
+        st = errorf(hocclInternalError, "device connection: a %zu-byte message from rank %d", msg.size(), peer);
+      if (!st.ok()) break;
+      std::memcpy(&a, msg.data(), sizeof a);
+      auto it = conns_.find(std::make_tuple(a.from, a.to, a.link));
+      if (a.from != rank_ || a.to != peer || it == conns_.end() || it->second != 0) {
+        st = errorf(hocclInternalError, "device connection: rank %d sent the address of edge %d->%d link %d, "
+                    "which rank %d did not ask for", peer, a.from, a.to, a.link, rank_);
+        break;
+      }
+      std::lock_guard<std::mutex> lock(sharedMu);
+      auto shared = sharedConns().find(a.address);
+      if (shared == sharedConns().end()) {
+        st = errorf(hocclInternalError, "device connection: rank %d's memory for edge %d->%d link %d is already "
+                    "freed (its communicator was destroyed)", peer, a.from, a.to, a.link);
+        break;
+      }
+      ++shared->second.holders;
+      held_.push_back(a.address);
+      it->second = a.address;
+    }
+  }
+  if (st.ok() && !exporters.empty()) st = importConns(exporters);
+  return st;
+}
+
+std::string DeviceExecutor::describePeer(int peer) const {
+  const PeerInfo info = owner_->peerInfo(peer);
+  return "rank " + std::to_string(peer) + " (pid " + std::to_string(info.pid) + " on " + info.host + ")";
+}
+
+// The receiving end of edge e, whose sender is another process of this
+// host: one VMM allocation (the DevConnMem, then the slots), mapped here
+// and handed to the sender as an fd, or for a staged pair a memfd both
+// register as host memory; *mem is the DevConnMem here.
+Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
+  const std::string peer = describePeer(e.from);
+  const size_t slotsOffset = ipcSlotsOffset(), slotsBytes = kDevSlots * slotBytes_;
+  DevConnMem init;
+  std::memset(static_cast<void*>(&init), 0, sizeof init);
+  init.dataOffset = slotsOffset;
+  init.slotBytes = slotBytes_;
+  IpcBufferMsg msg;
+  DevPtr base = 0;
+  int fd = -1;
+  if (staged(e.from, rank_)) {
+    HostShm m;
+    HOCCL_TRY(hostShmCreate(api_, slotsOffset + slotsBytes, &m).context("staged connection memory for " + peer));
+    std::memcpy(m.host, &init, sizeof init);
+    fd = m.fd;
+    m.fd = -1;
+    shmMaps_.push_back(m);  // released with the executor
+    msg.handleType = uint16_t(IpcHandle::HostShm);
+    msg.size = m.size;
+    msg.granularity = uint64_t(sysconf(_SC_PAGESIZE));
+    base = m.dev;
+  } else {
+    VmmMapping m;
+    size_t granularity = 0;
+    HOCCL_TRY(vmmCreate(api_.vmm, device_, slotsOffset + slotsBytes, &m, &granularity)
+                  .context("device connection memory for " + peer));
+    ipcMaps_.push_back(m);  // released with the executor
+    HOCCL_TRY(upload(m.base, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
+    HOCCL_TRY(vmmExport(api_.vmm, m, &fd));
+    msg.size = m.size;
+    msg.granularity = granularity;
+    base = m.base;
+  }
+  msg.connOffset = 0;
+  msg.connBytes = sizeof(DevConnMem);
+  msg.slotsOffset = slotsOffset;
+  msg.slotsBytes = slotsBytes;
+  msg.from = e.from;
+  msg.to = e.to;
+  msg.link = e.link;
+  msg.pid = getpid();
+  gethostname(msg.host, sizeof msg.host - 1);
+  Status sent = ipcSend(fd, msg, fdSocketName(&socketKey_, sizeof socketKey_, e.from), peer,
+                        [&] { return owner_->peerProcessGone(e.from); }, Deadline::in(timeoutSec_));
+  close(fd);  // the message held its own reference
+  HOCCL_TRY(sent.context("device connection to " + peer));
+  *mem = base;
+  return Status();
+}
+
+// The sending ends whose memory other processes export (one per entry of
+// `exporters`), mapped here.
+Status DeviceExecutor::importConns(const std::vector<int>& exporters) {
+  std::vector<IpcReceived> got;
+  const Status st = ipcReceive(
+      api_, device_, fdListener_, nranks_, exporters,
+      [this](int r) { return owner_->peerProcessGone(r); },
+      [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got);
+  for (const IpcReceived& r : got) {
+    if (r.shm.dev) shmMaps_.push_back(r.shm);
+    else ipcMaps_.push_back(r.mapping);
+  }
+  HOCCL_TRY(st);
+  for (const IpcReceived& r : got) {
+    auto it = conns_.find(std::make_tuple(r.msg.from, r.msg.to, r.msg.link));
+    if (r.msg.from != rank_ || it == conns_.end() || it->second != 0)
+      return errorf(hocclInternalError, "device connection: %s exported edge %d->%d link %d, which rank %d did "
+                    "not ask for", describePeer(r.msg.to).c_str(), r.msg.from, r.msg.to, r.msg.link, rank_);
+    it->second = r.base() + r.msg.connOffset;
+  }
+  return Status();
+}
+
+void DeviceExecutor::releaseConns() {
+  for (VmmMapping& m : ipcMaps_) vmmRelease(api_.vmm, &m);
+  for (HostShm& m : shmMaps_) hostShmRelease(api_, &m);
+  std::lock_guard<std::mutex> lock(sharedMu);
+  for (DevPtr mem : held_) {
+    auto it = sharedConns().find(mem);
+    if (it == sharedConns().end() || --it->second.holders > 0) continue;
+    if (it->second.host) {
+      api_.memFreeHost(it->second.host);
+    } else {
+      api_.memFree(it->second.slots);
+      api_.memFree(mem);
+    }
+    sharedConns().erase(it);
+  }
+}
+
+}  // namespace hoccl::cuda
