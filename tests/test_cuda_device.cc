@@ -32,6 +32,7 @@
 #include "src/base/log.h"
 #include "src/exec/dataops.h"
 #include "src/exec/cuda/device_api.h"
+#include "src/exec/cuda/device_executor.h"
 #include "src/exec/cuda/interp.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/harness.h"
@@ -412,6 +413,59 @@ TEST_F(CudaDeviceTest, WithP2PDisabledEveryConnectionStagesAndResultsMatch) {
   }, &error)) << error;
   unsetenv("HOCCL_P2P_DISABLE");
   reloadSettingsForTesting();
+}
+
+// An executor keeps at most kMaxDevicePlans plans (here 3): calls of many
+// sizes free the least recently launched plan's device memory, and a size
+// whose plan was freed is set up again on every rank at the same call.
+// Results match the host throughout; live device memory stays bounded.
+TEST_F(CudaDeviceTest, PlansBeyondTheCapAreFreedAndSetUpAgainWhenCalled) {
+  const int n = 2;
+  const std::vector<uint64_t> counts = {100, 200, 300, 400, 500, 600, 100, 700, 200};
+  auto liveAfter = [&](size_t cap) {
+    cuda::setPlanCapForTesting(cap);
+    RanksWithStreams ranks(fake.get(), n);
+    EXPECT_EQ(ranks.world.initError(), "");
+    const int before = fake->deviceLive();
+    for (uint64_t count : counts) {
+      const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, count, false, 0};
+      EXPECT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
+        runAndCompare(fake.get(), c, comm, rank, n, ranks.streams[rank]);
+      })) << count;
+    }
+    cuda::setPlanCapForTesting(0);
+    return fake->deviceLive() - before;
+  };
+  const int capped = liveAfter(3), uncapped = liveAfter(0);
+  // 7 sizes, each a plan of 3 blocks per rank (image, connection table,
+  // counters; a ring all-reduce has no scratch): 3 plans kept against 7,
+  // on each of the 2 ranks. The connections are the same either way.
+  EXPECT_EQ(uncapped - capped, 2 * 3 * 4) << "capped " << capped << " blocks live, uncapped " << uncapped;
+  EXPECT_GT(capped, 2 * 3 * 3);
+
+  // A plan launched into a CUDA graph is kept whatever the cap: the graph
+  // may replay it at any time. Cap 1: the captured plan and the latest.
+  cuda::setPlanCapForTesting(1);
+  RanksWithStreams ranks(fake.get(), n);
+  ASSERT_EQ(ranks.world.initError(), "");
+  const int before = fake->deviceLive();
+  const Case captured{CollKind::AllReduce, DType::Float32, RedOp::Sum, 5000, false, 0};
+  ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
+    Buffers b(fake.get(), captured, n, rank);
+    fake->setCapture(ranks.streams[rank], cuda::kCaptureStatusActive);
+    ASSERT_EQ(callApi(captured, b.devIn(), b.devOut(), comm, ranks.streams[rank]), hocclSuccess);
+    fake->setCapture(ranks.streams[rank], cuda::kCaptureStatusNone);
+    ASSERT_TRUE(fake->sync(ranks.streams[rank]));
+  }));
+  const int onePlan = fake->deviceLive() - before;
+  for (uint64_t count : {6000, 7000, 8000}) {
+    const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, count, false, 0};
+    ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
+      runAndCompare(fake.get(), c, comm, rank, n, ranks.streams[rank]);
+    }));
+  }
+  EXPECT_EQ(fake->deviceLive() - before, onePlan + 2 * 3) << "the captured plan and the latest, on each rank";
+  cuda::setPlanCapForTesting(0);
 }
 
 TEST_F(CudaDeviceTest, TheCallReturnsBeforeItsStreamRuns) {

@@ -53,6 +53,7 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
   const size_t esize = dtypeSize(call.dtype);
   auto k = std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace, key.maxStepCount, esize);
   auto it = deviceSchedules.find(k);
+  if (it == deviceSchedules.end() && deviceSchedules.size() >= 256) deviceSchedules.clear();  // as prepare()'s
   if (it == deviceSchedules.end())
     it = deviceSchedules.emplace(k, std::make_shared<const Schedule>(tunedSchedule(key, esize, device.get())))
              .first;

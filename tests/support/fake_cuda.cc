@@ -492,6 +492,10 @@ void* FakeCuda::allocOn(int device, size_t bytes) {
   return p;
 }
 void FakeCuda::setDevices(int n) { state_->devices = n; }
+int FakeCuda::deviceLive() const {
+  std::lock_guard<std::mutex> l(state_->mu);
+  return int(state_->device.size());
+}
 int FakeCuda::hostLive() const {
   std::lock_guard<std::mutex> l(state_->mu);
   return int(state_->mapped.size() + state_->registered.size());

@@ -60,6 +60,7 @@ class FakeCuda {
   // Blocks of mapped host memory live in this process: cuMemHostAlloc'ed
   // and cuMemHostRegister'ed (control blocks, staged connections).
   int hostLive() const;
+  int deviceLive() const;  // cuMemAlloc'ed blocks live (and the tests' own)
   // A stream of its own (freed with the fake).
   void* createStream();
   // True once everything queued on `stream` has run (waits up to `sec`).

@@ -21,12 +21,19 @@ namespace hoccl::cuda {
 namespace {
 
 std::atomic<const void*> testImage{nullptr};
+std::atomic<size_t> testPlanCap{0};
 
 bool eventDone(const DeviceApi& api, CuHandle ev) { return api.eventQuery(ev) == kCudaSuccess; }
 
 }  // namespace
 
 void setKernelImageForTesting(const void* image) { testImage.store(image, std::memory_order_release); }
+void setPlanCapForTesting(size_t cap) { testPlanCap.store(cap, std::memory_order_relaxed); }
+
+size_t DeviceExecutor::planCap() {
+  const size_t cap = testPlanCap.load(std::memory_order_relaxed);
+  return cap ? cap : kMaxDevicePlans;
+}
 
 // The executor's context current on this thread while in scope, and the
 // caller's back after. Also this thread's stream-capture mode relaxed: while
@@ -244,7 +251,7 @@ DeviceExecutor::~DeviceExecutor() {
       return;
     }
   }
-  for (DevPtr p : allocations_) api_.memFree(p);
+  for (auto& [sched, plan] : plans_) freePlan(&plan);
   releaseConns();
   if (control_) api_.memFreeHost(control_);
   if (last_) api_.eventDestroy(last_);
@@ -254,10 +261,36 @@ DeviceExecutor::~DeviceExecutor() {
   if (retained_) api_.devicePrimaryCtxRelease(device_);
 }
 
-Status DeviceExecutor::alloc(size_t bytes, DevPtr* p) {
+Status DeviceExecutor::alloc(size_t bytes, DevPtr* p, PlanRes* owner) {
   *p = 0;
   HOCCL_TRY(cuCheck(api_.memAlloc(p, bytes ? bytes : 16), "cuMemAlloc"));
-  allocations_.push_back(*p);
+  owner->owned.push_back(*p);
+  return Status();
+}
+
+void DeviceExecutor::freePlan(PlanRes* p) {
+  for (DevPtr a : p->owned) api_.memFree(a);
+  p->owned.clear();
+}
+
+// The least recently launched plan that no CUDA graph holds is freed once
+// every launch queued so far has ended (one of them may be its last). The
+// choice depends only on the sequence of calls, the same on every rank, so
+// every rank sets the next one up again at the same call (setUp's barrier).
+// Waiting here cannot deadlock: the call that needs room has not been
+// launched by anyone (no rank launches before setUp's barrier), and the
+// launches queued before it wait only for peers' launches already queued.
+Status DeviceExecutor::evictPlan() {
+  auto victim = plans_.end();
+  for (auto it = plans_.begin(); it != plans_.end(); ++it)
+    if (!it->second.captured && (victim == plans_.end() || it->second.lastUse < victim->second.lastUse)) victim = it;
+  if (victim == plans_.end()) return Status();  // every plan is in a graph: keep them all
+  if (!waitIdle(timeoutSec_))
+    return errorf(hocclRemoteError, "device buffers: rank %d's earlier launches did not end within HOCCL_TIMEOUT "
+                  "(%.0f s) while it made room for a new schedule", rank_, timeoutSec_);
+  freePlan(&victim->second);
+  plans_.erase(victim);
+  ++evictions_;
   return Status();
 }
 
@@ -295,17 +328,17 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
   for (const PlanEdge& e : rp.edges) table.push_back(conns_.at(std::make_tuple(e.from, e.to, e.link)));
   out->sched = w.schedule;
   out->nchannels = rp.plan.header.nchannels;
-  HOCCL_TRY(alloc(image.size(), &out->image));
+  HOCCL_TRY(alloc(image.size(), &out->image, out));
   HOCCL_TRY(upload(out->image, image.data(), image.size(), "cuMemcpyHtoDAsync(plan)"));
-  HOCCL_TRY(alloc(table.size() * sizeof(DevPtr), &out->conns));
+  HOCCL_TRY(alloc(table.size() * sizeof(DevPtr), &out->conns, out));
   if (!table.empty())
     HOCCL_TRY(upload(out->conns, table.data(), table.size() * sizeof(DevPtr), "cuMemcpyHtoDAsync(connection table)"));
   // Zero once: each launch's last channel zeroes them for the next (interp.h).
-  HOCCL_TRY(alloc((out->nchannels + 1) * sizeof(uint64_t), &out->stepsDone));
+  HOCCL_TRY(alloc((out->nchannels + 1) * sizeof(uint64_t), &out->stepsDone, out));
   const std::vector<uint64_t> zeros(out->nchannels + 1, 0);
   HOCCL_TRY(upload(out->stepsDone, zeros.data(), zeros.size() * sizeof(uint64_t), "cuMemcpyHtoDAsync(steps done)"));
   if (rp.plan.header.scratchCount)
-    HOCCL_TRY(alloc(rp.plan.header.scratchCount * dtypeSize(w.call.dtype), &out->scratch));
+    HOCCL_TRY(alloc(rp.plan.header.scratchCount * dtypeSize(w.call.dtype), &out->scratch, out));
   // No rank launches this schedule before every rank has set it up. The
   // driver calls above (cuMemAlloc, the synchronous copies) may wait for
   // the whole device to go idle; a peer's launch of this schedule, already
@@ -320,11 +353,17 @@ Status DeviceExecutor::enqueue(const Work& w) {
   HOCCL_TRY(kernel(w.call.dtype, w.call.op, &fn));
   auto it = plans_.find(w.schedule.get());
   if (it == plans_.end()) {
+    if (plans_.size() >= planCap()) HOCCL_TRY(evictPlan());
     PlanRes res;
-    HOCCL_TRY(setUp(w, &res));
+    const Status st = setUp(w, &res);
+    if (!st.ok()) {
+      freePlan(&res);
+      return st;
+    }
     it = plans_.emplace(w.schedule.get(), std::move(res)).first;
   }
-  const PlanRes& p = it->second;
+  PlanRes& p = it->second;
+  p.lastUse = ++launches_;
   if (p.nchannels == 0) return Status();  // nothing moves (one rank, or count 0)
   CuHandle stream = w.call.stream;
   // Captured into a CUDA graph, the launch and what orders it are nodes of
@@ -337,6 +376,7 @@ Status DeviceExecutor::enqueue(const Work& w) {
     return Status(hocclInvalidUsage, "device buffers: the stream's capture into a CUDA graph was invalidated by an "
                                      "earlier call; end the capture (cuStreamEndCapture reports why) and start again");
   const bool captured = capture == kCaptureStatusActive;
+  p.captured = p.captured || captured;  // a graph may replay it at any time: never evicted
   // After this communicator's previous launch, whatever its stream (on the
   // same stream, outside any capture, the stream orders them already).
   if (launched_.load(std::memory_order_relaxed) && (captured || lastCaptured_ || stream != lastStream_))

@@ -59,9 +59,15 @@ struct DeviceSettings {
   bool p2pDisable = false;        // HOCCL_P2P_DISABLE: every connection between ranks staged through host memory
 };
 
+// Plans (a flattened schedule and its device memory) an executor keeps; the
+// least recently launched one beyond it is freed (DeviceExecutor::evictPlan).
+inline constexpr size_t kMaxDevicePlans = 64;
+
 // Tests: the image create() loads instead of kernelImage() (for builds that
 // embed no kernels; a fake driver accepts any bytes). Null: kernelImage().
 void setKernelImageForTesting(const void* image);
+// Tests: kMaxDevicePlans replaced by `cap` (0: restored).
+void setPlanCapForTesting(size_t cap);
 
 class DeviceExecutor {
  public:
@@ -102,6 +108,8 @@ class DeviceExecutor {
   // The same on every rank. HOCCL_DEVICE_CHANNELS fixes it, within the cap.
   int channelsFor(uint64_t bytes) const;
   int channelCap() const { return channelCap_; }
+  size_t plans() const { return plans_.size(); }
+  uint64_t evictions() const { return evictions_; }
 
  private:
   DeviceExecutor() = default;
@@ -110,7 +118,13 @@ class DeviceExecutor {
     DevPtr image = 0, conns = 0, stepsDone = 0, scratch = 0;
     uint32_t nchannels = 0;
     uint64_t sliceElems = 0;
+    std::vector<DevPtr> owned;  // the allocations above
+    uint64_t lastUse = 0;       // the launch that used it last (launches_)
+    bool captured = false;      // launched into a CUDA graph: kept while the executor lives
   };
+  static size_t planCap();
+  Status evictPlan();
+  void freePlan(PlanRes* p);
   class CtxScope;
   Status shareDevices(const Driver& d);
   Status sharePaths(const Driver& d);  // device_conns.cc
@@ -125,7 +139,7 @@ class DeviceExecutor {
   Status exportConn(const PlanEdge& e, DevPtr* mem);
   Status importConns(const std::vector<int>& exporters);
   std::string describePeer(int peer) const;
-  Status alloc(size_t bytes, DevPtr* p);
+  Status alloc(size_t bytes, DevPtr* p, PlanRes* owner);
   Status kernel(DType t, RedOp op, CuHandle* fn);
 
   DeviceApi api_;
@@ -163,7 +177,7 @@ class DeviceExecutor {
   bool lastCaptured_ = false;
   std::map<const Schedule*, PlanRes> plans_;
   std::map<std::tuple<int, int, int>, DevPtr> conns_;  // (from, to, link) -> DevConnMem
-  std::vector<DevPtr> allocations_;  // this executor's alone
+  uint64_t launches_ = 0, evictions_ = 0;  // enqueue's thread only
   std::vector<DevPtr> held_;         // connections it shares with a peer (device_executor.cc)
   std::mutex failMu_;
   Status failure_;  // the first failure poll() read (sticky)
