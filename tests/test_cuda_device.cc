@@ -34,6 +34,7 @@
 #include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/device_executor.h"
 #include "src/exec/cuda/interp.h"
+#include "src/tune/tuner.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/harness.h"
 #include "tests/support/rank_buffers.h"
@@ -167,8 +168,13 @@ hocclResult_t awaitAsyncError(hocclComm_t comm) {
   return async;
 }
 
+// Device calls run the schedule the host would pick for the same call (not
+// the device rule of Tuner::chooseForDevice, test_tune.cc), so that results
+// compare bit for bit with the host's even where sums are not exact.
 class CudaDeviceTest : public ::testing::Test {
  protected:
+  CudaDeviceTest() { tune::Tuner::hostChoicesOnDeviceForTesting(true); }
+  ~CudaDeviceTest() override { tune::Tuner::hostChoicesOnDeviceForTesting(false); }
   std::unique_ptr<FakeCuda> fake = std::make_unique<FakeCuda>();
 };
 
@@ -466,6 +472,43 @@ TEST_F(CudaDeviceTest, PlansBeyondTheCapAreFreedAndSetUpAgainWhenCalled) {
   }
   EXPECT_EQ(fake->deviceLive() - before, onePlan + 2 * 3) << "the captured plan and the latest, on each rank";
   cuda::setPlanCapForTesting(0);
+}
+
+// Without the test hook, device calls take the device rule's algorithm
+// (doubling for a small all-reduce, the ring for a small reduce-scatter,
+// where the host model picks oneshot for both on one node: test_tune.cc):
+// rank 0 logs the pick, and whole-number results equal the host's (any
+// order of sums).
+std::mutex infoMu;
+std::vector<std::string> infos;
+void takeInfo(LogLevel level, uint32_t, const char*, int, const char* msg) {
+  if (level != LogLevel::Info) return;
+  std::lock_guard<std::mutex> l(infoMu);
+  infos.push_back(msg);
+}
+
+TEST_F(CudaDeviceTest, DeviceCallsTakeTheDeviceRulesAlgorithm) {
+  tune::Tuner::hostChoicesOnDeviceForTesting(false);
+  const int n = 4;
+  RanksWithStreams ranks(fake.get(), n);
+  ASSERT_EQ(ranks.world.initError(), "");
+  infos.clear();
+  setLogSink(&takeInfo, LogLevel::Info);
+  const Case cases[] = {{CollKind::AllReduce, DType::Int32, RedOp::Sum, 1000, false, 0},
+                        {CollKind::ReduceScatter, DType::Int32, RedOp::Sum, 16, false, 0}};
+  for (const Case& c : cases)
+    EXPECT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
+      runAndCompare(fake.get(), c, comm, rank, n, ranks.streams[rank]);
+    }));
+  setLogSink(nullptr, LogLevel::None);
+  auto logged = [&](const std::string& what) {
+    for (const std::string& m : infos)
+      if (m.find(what) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(logged("AllReduce of 4000 bytes: doubling")) << "no device pick logged for the all-reduce";
+  EXPECT_TRUE(logged("(device rule: doubling up to 256 KiB)"));
+  EXPECT_TRUE(logged("ReduceScatter of 256 bytes: ring")) << "no device pick logged for the reduce-scatter";
 }
 
 TEST_F(CudaDeviceTest, TheCallReturnsBeforeItsStreamRuns) {

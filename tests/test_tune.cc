@@ -130,6 +130,35 @@ TEST(Tuner, PicksOneShotForTinyCallsOnOneNode) {
   EXPECT_EQ(t.choose(CollKind::ReduceScatter, 64 * kMiB).algo, AlgoId::Ring);
 }
 
+// On device buffers the host model does not apply: the rule measured on an
+// H100 picks doubling for all-reduces up to 256 KiB and the ring above it
+// and for reduce-scatter and all-gather, where the host model above picks
+// oneshot; a forced algorithm or a tune-file rule still wins.
+TEST(Tuner, DeviceCallsFollowTheDeviceRuleUnlessForcedOrRuled) {
+  const Machine m = Machine::rectangular(1, 4, 1, gigabit());
+  Tuner t(m, {}, "", nullptr, 0);
+  for (uint64_t b : {uint64_t(8), uint64_t(4096), kDeviceDoublingMaxBytes}) {
+    const Choice c = t.chooseForDevice(CollKind::AllReduce, b);
+    EXPECT_EQ(c.algo, AlgoId::Doubling) << b;
+    EXPECT_NE(c.why.find("device rule"), std::string::npos) << c.why;
+  }
+  EXPECT_EQ(t.chooseForDevice(CollKind::AllReduce, kDeviceDoublingMaxBytes + 1).algo, AlgoId::Ring);
+  EXPECT_EQ(t.chooseForDevice(CollKind::AllReduce, 64 * kMiB).algo, AlgoId::Ring);
+  EXPECT_EQ(t.choose(CollKind::ReduceScatter, 64).algo, AlgoId::OneShot) << "the host model's pick";
+  EXPECT_EQ(t.chooseForDevice(CollKind::ReduceScatter, 64).algo, AlgoId::Ring);
+  EXPECT_EQ(t.chooseForDevice(CollKind::AllGather, 64).algo, AlgoId::Ring);
+  Tuner forced(m, {}, "", findAlgorithm("oneshot"), 0);
+  EXPECT_EQ(forced.chooseForDevice(CollKind::AllReduce, 8).algo, AlgoId::OneShot);
+  EXPECT_EQ(forced.chooseForDevice(CollKind::AllReduce, 8).why, "HOCCL_ALGO");
+  TuneFile f;
+  ASSERT_TRUE(parseTuneFile("allreduce * oneshot\n", "t.conf", LinkModel{}, &f).ok());
+  Tuner ruled(m, f.rules, f.path, nullptr, 0);
+  EXPECT_EQ(ruled.chooseForDevice(CollKind::AllReduce, 8).algo, AlgoId::OneShot);
+  Tuner::hostChoicesOnDeviceForTesting(true);
+  EXPECT_EQ(t.chooseForDevice(CollKind::ReduceScatter, 64).algo, AlgoId::OneShot);
+  Tuner::hostChoicesOnDeviceForTesting(false);
+}
+
 TEST(Tuner, OneNodeNeverPicksGroupedAlgorithms) {
   Tuner t(Machine::rectangular(1, 4, 1, gigabit()), {}, "", nullptr, 0);
   for (uint64_t b = 8; b <= 256 * kMiB; b *= 8) {

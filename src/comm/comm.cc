@@ -231,7 +231,7 @@ using namespace hoccl;
 // verifier tests check (algorithms/executable.h).
 Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize, const cuda::DeviceExecutor* device) {
   const uint64_t bytes = (inputCount(key0) > outputCount(key0) ? inputCount(key0) : outputCount(key0)) * esize;
-  const tune::Choice choice = tuner->choose(key0.coll, bytes);
+  const tune::Choice choice = device ? tuner->chooseForDevice(key0.coll, bytes) : tuner->choose(key0.coll, bytes);
   ScheduleKey key = key0;
   key.nchannels = choice.nchannels;
   key.pipelineChunks = choice.pipelineChunks;

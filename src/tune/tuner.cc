@@ -3,6 +3,7 @@
 #include "src/tune/tuner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <iterator>
 
@@ -96,8 +97,33 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
       }
     }
   }
-  best.why = forced_ && forced_->supports(coll) ? "HOCCL_ALGO" : "model";
+  best.byModel = !(forced_ && forced_->supports(coll));
+  best.why = best.byModel ? "model" : "HOCCL_ALGO";
   return best;
+}
+
+namespace {
+std::atomic<bool> hostChoicesOnDevice{false};
+}  // namespace
+
+void Tuner::hostChoicesOnDeviceForTesting(bool on) { hostChoicesOnDevice.store(on, std::memory_order_relaxed); }
+
+Choice Tuner::chooseForDevice(CollKind coll, uint64_t bytes) const {
+  Choice c = choose(coll, bytes);
+  if (!c.byModel || hostChoicesOnDevice.load(std::memory_order_relaxed)) return c;
+  c.nchannels = 1;  // the device executor sets channels by size
+  c.pipelineChunks = 0;
+  c.predictedUs = 0;
+  if (coll == CollKind::AllReduce) {
+    c.algo = bytes <= kDeviceDoublingMaxBytes ? AlgoId::Doubling : AlgoId::Ring;
+    c.why = bytes <= kDeviceDoublingMaxBytes ? "device rule: doubling up to 256 KiB" : "device rule: ring above 256 KiB";
+  } else if (coll == CollKind::ReduceScatter || coll == CollKind::AllGather) {
+    c.algo = AlgoId::Ring;
+    c.why = "device rule: ring";
+  } else {
+    c.why = "model (host costs)";
+  }
+  return c;
 }
 
 std::string Tuner::table(uint64_t lo, uint64_t hi, int factor) const {

@@ -53,8 +53,13 @@ struct Choice {
   int nchannels = 1;
   int pipelineChunks = 0;  // horing only; 0 = the builder's default
   double predictedUs = 0;
-  std::string why;         // "model", "HOCCL_ALGO", "<file>:<line>"
+  std::string why;         // "model", "HOCCL_ALGO", "<file>:<line>", "device rule ..."
+  bool byModel = false;    // the cost model picked it (no rule, nothing forced)
 };
+
+// Calls on device buffers: all-reduces up to this many bytes run recursive
+// doubling, larger ones the ring (chooseForDevice).
+inline constexpr uint64_t kDeviceDoublingMaxBytes = uint64_t(256) << 10;
 
 class Tuner {
  public:
@@ -64,6 +69,19 @@ class Tuner {
         int channels, int maxChannels = 4);
 
   Choice choose(CollKind coll, uint64_t bytes) const;
+  // The same for a call on device buffers. A tune-file rule or HOCCL_ALGO
+  // wins as in choose(); otherwise the host cost model does not apply (a
+  // GPU channel is one CTA that handles its messages one after another, at
+  // GPU memory rates), and a rule measured on an H100 (1 to 8 ranks on the
+  // GPU, README) picks: all-reduce by recursive doubling up to
+  // kDeviceDoublingMaxBytes, the ring above; reduce-scatter and all-gather
+  // by the ring (one-shot was never faster there); broadcast and reduce as
+  // the model picks them. predictedUs is 0: the model has no device costs.
+  Choice chooseForDevice(CollKind coll, uint64_t bytes) const;
+  // Tests: chooseForDevice returns choose()'s pick while set, so that a
+  // call on device buffers runs the schedule of the same call on host
+  // buffers and the two can be compared bit for bit.
+  static void hostChoicesOnDeviceForTesting(bool on);
   const Machine& machine() const { return m_; }
 
   // The selection table for sizes lo..hi (factor f): size, choice and the
