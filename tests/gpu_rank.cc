@@ -175,7 +175,11 @@ int main(int argc, char** argv) {
       break;  // the ranks' calls no longer line up
     }
   }
-  if (!failed) printf("rank %d of %d: %zu cases match the host\n", rank, nranks, sizeof cases / sizeof cases[0]);
+  const char* ipc = getenv("HOCCL_DEVICE_IPC");
+  const char* p2p = getenv("HOCCL_P2P_DISABLE");
+  if (!failed)
+    printf("rank %d of %d (HOCCL_DEVICE_IPC=%s, HOCCL_P2P_DISABLE=%s): %zu cases match the host\n", rank, nranks,
+           ipc ? ipc : "", p2p ? p2p : "", sizeof cases / sizeof cases[0]);
   hocclCommDestroy(comm);
   fflush(nullptr);
   return failed ? 1 : 0;

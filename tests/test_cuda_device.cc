@@ -36,6 +36,7 @@
 #include "src/exec/cuda/interp.h"
 #include "src/tune/tuner.h"
 #include "tests/support/fake_cuda.h"
+#include "tests/support/fake_cuda_ipc.h"
 #include "tests/support/harness.h"
 #include "tests/support/rank_buffers.h"
 
@@ -797,8 +798,13 @@ TEST_F(CudaDeviceTest, ATimeoutNamesChannelStepAndPeer) {
 // Ranks in different processes of this host: connection memory is a VMM
 // allocation of the receiver, exported as an fd to the sender, which the
 // fake makes a memfd both processes map (fake_cuda_vmm.h).
+// With HOCCL_DEVICE_IPC=legacy the same goes through cuIpc handles over
+// the bootstrap instead (fake_cuda_ipc.h): no VMM memory is made.
 TEST_F(CudaDeviceTest, RanksInSeparateProcessesMatchTheHostBitForBit) {
-  for (int nranks : {2, 3}) {
+  for (const auto& [nranks, legacy] : {std::pair{2, false}, {3, false}, {2, true}, {3, true}}) {
+    SCOPED_TRACE(legacy ? "legacy IPC" : "VMM");
+    setenv("HOCCL_DEVICE_IPC", legacy ? "legacy" : "auto", 1);
+    reloadSettingsForTesting();
     testutil::Options o;
     o.ranks = nranks;
     o.mode = testutil::Mode::Processes;
@@ -812,8 +818,14 @@ TEST_F(CudaDeviceTest, RanksInSeparateProcessesMatchTheHostBitForBit) {
                             {CollKind::AllGather, DType::Float64, RedOp::Sum, 37, false, 0},
                             {CollKind::Broadcast, DType::Uint8, RedOp::Sum, 1000, false, 1}};
       for (const Case& c : cases) runAndCompare(fake.get(), c, comm, rank, nranks, stream);
+      if (legacy) {
+        EXPECT_EQ(fake->vmmLive(), 0) << "rank " << rank;
+        EXPECT_GT(fakecuda::ipc::openLive(), 0) << "rank " << rank << " opened no handle";
+      }
     }, &error)) << nranks << " ranks: " << error;
   }
+  unsetenv("HOCCL_DEVICE_IPC");
+  reloadSettingsForTesting();
 }
 
 TEST_F(CudaDeviceTest, RanksOnDifferentHostsAreRefused) {

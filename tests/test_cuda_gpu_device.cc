@@ -238,7 +238,8 @@ int freePort() {
 // with posix_spawn: a child forked after this process opened the GPU could
 // not use it. Each compares every case with the host path bit for bit.
 // Then again with HOCCL_P2P_DISABLE=1: connections in host shared memory
-// (a memfd each process registers with the driver).
+// (a memfd each process registers with the driver); and with
+// HOCCL_DEVICE_IPC=legacy: cuMemAlloc memory opened by cuIpc handles.
 TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
   HOCCL_GPU_OR_SKIP(g);
   char self[4096];
@@ -248,9 +249,13 @@ TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
   std::string bin(self);
   bin = bin.substr(0, bin.rfind('/') + 1) + "test_cuda_gpu_rank";
   ASSERT_EQ(access(bin.c_str(), X_OK), 0) << bin << " is not there: it is built with test_cuda_gpu";
-  for (const auto& [nranks, staged] : {std::pair{2, false}, {3, false}, {2, true}, {3, true}}) {
-    SCOPED_TRACE(std::to_string(nranks) + " processes" + (staged ? ", staged through host memory" : ""));
-    setenv("HOCCL_P2P_DISABLE", staged ? "1" : "0", 1);
+  // How connections are shared: VMM fds, host memory (staged), legacy IPC.
+  for (const auto& [nranks, how] : {std::pair{2, "fd"}, {3, "fd"}, {2, "staged"}, {3, "staged"}, {2, "legacy"},
+                                    {3, "legacy"}}) {
+    const std::string mode = how;
+    SCOPED_TRACE(std::to_string(nranks) + " processes, connections by " + mode);
+    setenv("HOCCL_P2P_DISABLE", mode == "staged" ? "1" : "0", 1);
+    setenv("HOCCL_DEVICE_IPC", mode == "legacy" ? "legacy" : "fd", 1);
     const int port = freePort();
     ASSERT_GT(port, 0);
     const std::string id = "127.0.0.1:" + std::to_string(port);
@@ -268,6 +273,7 @@ TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
     }
     unsetenv("HOCCL_COMM_ID");
     unsetenv("HOCCL_P2P_DISABLE");
+    unsetenv("HOCCL_DEVICE_IPC");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
     std::vector<int> status(nranks, -1);
     int left = nranks;

@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "hoccl.h"
+#include "src/base/config.h"
 #include "src/base/fdpass.h"
 #include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/device_ipc.h"
 #include "src/exec/cuda/interp.h"
 #include "tests/support/fake_cuda.h"
+#include "tests/support/fake_cuda_ipc.h"
 #include "tests/support/fake_cuda_vmm.h"
 #include "tests/support/harness.h"
 
@@ -61,21 +63,47 @@ TEST(CudaVmm, ThreadRanksRunOnADriverWithoutVmm) {
   }));
 }
 
-// Ranks in other processes need VMM: a driver without it is named, not a hang.
-TEST(CudaVmm, ProcessRanksOnADriverWithoutVmmAreToldWhatItLacks) {
-  FakeCuda fake({"cuMemExportToShareableHandle"});
-  testutil::Options o;
-  o.ranks = 2;
-  o.mode = testutil::Mode::Processes;
-  o.timeoutSec = 60;
-  std::string error;
-  EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int) {
-    void* d = fake.alloc(256);
-    EXPECT_EQ(hocclAllReduce(d, d, 16, hocclFloat32, hocclSum, comm, nullptr), hocclSystemError);
-    const std::string msg = hocclGetLastError(comm);
-    EXPECT_NE(msg.find("need CUDA's virtual memory management entry points, which this driver lacks: "
-                       "cuMemExportToShareableHandle"), std::string::npos) << msg;
-  }, &error)) << error;
+// Ranks in other processes need VMM or legacy IPC: a driver with neither
+// is named, not a hang; one without VMM falls back to legacy IPC (auto) and
+// runs (the exact sums of whole numbers), unless HOCCL_DEVICE_IPC=fd asks
+// for VMM, which is then named as missing.
+TEST(CudaVmm, ProcessRanksWithoutVmmUseLegacyIpcOrAreToldWhatTheDriverLacks) {
+  const std::string noLegacy = "cuIpcOpenMemHandle";
+  for (const std::string mode : {"auto", "fd", "auto-without-legacy"}) {
+    SCOPED_TRACE(mode);
+    std::set<std::string> missing = {"cuMemExportToShareableHandle"};
+    if (mode == "auto-without-legacy") missing.insert(noLegacy);
+    FakeCuda fake(missing);
+    setenv("HOCCL_DEVICE_IPC", mode == "fd" ? "fd" : "auto", 1);
+    reloadSettingsForTesting();
+    testutil::Options o;
+    o.ranks = 2;
+    o.mode = testutil::Mode::Processes;
+    o.timeoutSec = 60;
+    std::string error;
+    EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
+      const size_t n = 1000;
+      auto* d = static_cast<float*>(fake.alloc(n * sizeof(float)));
+      for (size_t i = 0; i < n; ++i) d[i] = float(rank + 1) * float(i % 7);
+      void* stream = fake.createStream();
+      const hocclResult_t rc = hocclAllReduce(d, d, n, hocclFloat32, hocclSum, comm, stream);
+      const std::string msg = hocclGetLastError(comm);
+      if (mode == "auto") {
+        ASSERT_EQ(rc, hocclSuccess) << msg;
+        ASSERT_TRUE(fake.sync(stream));
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(d[i], 3.0f * float(i % 7)) << i;
+        EXPECT_EQ(fakecuda::ipc::openLive(), 1) << "rank " << rank << " opened its peer's connection by handle";
+        EXPECT_EQ(fake.vmmLive(), 0);
+        return;
+      }
+      EXPECT_EQ(rc, hocclSystemError) << msg;
+      EXPECT_NE(msg.find("the driver of some rank lacks it"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(mode == "fd" ? "here: cuMemExportToShareableHandle" : "here: cuIpcOpenMemHandle"),
+                std::string::npos) << msg;
+    }, &error)) << error;
+  }
+  unsetenv("HOCCL_DEVICE_IPC");
+  reloadSettingsForTesting();
 }
 
 using cuda::DevPtr;

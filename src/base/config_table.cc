@@ -379,6 +379,12 @@ std::vector<SettingDecl> makeTable() {
        "they stage through host memory, as pairs of GPUs without peer access always do (for diagnosis "
        "and for testing that path).",
        field<bool>(&S::p2pDisable, zeroOrOne()), kPerRank},
+      {"HOCCL_DEVICE_IPC", "auto",
+       "How ranks in different processes of a host share device connection memory: fd (CUDA VMM "
+       "memory passed as a POSIX fd over a Unix socket), legacy (cuIpc handles over the bootstrap: "
+       "for processes that cannot reach each other's Unix sockets, such as containers in separate "
+       "network namespaces), or auto (fd where every rank's driver has VMM, else legacy).",
+       field<std::string>(&S::deviceIpc, oneOf({"auto", "fd", "legacy"})), kAllRanks},
       {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.",
        field<std::string>(&S::isa, oneOf({"auto", "scalar", "avx2", "avx512"})), kPerRank},
       {"HOCCL_TUNER_RULES", "",

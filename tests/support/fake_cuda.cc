@@ -20,6 +20,7 @@
 #include "src/exec/cuda/interp_host.h"
 #include "src/exec/cuda/kernel_names.h"
 #include "src/exec/dataops.h"
+#include "tests/support/fake_cuda_ipc.h"
 #include "tests/support/fake_cuda_stream.h"
 #include "tests/support/fake_cuda_vmm.h"
 
@@ -121,7 +122,7 @@ int freeIn(std::map<uintptr_t, size_t>* table, void* p) {
     if (!table->erase(reinterpret_cast<uintptr_t>(p))) return kInvalid;
     g->deviceOf.erase(reinterpret_cast<uintptr_t>(p));
   }
-  std::free(p);
+  if (!ipc::freeShared(p)) std::free(p);
   return kOk;
 }
 
@@ -220,7 +221,12 @@ int launchKernel(CuHandle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 }
 int memAlloc(DevPtr* p, size_t bytes) {
   if (unsafeNow()) return kCaptureUnsupported;
-  *p = reinterpret_cast<DevPtr>(allocIn(&g->device, bytes));
+  void* shared = bytes >= ipc::kSharedMin ? ipc::allocShared(bytes) : nullptr;  // cuIpcGetMemHandle can name it
+  if (shared) {
+    std::lock_guard<std::mutex> l(g->mu);
+    g->device[reinterpret_cast<uintptr_t>(shared)] = bytes;
+  }
+  *p = reinterpret_cast<DevPtr>(shared ? shared : allocIn(&g->device, bytes));
   return kOk;
 }
 int memFree(DevPtr p) { return freeIn(&g->device, reinterpret_cast<void*>(p)); }
@@ -438,8 +444,10 @@ int getProc(const char* symbol, void** fn, int, uint64_t, int* status) {
     *fn = it->second;
   } else {
     auto v = vmm::entryPoints().find(symbol);
-    if (v == vmm::entryPoints().end()) return kNotFound;
-    *fn = v->second;
+    auto i = ipc::entryPoints().find(symbol);
+    if (v != vmm::entryPoints().end()) *fn = v->second;
+    else if (i != ipc::entryPoints().end()) *fn = i->second;
+    else return kNotFound;
   }
   *status = 0;
   return kOk;

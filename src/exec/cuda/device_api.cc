@@ -67,6 +67,11 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   opt("cuMemRelease", &v.memRelease);
   opt("cuMemAddressFree", &v.memAddressFree);
   if (!vmissing.empty()) v = VmmApi();  // all or nothing
+  auto legacy = [&](const char* name, auto* fn) { resolveInto(d.getProc, name, fn, &api->ipcMissing); };
+  legacy("cuIpcGetMemHandle", &api->ipc.ipcGetMemHandle);
+  legacy("cuIpcOpenMemHandle", &api->ipc.ipcOpenMemHandle);
+  legacy("cuIpcCloseMemHandle", &api->ipc.ipcCloseMemHandle);
+  if (!api->ipcMissing.empty()) api->ipc = LegacyIpcApi();
   return Status();
 }
 

@@ -88,6 +88,20 @@ struct VmmApi {
   bool usable() const { return memCreate != nullptr; }
 };
 
+// Legacy CUDA IPC (CUipcMemHandle, 64 opaque bytes passed by value), for
+// ranks in other processes where VMM's POSIX fds are not wanted
+// (HOCCL_DEVICE_IPC=legacy) or not available. Optional, all or nothing.
+struct IpcMemHandle {
+  unsigned char reserved[64];
+};
+constexpr unsigned kIpcLazyEnablePeerAccess = 1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+struct LegacyIpcApi {
+  int (*ipcGetMemHandle)(IpcMemHandle* handle, DevPtr p) = nullptr;
+  int (*ipcOpenMemHandle)(DevPtr* p, IpcMemHandle handle, unsigned flags) = nullptr;
+  int (*ipcCloseMemHandle)(DevPtr p) = nullptr;
+  bool usable() const { return ipcOpenMemHandle != nullptr; }
+};
+
 struct DeviceApi {
   int (*ctxGetCurrent)(CuHandle* ctx) = nullptr;
   int (*ctxSetCurrent)(CuHandle ctx) = nullptr;
@@ -124,6 +138,8 @@ struct DeviceApi {
   int (*ctxEnablePeerAccess)(CuHandle peerCtx, unsigned flags) = nullptr;
   VmmApi vmm;              // all or nothing: see vmmMissing
   std::string vmmMissing;  // the VMM entry points the driver lacks ("" when vmm.usable())
+  LegacyIpcApi ipc;        // all or nothing: see ipcMissing
+  std::string ipcMissing;
 };
 
 // `name` from getProc for the CUDA 12.0 API (a NULL stream being the

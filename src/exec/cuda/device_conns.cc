@@ -13,8 +13,10 @@
 namespace hoccl::cuda {
 namespace {
 
-// Bootstrap tag of a connection's address, receiver to sender.
+// Bootstrap tags, receiver to sender: a connection's address (a thread of
+// this process), and a legacy IPC handle's IpcBufferMsg (another process).
 constexpr uint32_t kTagDevConn = 0x60000000;
+constexpr uint32_t kTagDevIpc = 0x60000001;
 
 // What the receiver of an edge tells its sender.
 struct ConnAddress {
@@ -166,13 +168,16 @@ Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
 
 Status DeviceExecutor::connectEdges(const std::vector<PlanEdge>& edges) {
   std::map<int, int> wanted;  // peer -> sending ends it still owes us
-  std::vector<int> exporters;  // the same, from other processes: one entry per edge
+  std::vector<int> exporters;  // the same, from other processes (as an fd): one entry per edge
+  std::vector<int> byHandle;   // the same, as a legacy IPC handle over the bootstrap
   for (const PlanEdge& e : edges) {
     const auto key = std::make_tuple(e.from, e.to, e.link);
     if (conns_.count(key)) continue;
     if (e.to != rank_) {
       if (owner_->sameProcess(e.to))
         ++wanted[e.to];
+      else if (legacyIpc_ && !staged(rank_, e.to))
+        byHandle.push_back(e.to);
       else
         exporters.push_back(e.to);
       conns_[key] = 0;  // filled below
@@ -218,7 +223,7 @@ Status DeviceExecutor::connectEdges(const std::vector<PlanEdge>& edges) {
       it->second = a.address;
     }
   }
-  if (st.ok() && !exporters.empty()) st = importConns(exporters);
+  if (st.ok() && !(exporters.empty() && byHandle.empty())) st = importConns(exporters, byHandle);
   return st;
 }
 
@@ -228,9 +233,11 @@ std::string DeviceExecutor::describePeer(int peer) const {
 }
 
 // The receiving end of edge e, whose sender is another process of this
-// host: one VMM allocation (the DevConnMem, then the slots), mapped here
-// and handed to the sender as an fd, or for a staged pair a memfd both
-// register as host memory; *mem is the DevConnMem here.
+// host: one allocation (the DevConnMem, then the slots) made here and
+// handed to the sender: VMM memory as an fd, or for a staged pair a memfd
+// both register as host memory (over the fd socket), or with
+// HOCCL_DEVICE_IPC=legacy cuMemAlloc memory as a cuIpc handle (over the
+// bootstrap: exportByHandle). *mem is the DevConnMem here.
 Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   const std::string peer = describePeer(e.from);
   const size_t slotsOffset = ipcSlotsOffset(), slotsBytes = kDevSlots * slotBytes_;
@@ -239,9 +246,20 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   init.dataOffset = slotsOffset;
   init.slotBytes = slotBytes_;
   IpcBufferMsg msg;
+  msg.connOffset = 0;
+  msg.connBytes = sizeof(DevConnMem);
+  msg.slotsOffset = slotsOffset;
+  msg.slotsBytes = slotsBytes;
+  msg.from = e.from;
+  msg.to = e.to;
+  msg.link = e.link;
+  msg.pid = getpid();
+  gethostname(msg.host, sizeof msg.host - 1);
+  const bool isStaged = staged(e.from, rank_);
+  if (legacyIpc_ && !isStaged) return exportByHandle(e, init, &msg, mem);
   DevPtr base = 0;
   int fd = -1;
-  if (staged(e.from, rank_)) {
+  if (isStaged) {
     HostShm m;
     HOCCL_TRY(hostShmCreate(api_, slotsOffset + slotsBytes, &m).context("staged connection memory for " + peer));
     std::memcpy(m.host, &init, sizeof init);
@@ -264,15 +282,6 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
     msg.granularity = granularity;
     base = m.base;
   }
-  msg.connOffset = 0;
-  msg.connBytes = sizeof(DevConnMem);
-  msg.slotsOffset = slotsOffset;
-  msg.slotsBytes = slotsBytes;
-  msg.from = e.from;
-  msg.to = e.to;
-  msg.link = e.link;
-  msg.pid = getpid();
-  gethostname(msg.host, sizeof msg.host - 1);
   Status sent = ipcSend(fd, msg, fdSocketName(&socketKey_, sizeof socketKey_, e.from), peer,
                         [&] { return owner_->peerProcessGone(e.from); }, Deadline::in(timeoutSec_));
   close(fd);  // the message held its own reference
@@ -281,19 +290,61 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   return Status();
 }
 
-// The sending ends whose memory other processes export (one per entry of
-// `exporters`), mapped here.
-Status DeviceExecutor::importConns(const std::vector<int>& exporters) {
+Status DeviceExecutor::exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem) {
+  constexpr size_t kPage = 4096;
+  const size_t size = (msg->slotsOffset + msg->slotsBytes + kPage - 1) / kPage * kPage;
+  DevPtr a = 0;
+  HOCCL_TRY(cuCheck(api_.memAlloc(&a, size), "cuMemAlloc(connection memory for legacy IPC)"));
+  ipcExported_.push_back(a);  // freed with the executor
+  HOCCL_TRY(upload(a, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
+  IpcMemHandle h;
+  HOCCL_TRY(cuCheck(api_.ipc.ipcGetMemHandle(&h, a), "cuIpcGetMemHandle(connection memory)"));
+  static_assert(sizeof h == sizeof msg->handle, "CUipcMemHandle fits the message");
+  std::memcpy(msg->handle, &h, sizeof h);
+  msg->handleType = uint16_t(IpcHandle::LegacyIpc);
+  msg->size = size;
+  msg->granularity = kPage;
+  const std::string bytes = encodeIpcBuffer(*msg);
+  HOCCL_TRY(oob_->send(e.from, kTagDevIpc, bytes.data(), bytes.size())
+                .context("device connection (legacy IPC handle) to " + describePeer(e.from)));
+  *mem = a;
+  return Status();
+}
+
+// The sending ends whose memory other processes export, one per entry of
+// `exporters` (as fds) and of `byHandle` (legacy IPC handles), mapped here.
+Status DeviceExecutor::importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle) {
   std::vector<IpcReceived> got;
-  const Status st = ipcReceive(
-      api_, device_, fdListener_, nranks_, exporters,
-      [this](int r) { return owner_->peerProcessGone(r); },
-      [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got);
+  Status st;
+  if (!exporters.empty())
+    st = ipcReceive(
+        api_, device_, fdListener_, nranks_, exporters, [this](int r) { return owner_->peerProcessGone(r); },
+        [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got);
   for (const IpcReceived& r : got) {
     if (r.shm.dev) shmMaps_.push_back(r.shm);
     else ipcMaps_.push_back(r.mapping);
   }
   HOCCL_TRY(st);
+  for (int peer : byHandle) {
+    std::string bytes;
+    HOCCL_TRY(oob_->recv(peer, kTagDevIpc, &bytes).context("device connection (legacy IPC handle) from " +
+                                                           describePeer(peer)));
+    IpcReceived r;
+    HOCCL_TRY(decodeIpcBuffer(bytes.data(), bytes.size(), nranks_, &r.msg)
+                  .context("device connection from " + describePeer(peer)));
+    if (IpcHandle(r.msg.handleType) != IpcHandle::LegacyIpc || r.msg.to != peer)
+      return errorf(hocclRemoteError, "device connection: %s sent a %s handle for edge %d->%d, where a legacy IPC "
+                    "handle of its own was expected (HOCCL_DEVICE_IPC differs?)", describePeer(peer).c_str(),
+                    ipcHandleName(IpcHandle(r.msg.handleType)), r.msg.from, r.msg.to);
+    IpcMemHandle h;
+    std::memcpy(&h, r.msg.handle, sizeof h);
+    DevPtr p = 0;
+    HOCCL_TRY(cuCheck(api_.ipc.ipcOpenMemHandle(&p, h, kIpcLazyEnablePeerAccess),
+                      ("cuIpcOpenMemHandle(" + describePeer(peer) + "'s connection memory)").c_str()));
+    ipcOpened_.push_back(p);
+    r.mapping.base = p;
+    got.push_back(r);
+  }
   for (const IpcReceived& r : got) {
     auto it = conns_.find(std::make_tuple(r.msg.from, r.msg.to, r.msg.link));
     if (r.msg.from != rank_ || it == conns_.end() || it->second != 0)
@@ -305,6 +356,8 @@ Status DeviceExecutor::importConns(const std::vector<int>& exporters) {
 }
 
 void DeviceExecutor::releaseConns() {
+  for (DevPtr p : ipcOpened_) api_.ipc.ipcCloseMemHandle(p);
+  for (DevPtr p : ipcExported_) api_.memFree(p);
   for (VmmMapping& m : ipcMaps_) vmmRelease(api_.vmm, &m);
   for (HostShm& m : shmMaps_) hostShmRelease(api_, &m);
   std::lock_guard<std::mutex> lock(sharedMu);

@@ -102,10 +102,6 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
           queues ? queues : "unset (8)", 2 * e->nranks_);
   HOCCL_TRY(resolveDeviceApi(d, &e->api_));
   const DeviceApi& cu = e->api_;
-  if (e->otherProcesses_ && !cu.vmm.usable())
-    return Status(hocclSystemError, "device buffers: ranks in other processes of this host need CUDA's virtual "
-                                    "memory management entry points, which this driver lacks: " +
-                                        cu.vmmMissing + " (" + d.status + ")");
   HOCCL_TRY(cuCheck(d.api.pointerGetAttribute(&e->device_, kPointerAttributeDeviceOrdinal,
                                               reinterpret_cast<uintptr_t>(devicePtr)),
                     "cuPointerGetAttribute(DEVICE_ORDINAL)"));
@@ -160,11 +156,14 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
     uint64_t nonce;  // rank 0's names this communicator's fd sockets
     char bus[32];    // PCI bus id, "" if unknown
     int32_t channels[3];  // HOCCL_DEVICE_CHANNELS, config->minCTAs, maxCTAs: must match
+    int32_t ipcCaps;      // kIpcVmm | kIpcLegacy: the driver's entry points for sharing memory between processes
   };
+  constexpr int32_t kIpcVmm = 1, kIpcLegacy = 2;
   std::vector<Entry> all(static_cast<size_t>(nranks_));
   Entry& me = all[size_t(rank_)];
   me = Entry{device_, asked.ok() ? sms : 0, randomU64(), {}, {settings_.channels, settings_.minChannels,
-                                                              settings_.maxChannels}};
+                                                              settings_.maxChannels},
+             (api_.vmm.usable() ? kIpcVmm : 0) | (api_.ipc.usable() ? kIpcLegacy : 0)};
   int dev = 0;
   if (d.api.deviceGet && d.api.deviceGetPciBusId && d.api.deviceGet(&dev, device_) == kCudaSuccess &&
       d.api.deviceGetPciBusId(me.bus, sizeof me.bus - 1, dev) != kCudaSuccess)
@@ -180,6 +179,27 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
                     r, all[size_t(r)].channels[0], all[size_t(r)].channels[1], all[size_t(r)].channels[2], rank_,
                     me.channels[0], me.channels[1], me.channels[2]);
   socketKey_ = all[0].nonce;
+  if (otherProcesses_) {  // every rank has a peer in another process, and decides alike
+    int32_t caps = kIpcVmm | kIpcLegacy;
+    for (const Entry& r : all) caps &= r.ipcCaps;
+    const std::string& want = settings_.ipc;
+    if ((want == "auto" || want == "fd") && (caps & kIpcVmm)) {
+      legacyIpc_ = false;
+    } else if ((want == "auto" || want == "legacy") && (caps & kIpcLegacy)) {
+      legacyIpc_ = true;
+    } else {
+      const bool fd = want != "legacy";
+      return Status(hocclSystemError,
+                    "device buffers: ranks in other processes of this host share connection memory through " +
+                        std::string(want == "auto" ? "CUDA's virtual memory management (POSIX fds) or legacy CUDA IPC"
+                                    : fd           ? "CUDA's virtual memory management (POSIX fds, HOCCL_DEVICE_IPC=fd)"
+                                                   : "legacy CUDA IPC (HOCCL_DEVICE_IPC=legacy)") +
+                        ", and the driver of some rank lacks it" +
+                        (fd && !api_.vmm.usable() ? " (here: " + api_.vmmMissing + ")" : "") +
+                        (want != "fd" && !api_.ipc.usable() ? " (here: " + api_.ipcMissing + ")" : "") + " (" +
+                        d.status + ")");
+    }
+  }
   for (const Entry& r : all) rankGpus_.push_back(RankGpu{r.device, r.bus});
   // Ranks of this process on other GPUs: this rank's kernels write into
   // their connection memory, so its context needs peer access (create).

@@ -57,6 +57,7 @@ struct DeviceSettings {
   int minChannels = 0;            // config->minCTAs: at least this many by size (0: unset)
   int maxChannels = 0;            // config->maxCTAs: at most this many (0: unset)
   bool p2pDisable = false;        // HOCCL_P2P_DISABLE: every connection between ranks staged through host memory
+  std::string ipc = "auto";       // HOCCL_DEVICE_IPC: auto, fd (VMM) or legacy (cuIpc*) between processes
 };
 
 // Plans (a flattened schedule and its device memory) an executor keeps; the
@@ -137,7 +138,8 @@ class DeviceExecutor {
   Status connect(const std::vector<PlanEdge>& edges);  // connectEdges, and on failure forgets what is half made
   Status connectEdges(const std::vector<PlanEdge>& edges);
   Status exportConn(const PlanEdge& e, DevPtr* mem);
-  Status importConns(const std::vector<int>& exporters);
+  Status importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle);
+  Status exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
   std::string describePeer(int peer) const;
   Status alloc(size_t bytes, DevPtr* p, PlanRes* owner);
   Status kernel(DType t, RedOp op, CuHandle* fn);
@@ -156,6 +158,8 @@ class DeviceExecutor {
   size_t slotBytes_ = 0;
   int channelCap_ = 1;  // channelsFor's cap (create)
   bool oneGpu_ = false;  // every rank on this executor's GPU (kArgOneGpu)
+  bool legacyIpc_ = false;  // other processes map connections by cuIpc handles over the bootstrap, not VMM fds
+  std::vector<DevPtr> ipcExported_, ipcOpened_;  // legacy IPC: allocations handed out, and mapped here
   struct RankGpu {
     int device;       // ordinal in the rank's process
     std::string bus;  // PCI bus id, "" if unknown
