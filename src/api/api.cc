@@ -11,13 +11,14 @@
 #include "src/exec/cuda/kernel_names.h"
 #include "src/base/log.h"
 #include "src/base/thread_name.h"
+#include "src/base/tls.h"
 
 using namespace hoccl;
 
 namespace hoccl {
 namespace {
 
-thread_local std::string tlsLastError;
+HOCCL_THREAD_LOCAL std::string tlsLastError;
 std::mutex registryMutex;
 std::set<hocclComm*>& registry() {
   static std::set<hocclComm*> live;

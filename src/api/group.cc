@@ -3,14 +3,15 @@
 #include <vector>
 
 #include "src/api/api_internal.h"
+#include "src/base/tls.h"
 
 using namespace hoccl;
 
 namespace hoccl {
 namespace {
-thread_local int groupDepth = 0;
-thread_local std::vector<CommCall> pending;
-thread_local std::vector<CommCall> pendingPeers;  // one SendRecv call per communicator
+HOCCL_THREAD_LOCAL int groupDepth = 0;
+HOCCL_THREAD_LOCAL std::vector<CommCall> pending;
+HOCCL_THREAD_LOCAL std::vector<CommCall> pendingPeers;  // one SendRecv call per communicator
 }  // namespace
 
 bool groupActive() { return groupDepth > 0; }

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <string>
 
+#include "src/base/tls.h"
+
 #include "src/base/config.h"
 
 namespace hoccl {
@@ -103,7 +105,7 @@ LogState& state() {
   return s;
 }
 
-thread_local int tlsRank = -1;
+HOCCL_THREAD_LOCAL int tlsRank = -1;
 std::mutex logMutex;
 std::atomic<LogSink> sinkFn{nullptr};
 std::atomic<int> sinkLevel{0};

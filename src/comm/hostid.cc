@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "src/base/tls.h"
 #include "src/comm/comm.h"
 
 namespace hoccl {
@@ -22,7 +23,7 @@ std::string localMachineId() {
 }
 
 namespace {
-thread_local std::string threadHostId;
+HOCCL_THREAD_LOCAL std::string threadHostId;
 }
 
 void setThreadHostIdOverride(const std::string& id) { threadHostId = id; }
