@@ -322,13 +322,19 @@ TEST_F(CudaDeviceTest, ChannelBoundsThatDifferAcrossRanksAreRefused) {
   });
 }
 
-// Warnings hoccl logs while a test runs (setLogSink).
-std::mutex warnedMu;
-std::vector<std::string> warned;
-void takeWarning(LogLevel level, uint32_t, const char*, int, const char* msg) {
-  if (level != LogLevel::Warn) return;
-  std::lock_guard<std::mutex> l(warnedMu);
-  warned.push_back(msg);
+// What hoccl logs while a test runs (setLogSink), by level.
+std::mutex loggedMu;
+std::vector<std::pair<LogLevel, std::string>> logged;
+void takeLine(LogLevel level, uint32_t, const char*, int, const char* msg) {
+  std::lock_guard<std::mutex> l(loggedMu);
+  logged.emplace_back(level, msg);
+}
+std::vector<std::string> linesAt(LogLevel level) {
+  std::lock_guard<std::mutex> l(loggedMu);
+  std::vector<std::string> out;
+  for (const auto& [at, msg] : logged)
+    if (at == level) out.push_back(msg);
+  return out;
 }
 
 // Ranks of one process on different GPUs: each enables peer access to the
@@ -347,8 +353,8 @@ TEST_F(CudaDeviceTest, RanksOnTwoGpusOfOneProcessUsePeerAccessOrStage) {
     ASSERT_EQ(ranks.world.initError(), "");
     const std::vector<void*>& streams = ranks.streams;
     const int enablesBefore = fake->peerEnables();
-    warned.clear();
-    setLogSink(&takeWarning, LogLevel::Warn);
+    logged.clear();
+    setLogSink(&takeLine, LogLevel::Warn);
     ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
       Buffers b(fake.get(), c, n, rank, rank);
       ASSERT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclSuccess) << hocclGetLastError(comm);
@@ -364,7 +370,7 @@ TEST_F(CudaDeviceTest, RanksOnTwoGpusOfOneProcessUsePeerAccessOrStage) {
     }));
     setLogSink(nullptr, LogLevel::None);
     std::vector<std::string> staged;
-    for (const std::string& w : warned)
+    for (const std::string& w : linesAt(LogLevel::Warn))
       if (w.find("stage through host memory") != std::string::npos) staged.push_back(w);
     if (refuse) {
       ASSERT_EQ(staged.size(), 1u) << "one warning, from the rank that cannot write";
@@ -480,21 +486,13 @@ TEST_F(CudaDeviceTest, PlansBeyondTheCapAreFreedAndSetUpAgainWhenCalled) {
 // where the host model picks oneshot for both on one node: test_tune.cc):
 // rank 0 logs the pick, and whole-number results equal the host's (any
 // order of sums).
-std::mutex infoMu;
-std::vector<std::string> infos;
-void takeInfo(LogLevel level, uint32_t, const char*, int, const char* msg) {
-  if (level != LogLevel::Info) return;
-  std::lock_guard<std::mutex> l(infoMu);
-  infos.push_back(msg);
-}
-
 TEST_F(CudaDeviceTest, DeviceCallsTakeTheDeviceRulesAlgorithm) {
   tune::Tuner::hostChoicesOnDeviceForTesting(false);
   const int n = 4;
   RanksWithStreams ranks(fake.get(), n);
   ASSERT_EQ(ranks.world.initError(), "");
-  infos.clear();
-  setLogSink(&takeInfo, LogLevel::Info);
+  logged.clear();
+  setLogSink(&takeLine, LogLevel::Info);
   const Case cases[] = {{CollKind::AllReduce, DType::Int32, RedOp::Sum, 1000, false, 0},
                         {CollKind::ReduceScatter, DType::Int32, RedOp::Sum, 16, false, 0}};
   for (const Case& c : cases)
@@ -502,14 +500,15 @@ TEST_F(CudaDeviceTest, DeviceCallsTakeTheDeviceRulesAlgorithm) {
       runAndCompare(fake.get(), c, comm, rank, n, ranks.streams[rank]);
     }));
   setLogSink(nullptr, LogLevel::None);
-  auto logged = [&](const std::string& what) {
+  const std::vector<std::string> infos = linesAt(LogLevel::Info);
+  auto said = [&](const std::string& what) {
     for (const std::string& m : infos)
       if (m.find(what) != std::string::npos) return true;
     return false;
   };
-  EXPECT_TRUE(logged("AllReduce of 4000 bytes: doubling")) << "no device pick logged for the all-reduce";
-  EXPECT_TRUE(logged("(device rule: doubling up to 256 KiB)"));
-  EXPECT_TRUE(logged("ReduceScatter of 256 bytes: ring")) << "no device pick logged for the reduce-scatter";
+  EXPECT_TRUE(said("AllReduce of 4000 bytes: doubling")) << "no device pick logged for the all-reduce";
+  EXPECT_TRUE(said("(device rule: doubling up to 256 KiB)"));
+  EXPECT_TRUE(said("ReduceScatter of 256 bytes: ring")) << "no device pick logged for the reduce-scatter";
 }
 
 TEST_F(CudaDeviceTest, TheCallReturnsBeforeItsStreamRuns) {
