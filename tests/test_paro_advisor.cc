@@ -163,6 +163,36 @@ TEST(ParoAdvisor, RecommendsTheFastestThatFits) {
   EXPECT_EQ(recommend(adv.evaluate(model, 0.1e9)), -1);
 }
 
+// The optimizer update: each strategy is charged for its share of the
+// state (DDP all of it, ZeRO-1 1/(n m), MiCS and NII 1/m), and where the
+// update is dear a strategy that shards the state over every rank wins
+// over those whose communication alone is the least here (DDP and NII tie
+// on a fast network with one micro-step; NII holds less).
+TEST(ParoAdvisor, TheOptimizerUpdateIsChargedForTheStateShare) {
+  LinkModel fast;
+  fast.net = LinkParams{5.0, 400.0};
+  Advisor adv(Machine::rectangular(2, 4, 1, fast), {}, "");
+  ModelSize model;
+  model.params = model.trainable = 1e8;
+  std::map<std::string, Costed> by;
+  for (const Costed& c : adv.evaluate(model, 0)) by[c.strategy.name] = c;
+  EXPECT_EQ(by["DDP"].optimizerUs, 0.0) << "not costed by default";
+  const std::vector<Costed> free = adv.evaluate(model, 0);
+  const Costed freeBest = free[size_t(recommend(free))];
+  EXPECT_NE(freeBest.strategy.os, Level::G) << freeBest.strategy.name << ": the case is meant to flip the pick";
+  model.optimizerNs = 2.0;
+  const std::vector<Costed> rows = adv.evaluate(model, 0);
+  for (const Costed& c : rows) by[c.strategy.name] = c;
+  EXPECT_DOUBLE_EQ(by["DDP"].optimizerUs, 2.0 * 1e8 / 1e3);
+  EXPECT_DOUBLE_EQ(by["ZeRO-1"].optimizerUs, 2.0 * 1e8 / 8 / 1e3);
+  EXPECT_DOUBLE_EQ(by["MiCS"].optimizerUs, 2.0 * 1e8 / 4 / 1e3);
+  EXPECT_DOUBLE_EQ(by["NII"].optimizerUs, 2.0 * 1e8 / 4 / 1e3);
+  EXPECT_DOUBLE_EQ(by["DDP"].totalUs(), by["DDP"].commUs() + by["DDP"].optimizerUs);
+  const Costed& best = rows[size_t(recommend(rows))];
+  EXPECT_EQ(best.strategy.os, Level::G) << best.strategy.name << " (without the optimizer: "
+                                        << freeBest.strategy.name << ")";
+}
+
 TEST(ParoAdvisor, NodesOfDifferentSizesAreRefusedSayingSo) {
   Machine m = Machine::rectangular(2, 4, 1, LinkModel());
   m.nodeOf.pop_back();  // node 1 has 3 ranks

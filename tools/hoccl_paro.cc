@@ -22,9 +22,10 @@ namespace {
 void usage(FILE* f) {
   std::fprintf(f,
                "usage: hoccl-paro --params N [--trainable N] [--accum A] [--dtype D] [--optimizer-bytes B]\n"
-               "                  [--units U] [--mem-gb G] [--json] [machine options]\n"
-               "Predicts each PaRO strategy's communication time per optimizer step and its training\n"
-               "state per rank, and recommends the fastest that fits.\n\n"
+               "                  [--units U] [--optimizer-ns T] [--mem-gb G] [--json] [machine options]\n"
+               "Predicts each PaRO strategy's communication time per optimizer step (and, given\n"
+               "--optimizer-ns, its optimizer update) and its training state per rank, and recommends\n"
+               "the fastest that fits.\n\n"
                "model:\n"
                "  --params N             parameters, e.g. 7000000000, 7G or 7B (K, M, G or B, T: powers of 1000)\n"
                "  --trainable N          trainable parameters [all]\n"
@@ -33,6 +34,9 @@ void usage(FILE* f) {
                "  --optimizer-bytes B    optimizer state per trainable parameter besides the fp32\n"
                "                         master copy (Adam: 8, SGD with momentum: 4) [8]\n"
                "  --units U              calls each collective is split into (modules) [1]\n"
+               "  --optimizer-ns T       one rank's optimizer time per trainable parameter it updates, in\n"
+               "                         ns (time Adam's step on this hardware); every strategy is charged\n"
+               "                         for its share of the state [0: not costed]\n"
                "  --mem-gb G             memory per rank for the training state, GB (10^9 B) [no limit]\n"
                "  --json                 one JSON object instead of the table\n\n"
                "machine (as hoccl-sim):\n%s",
@@ -98,6 +102,11 @@ int main(int argc, char** argv) {
       if (dtype == "bf16" || dtype == "fp16") model.elemBytes = 2;
       else if (dtype == "fp32") model.elemBytes = 4;
       else bad(dtype.c_str(), "bf16, fp16 or fp32");
+    } else if (!strcmp(a, "--optimizer-ns")) {
+      const char* v = val();
+      char* end = nullptr;
+      model.optimizerNs = std::strtod(v, &end);
+      if (!*v || *end || !(model.optimizerNs >= 0) || model.optimizerNs > 1e9) bad(v, "a time in ns >= 0");
     } else if (!strcmp(a, "--mem-gb")) {
       const char* v = val();
       char* end = nullptr;
@@ -151,7 +160,9 @@ int main(int argc, char** argv) {
       row.set("name", std::string(r.strategy.name));
       row.set("levels", std::string(paro::levelName(r.strategy.p)) + paro::levelName(r.strategy.g) +
                             paro::levelName(r.strategy.os));
-      row.set("comm_ms", r.totalUs() / 1e3);
+      row.set("comm_ms", r.commUs() / 1e3);
+      row.set("optimizer_ms", r.optimizerUs / 1e3);
+      row.set("total_ms", r.totalUs() / 1e3);
       row.set("micro_ms", r.microUs / 1e3);
       row.set("boundary_ms", r.boundaryUs / 1e3);
       row.set("step_ms", r.stepUs / 1e3);
@@ -170,19 +181,26 @@ int main(int argc, char** argv) {
               memGb > 0 ? "" : "; no memory limit");
   if (memGb > 0) std::printf("# memory per rank for the training state: %g GB\n", memGb);
   std::printf("# communication per optimizer step (ms): all micro-steps, the accumulation boundary, after the step\n");
-  std::printf("%-8s %-6s %12s %12s %12s %12s %14s  %s\n", "strategy", "p g os", "comm ms", "micro", "boundary",
-              "after step", "state GB/rank", "fits");
+  const bool optim = model.optimizerNs > 0;
+  if (optim)
+    std::printf("# optimizer: %g ns per updated parameter; \"total\" is communication plus the update\n",
+                model.optimizerNs);
+  std::printf("%-8s %-6s %12s %12s %12s %12s", "strategy", "p g os", "comm ms", "micro", "boundary", "after step");
+  if (optim) std::printf(" %12s %12s", "optimizer", "total ms");
+  std::printf(" %14s  %s\n", "state GB/rank", "fits");
   for (const paro::Costed& r : rows) {
-    std::printf("%-8s %s %s %s  %12.3f %12.3f %12.3f %12.3f %14.3f  %s\n", r.strategy.name,
-                paro::levelName(r.strategy.p), paro::levelName(r.strategy.g), paro::levelName(r.strategy.os),
-                r.totalUs() / 1e3, r.microUs / 1e3, r.boundaryUs / 1e3, r.stepUs / 1e3, r.state.total() / 1e9,
-                r.fits ? "yes" : "NO (out of memory)");
+    std::printf("%-8s %s %s %s  %12.3f %12.3f %12.3f %12.3f", r.strategy.name, paro::levelName(r.strategy.p),
+                paro::levelName(r.strategy.g), paro::levelName(r.strategy.os), r.commUs() / 1e3, r.microUs / 1e3,
+                r.boundaryUs / 1e3, r.stepUs / 1e3);
+    if (optim) std::printf(" %12.3f %12.3f", r.optimizerUs / 1e3, r.totalUs() / 1e3);
+    std::printf(" %14.3f  %s\n", r.state.total() / 1e9, r.fits ? "yes" : "NO (out of memory)");
   }
   if (best < 0) {
     std::printf("recommended: none (no strategy's training state fits in %g GB per rank)\n", memGb);
     return 3;
   }
-  std::printf("recommended: %s (%.3f ms of communication per step, %.3f GB per rank)\n", rows[best].strategy.name,
-              rows[best].totalUs() / 1e3, rows[best].state.total() / 1e9);
+  std::printf("recommended: %s (%.3f ms of communication", rows[best].strategy.name, rows[best].commUs() / 1e3);
+  if (optim) std::printf(" and %.3f ms of optimizer", rows[best].optimizerUs / 1e3);
+  std::printf(" per step, %.3f GB per rank)\n", rows[best].state.total() / 1e9);
   return 0;
 }

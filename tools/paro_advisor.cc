@@ -145,6 +145,7 @@ std::vector<Costed> Advisor::evaluate(const ModelSize& model, double memBytes) c
       else if (c.phase == Phase::Boundary) row.boundaryUs += us;
       else row.stepUs += us;
     }
+    row.optimizerUs = model.optimizerNs * model.trainable * share(s.os, nodes_, perNode_) / 1e3;
     row.state = stateBytes(s, model, nodes_, perNode_);
     row.fits = memBytes <= 0 || row.state.total() <= memBytes;
     rows.push_back(row);

@@ -40,6 +40,11 @@ struct ModelSize {
   int elemBytes = 2;      // bytes per parameter and gradient element (bf16: 2)
   int optimizerBytes = 8; // optimizer state per trainable element besides the fp32 master (Adam: 8)
   int units = 1;          // calls each collective is split into (one per module)
+  // Time one rank's optimizer takes per trainable parameter it updates
+  // (ns; 0: not costed). A rank updates its share of the optimizer state:
+  // all of it under DDP, 1/m or 1/(n m) where the state is sharded, so
+  // strategies that shard it step faster where the update is not free.
+  double optimizerNs = 0;
 };
 
 enum class Phase { Micro, Boundary, Step };
@@ -71,9 +76,11 @@ StateBytes stateBytes(const Strategy& s, const ModelSize& model, int nodes, int 
 struct Costed {
   Strategy strategy;
   double microUs = 0, boundaryUs = 0, stepUs = 0;  // micro: all A micro-steps together
+  double optimizerUs = 0;                          // the rank's optimizer update (ModelSize::optimizerNs)
   StateBytes state;
   bool fits = true;
-  double totalUs() const { return microUs + boundaryUs + stepUs; }
+  double commUs() const { return microUs + boundaryUs + stepUs; }
+  double totalUs() const { return commUs() + optimizerUs; }  // what recommend() ranks by
 };
 
 class Advisor {

@@ -115,6 +115,26 @@ def calibrate_intra(groups, elems, calls, advisor_args, repeats=3):
     return t.item(), math.sqrt(lo * hi)
 
 
+def optimizer_ns(nparams, groups, repeats=5):
+    """Adam's step time per parameter on this machine, in ns: rank 0 times
+    steps over a flat tensor of the model's size and every rank gets its
+    number (the advice must be the same on every rank)."""
+    value = torch.zeros(1, dtype=torch.float64)
+    if dist.get_rank() == 0:
+        p = torch.nn.Parameter(torch.zeros(nparams))
+        p.grad = torch.randn(nparams)
+        opt = torch.optim.Adam([p], lr=1e-4)
+        opt.step()  # creates the state
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            opt.step()
+            times.append(time.perf_counter() - t0)
+        value[0] = sorted(times)[len(times) // 2] / nparams * 1e9
+    dist.broadcast(value, 0, group=groups.world)
+    return float(value[0])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--strategies", default=",".join(paro.STRATEGIES), help="comma-separated [all]")
@@ -128,6 +148,8 @@ def main():
     ap.add_argument("--calibrate-intra", action="store_true",
                     help="measure the nodes' all-gather rate first and give the advisor the node memory rate "
                          "that predicts it (--node-mem-gbps)")
+    ap.add_argument("--no-optimizer-cost", action="store_true",
+                    help="do not time Adam and give the advisor --optimizer-ns (it then costs communication only)")
     ap.add_argument("--timeout", type=float, default=900, help="the process group's timeout, s [900]")
     ap.add_argument("--json", help="write the results here (rank 0)")
     args = ap.parse_args()
@@ -144,6 +166,9 @@ def main():
         seconds, gbps = calibrate_intra(groups, per_unit, args.layers, advisor_args)
         calibration = {"allgather_elems": per_unit, "allgather_ms": seconds * 1e3, "node_mem_gbps": gbps}
         advisor_args += ["--node-mem-gbps", f"{gbps:.4g}"]
+    adam_ns = None if args.no_optimizer_cost else optimizer_ns(nparams, groups)
+    if adam_ns is not None:
+        advisor_args += ["--optimizer-ns", f"{adam_ns:.4g}"]
     advice = paro.advise(nparams, args.accum, torch.float32, args.layers, groups, advisor_args)
     predicted = {r["name"]: r for r in advice["strategies"]}
     del model
@@ -189,20 +214,25 @@ def main():
         print(f"# {dist.get_world_size()} ranks: {groups.nnodes} nodes x {groups.nlocal}; {nparams} parameters "
               f"(fp32, {args.layers} layers of {width}); {args.accum} micro-steps of {args.batch} samples per "
               f"step; {args.steps} timed steps after {args.warmup}; advisor: {advice['machine']}")
+        if adam_ns is not None:
+            print(f"# optimizer: Adam took {adam_ns:.3g} ns per parameter on rank 0; the advisor was given "
+                  f"--optimizer-ns {adam_ns:.4g} and ranks strategies by communication plus that update")
         if calibration:
             print(f"# intra-node calibration: all-gather of {calibration['allgather_elems']} fp32 elements on every "
                   f"node at once took {calibration['allgather_ms']:.2f} ms; the advisor was given "
                   f"--node-mem-gbps {calibration['node_mem_gbps']:.4g}")
-        print("| strategy | comm/step measured (ms) | predicted (ms) | error | step (ms) | state/rank (MB) |")
-        print("|---|---|---|---|---|---|")
+        print("| strategy | comm/step measured (ms) | predicted (ms) | error | predicted optimizer (ms) "
+              "| step (ms) | state/rank (MB) |")
+        print("|---|---|---|---|---|---|---|")
         for r in rows:
+            optim = predicted[r["strategy"]].get("optimizer_ms", 0.0)
             print(f"| {r['strategy']} | {r['comm_ms']:.1f} | {r['predicted_comm_ms']:.1f} | {100 * r['error']:+.0f}% "
-                  f"| {r['step_ms']:.1f} | {r['state_bytes'] / 1e6:.1f} |")
+                  f"| {optim:.1f} | {r['step_ms']:.1f} | {r['state_bytes'] / 1e6:.1f} |")
         print(f"recommended: {advice['recommended']}; measured fastest step: {fastest}")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"shape": [groups.nnodes, groups.nlocal], "params": nparams, "accum": args.accum,
-                           "advice": advice, "calibration": calibration, "rows": rows,
+                           "advice": advice, "calibration": calibration, "optimizer_ns": adam_ns, "rows": rows,
                            "measured_fastest": fastest}, f, indent=1)
     dist.destroy_process_group()
 
