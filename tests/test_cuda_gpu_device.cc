@@ -239,7 +239,9 @@ int freePort() {
 // not use it. Each compares every case with the host path bit for bit.
 // Then again with HOCCL_P2P_DISABLE=1: connections in host shared memory
 // (a memfd each process registers with the driver); and with
-// HOCCL_DEVICE_IPC=legacy: cuMemAlloc memory opened by cuIpc handles.
+// HOCCL_DEVICE_IPC=legacy: cuMemAlloc memory opened by cuIpc handles; and
+// HOCCL_DEVICE_IPC=fabric: VMM memory as fabric handles where an IMEX
+// channel permits them, else every rank refused by name (gpu_rank.cc).
 TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
   HOCCL_GPU_OR_SKIP(g);
   char self[4096];
@@ -249,13 +251,14 @@ TEST(GpuDevicePath, RanksInSeparateProcessesMatchTheHost) {
   std::string bin(self);
   bin = bin.substr(0, bin.rfind('/') + 1) + "test_cuda_gpu_rank";
   ASSERT_EQ(access(bin.c_str(), X_OK), 0) << bin << " is not there: it is built with test_cuda_gpu";
-  // How connections are shared: VMM fds, host memory (staged), legacy IPC.
+  // How connections are shared: VMM fds, host memory (staged), legacy IPC,
+  // fabric handles.
   for (const auto& [nranks, how] : {std::pair{2, "fd"}, {3, "fd"}, {2, "staged"}, {3, "staged"}, {2, "legacy"},
-                                    {3, "legacy"}}) {
+                                    {3, "legacy"}, {2, "fabric"}}) {
     const std::string mode = how;
     SCOPED_TRACE(std::to_string(nranks) + " processes, connections by " + mode);
     setenv("HOCCL_P2P_DISABLE", mode == "staged" ? "1" : "0", 1);
-    setenv("HOCCL_DEVICE_IPC", mode == "legacy" ? "legacy" : "fd", 1);
+    setenv("HOCCL_DEVICE_IPC", mode == "staged" ? "fd" : mode.c_str(), 1);
     const int port = freePort();
     ASSERT_GT(port, 0);
     const std::string id = "127.0.0.1:" + std::to_string(port);

@@ -106,6 +106,55 @@ TEST(CudaVmm, ProcessRanksWithoutVmmUseLegacyIpcOrAreToldWhatTheDriverLacks) {
   reloadSettingsForTesting();
 }
 
+// HOCCL_DEVICE_IPC=fabric: connection memory travels as fabric handles
+// over the bootstrap where every rank's driver makes them (the fake's
+// Works: sums exact, handles exported); where the GPU has them but no IMEX
+// channel permits them (NotPermitted, as on an H100 without IMEX), every
+// rank is told so by name, and auto still connects by POSIX fd.
+TEST(CudaVmm, FabricHandlesConnectProcessesWhereTheDriverPermitsThem) {
+  using fakecuda::vmm::Fabric;
+  for (const auto& [mode, want] : {std::pair{Fabric::Works, "fabric"}, {Fabric::NotPermitted, "fabric"},
+                                   {Fabric::NotPermitted, "auto"}, {Fabric::Unsupported, "fabric"}}) {
+    const bool works = mode == Fabric::Works || std::string(want) == "auto";
+    SCOPED_TRACE(std::string(want) + (mode == Fabric::Works ? ", fabric works" : mode == Fabric::NotPermitted
+                                                                                     ? ", not permitted"
+                                                                                     : ", unsupported"));
+    FakeCuda fake;
+    fakecuda::vmm::setFabric(mode);
+    setenv("HOCCL_DEVICE_IPC", want, 1);
+    reloadSettingsForTesting();
+    testutil::Options o;
+    o.ranks = 3;
+    o.mode = testutil::Mode::Processes;
+    o.timeoutSec = 60;
+    std::string error;
+    EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
+      const size_t n = 100000;
+      auto* d = static_cast<float*>(fake.alloc(n * sizeof(float)));
+      for (size_t i = 0; i < n; ++i) d[i] = float(rank + 1) * float(i % 7);
+      void* stream = fake.createStream();
+      const hocclResult_t rc = hocclAllReduce(d, d, n, hocclFloat32, hocclSum, comm, stream);
+      const std::string msg = hocclGetLastError(comm);
+      if (works) {
+        ASSERT_EQ(rc, hocclSuccess) << msg;
+        ASSERT_TRUE(fake.sync(stream));
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(d[i], 6.0f * float(i % 7)) << i;
+        if (mode == Fabric::Works) EXPECT_GT(fakecuda::vmm::fabricExports(), 1) << "rank " << rank;
+        else EXPECT_EQ(fakecuda::vmm::fabricExports(), 0) << "rank " << rank;  // auto: by fd
+        return;
+      }
+      EXPECT_EQ(rc, hocclSystemError) << msg;
+      EXPECT_NE(msg.find("HOCCL_DEVICE_IPC=fabric, but rank(s) 0, 1, 2 cannot share GPU memory by fabric handle"),
+                std::string::npos) << msg;
+      EXPECT_NE(msg.find(mode == Fabric::NotPermitted ? "CUDA_ERROR_NOT_PERMITTED" : "has no fabric handles"),
+                std::string::npos) << msg;
+      EXPECT_NE(msg.find("HOCCL_DEVICE_IPC=fd or auto"), std::string::npos) << msg;
+    }, &error)) << error;
+  }
+  unsetenv("HOCCL_DEVICE_IPC");
+  reloadSettingsForTesting();
+}
+
 using cuda::DevPtr;
 using cuda::IpcBufferMsg;
 using cuda::MemHandle;
@@ -322,7 +371,7 @@ TEST_F(CudaVmmFake, TheExchangeMapsTheExportersMemory) {
   if (child == 0) {  // rank 1 exports edge 0->1 to rank 0 and stays until it is taken
     cuda::VmmMapping m;
     size_t gran = 0;
-    if (!cuda::vmmCreate(v, 0, 3 * kGran / 2, &m, &gran).ok() || m.size != 2 * kGran) _exit(10);
+    if (!cuda::vmmCreate(v, 0, 3 * kGran / 2, cuda::kMemHandleTypePosixFd, &m, &gran).ok() || m.size != 2 * kGran) _exit(10);
     std::strcpy(reinterpret_cast<char*>(m.base) + cuda::ipcSlotsOffset(), "from rank 1");
     int fd = -1;
     if (!cuda::vmmExport(v, m, &fd).ok()) _exit(12);
@@ -417,7 +466,7 @@ TEST_F(CudaVmmFake, AnImporterThatExitsIsNamedAtOnce) {
   if (child == 0) _exit(0);  // never listens
   cuda::VmmMapping m;
   size_t gran = 0;
-  ASSERT_TRUE(cuda::vmmCreate(v, 0, kGran, &m, &gran).ok());
+  ASSERT_TRUE(cuda::vmmCreate(v, 0, kGran, cuda::kMemHandleTypePosixFd, &m, &gran).ok());
   int fd = -1;
   ASSERT_TRUE(cuda::vmmExport(v, m, &fd).ok());
   const double t0 = nowSec();

@@ -381,10 +381,11 @@ std::vector<SettingDecl> makeTable() {
        field<bool>(&S::p2pDisable, zeroOrOne()), kPerRank},
       {"HOCCL_DEVICE_IPC", "auto",
        "How ranks in different processes of a host share device connection memory: fd (CUDA VMM "
-       "memory passed as a POSIX fd over a Unix socket), legacy (cuIpc handles over the bootstrap: "
-       "for processes that cannot reach each other's Unix sockets, such as containers in separate "
-       "network namespaces), or auto (fd where every rank's driver has VMM, else legacy).",
-       field<std::string>(&S::deviceIpc, oneOf({"auto", "fd", "legacy"})), kAllRanks},
+       "memory passed as a POSIX fd over a Unix socket), fabric (CUDA VMM memory as fabric handles "
+       "over the bootstrap: needs an IMEX channel), legacy (cuIpc handles over the bootstrap); fabric "
+       "and legacy serve processes that cannot reach each other's Unix sockets, such as containers in "
+       "separate network namespaces; auto: fd where every rank's driver has VMM, else legacy.",
+       field<std::string>(&S::deviceIpc, oneOf({"auto", "fd", "fabric", "legacy"})), kAllRanks},
       {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.",
        field<std::string>(&S::isa, oneOf({"auto", "scalar", "avx2", "avx512"})), kPerRank},
       {"HOCCL_TUNER_RULES", "",

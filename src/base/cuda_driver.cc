@@ -43,6 +43,8 @@ std::string resultName(int result) {
                      : result == 500                           ? "CUDA_ERROR_NOT_FOUND"
                      : result == 600                           ? "CUDA_ERROR_NOT_READY"
                      : result == 700                           ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+                     : result == 800                           ? "CUDA_ERROR_NOT_PERMITTED"
+                     : result == 801                           ? "CUDA_ERROR_NOT_SUPPORTED"
                                                                : "CUresult";
   return std::string(name) + " (" + std::to_string(result) + ")";
 }

@@ -143,7 +143,11 @@ int deviceGet(int* d, int ordinal) {
 }
 int deviceGetAttribute(int* value, int attribute, int device) {
   if (!value || !isDevice(device)) return kInvalid;
-  if (attribute != cuda::kDeviceAttributeMultiprocessors) return kInvalid;  // the only one hoccl asks for
+  if (attribute == cuda::kDeviceAttributeFabricSupported) {
+    *value = vmm::fabric() != vmm::Fabric::Unsupported;
+    return kOk;
+  }
+  if (attribute != cuda::kDeviceAttributeMultiprocessors) return kInvalid;  // what hoccl asks for
   *value = g->multiprocessors.load();
   return kOk;
 }
@@ -487,6 +491,7 @@ FakeCuda::~FakeCuda() {
   for (auto& [p, n] : g->device) std::free(reinterpret_cast<void*>(p));
   for (auto& [p, n] : g->mapped) std::free(reinterpret_cast<void*>(p));
   vmm::reset();
+  vmm::setFabric(vmm::Fabric::Unsupported);
   g = nullptr;
 }
 

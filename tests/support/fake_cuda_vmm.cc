@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
 
 #include "src/exec/cuda/device_api.h"
@@ -20,6 +23,17 @@ constexpr int kOk = cuda::kCudaSuccess;
 constexpr int kInvalid = cuda::kCudaErrorInvalidValue;
 constexpr int kOutOfMemory = 2;    // CUDA_ERROR_OUT_OF_MEMORY
 constexpr int kNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
+constexpr int kNotPermitted = 800;  // CUDA_ERROR_NOT_PERMITTED
+constexpr uint32_t kFabricMagic = 0x46425246;  // "FRBF"
+constexpr int kKnownTypes = cuda::kMemHandleTypePosixFd | cuda::kMemHandleTypeFabric;
+
+struct FabricHandle {  // inside CUmemFabricHandle's 64 bytes
+  uint32_t magic;
+  int32_t pid, fd;
+  uint64_t size;
+};
+std::atomic<Fabric> fabricMode{Fabric::Unsupported};
+std::atomic<int> fabricExported{0};
 
 struct Allocation {
   int fd = -1;
@@ -74,7 +88,11 @@ int granularity(size_t* g, const cuda::MemAllocationProp* prop, int option) {
 
 int create(MemHandle* h, size_t size, const cuda::MemAllocationProp* prop, unsigned long long flags) {
   if (!h || !validProp(prop) || flags != 0 || size == 0 || size % kGranularity != 0) return kInvalid;
-  if (prop->requestedHandleTypes & ~cuda::kMemHandleTypePosixFd) return kNotSupported;  // fabric: no fabric here
+  if (prop->requestedHandleTypes & ~kKnownTypes) return kNotSupported;
+  if (prop->requestedHandleTypes & cuda::kMemHandleTypeFabric) {
+    if (fabricMode == Fabric::Unsupported) return kNotSupported;
+    if (fabricMode == Fabric::NotPermitted) return kNotPermitted;  // no IMEX channel
+  }
   const int fd = memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
   if (fd < 0) return kOutOfMemory;
   if (ftruncate(fd, off_t(size)) != 0) {
@@ -92,16 +110,47 @@ int exportHandle(void* shareable, MemHandle h, int type, unsigned long long flag
   std::lock_guard<std::mutex> l(st().mu);
   auto it = st().handles.find(h);
   if (it == st().handles.end()) return kInvalid;
-  if (type != cuda::kMemHandleTypePosixFd) return kNotSupported;
+  if (type != cuda::kMemHandleTypePosixFd && (type != cuda::kMemHandleTypeFabric || fabricMode == Fabric::Unsupported))
+    return kNotSupported;
   if (!(it->second.handleTypes & type)) return kInvalid;  // not requested at cuMemCreate
+  if (type == cuda::kMemHandleTypeFabric) {
+    const FabricHandle h{kFabricMagic, int32_t(getpid()), it->second.fd, it->second.size};
+    std::memset(shareable, 0, cuda::kFabricHandleBytes);
+    std::memcpy(shareable, &h, sizeof h);
+    ++fabricExported;
+    return kOk;
+  }
   const int fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return kOutOfMemory;
   *static_cast<int*>(shareable) = fd;
   return kOk;
 }
 
+// A fabric handle names the exporter's memfd; it is opened through /proc
+// (a handle this process exported opens its own).
+int importFabric(MemHandle* h, const void* handle) {
+  if (fabricMode != Fabric::Works) return fabricMode == Fabric::Unsupported ? kNotSupported : kNotPermitted;
+  FabricHandle theirs;
+  std::memcpy(&theirs, handle, sizeof theirs);
+  if (theirs.magic != kFabricMagic || theirs.size == 0 || theirs.size % kGranularity != 0) return kInvalid;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", theirs.pid, theirs.fd);
+  const int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return kInvalid;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || uint64_t(sb.st_size) != theirs.size) {
+    close(fd);
+    return kInvalid;
+  }
+  std::lock_guard<std::mutex> l(st().mu);
+  *h = st().next++;
+  st().handles[*h] = Allocation{fd, size_t(theirs.size), cuda::kMemHandleTypeFabric};
+  return kOk;
+}
+
 int importHandle(MemHandle* h, void* osHandle, int type) {
   if (!h) return kInvalid;
+  if (type == cuda::kMemHandleTypeFabric) return importFabric(h, osHandle);
   if (type != cuda::kMemHandleTypePosixFd) return kNotSupported;
   const int fd = int(reinterpret_cast<intptr_t>(osHandle));
   struct stat sb;
@@ -193,6 +242,10 @@ int addressFree(DevPtr p, size_t size) {
 }
 
 }  // namespace
+
+void setFabric(Fabric f) { fabricMode = f; }
+Fabric fabric() { return fabricMode; }
+int fabricExports() { return fabricExported; }
 
 const std::map<std::string, void*>& entryPoints() {
   static const std::map<std::string, void*> table = {

@@ -4,8 +4,13 @@
 // cuMemMap, cuMemSetAccess) mmaps it MAP_SHARED, so two processes that map
 // the same allocation see the same "device memory".
 //
+// Fabric handles (setFabric) are off by default, as on a GPU without them
+// (CUDA_ERROR_NOT_SUPPORTED); NotPermitted is a GPU that has them but no
+// IMEX channel (what an H100 without IMEX says); Works names the memfd by
+// the exporter's pid and fd, and an importer maps it through /proc.
+//
 // It refuses what the driver refuses: handle types other than POSIX fds
-// (fabric handles: CUDA_ERROR_NOT_SUPPORTED), sizes that are not multiples
+// and fabric handles, sizes that are not multiples
 // of the granularity (2 MiB, as on current GPUs), exporting a handle type
 // not requested at creation, maps outside a reserved range or over another
 // map, unmaps and frees of ranges that are not exactly what was mapped or
@@ -21,6 +26,11 @@
 namespace hoccl::fakecuda::vmm {
 
 inline constexpr size_t kGranularity = size_t(2) << 20;
+
+enum class Fabric { Unsupported, NotPermitted, Works };
+void setFabric(Fabric f);  // before fork(): children inherit it
+Fabric fabric();
+int fabricExports();  // fabric handles this process exported so far
 
 // Name -> entry point, merged into the fake's cuGetProcAddress table.
 const std::map<std::string, void*>& entryPoints();

@@ -47,6 +47,8 @@ constexpr int kMemLocationTypeDevice = 1;         // CU_MEM_LOCATION_TYPE_DEVICE
 constexpr int kMemAccessReadWrite = 3;            // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 constexpr int kMemAllocGranularityMinimum = 0;    // CU_MEM_ALLOC_GRANULARITY_MINIMUM
 constexpr int kDeviceAttributeVmmSupported = 102;  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+constexpr int kDeviceAttributeFabricSupported = 128;  // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
+constexpr size_t kFabricHandleBytes = 64;            // sizeof(CUmemFabricHandle)
 
 struct MemLocation {
   int type;  // kMemLocationTypeDevice

@@ -169,14 +169,14 @@ Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
 Status DeviceExecutor::connectEdges(const std::vector<PlanEdge>& edges) {
   std::map<int, int> wanted;  // peer -> sending ends it still owes us
   std::vector<int> exporters;  // the same, from other processes (as an fd): one entry per edge
-  std::vector<int> byHandle;   // the same, as a legacy IPC handle over the bootstrap
+  std::vector<int> byHandle;   // the same, as a fabric or legacy IPC handle over the bootstrap
   for (const PlanEdge& e : edges) {
     const auto key = std::make_tuple(e.from, e.to, e.link);
     if (conns_.count(key)) continue;
     if (e.to != rank_) {
       if (owner_->sameProcess(e.to))
         ++wanted[e.to];
-      else if (legacyIpc_ && !staged(rank_, e.to))
+      else if (ipc_ != Ipc::Fd && !staged(rank_, e.to))
         byHandle.push_back(e.to);
       else
         exporters.push_back(e.to);
@@ -236,8 +236,9 @@ std::string DeviceExecutor::describePeer(int peer) const {
 // host: one allocation (the DevConnMem, then the slots) made here and
 // handed to the sender: VMM memory as an fd, or for a staged pair a memfd
 // both register as host memory (over the fd socket), or with
-// HOCCL_DEVICE_IPC=legacy cuMemAlloc memory as a cuIpc handle (over the
-// bootstrap: exportByHandle). *mem is the DevConnMem here.
+// HOCCL_DEVICE_IPC=fabric VMM memory as a fabric handle, or with legacy
+// cuMemAlloc memory as a cuIpc handle (both over the bootstrap:
+// exportByHandle). *mem is the DevConnMem here.
 Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   const std::string peer = describePeer(e.from);
   const size_t slotsOffset = ipcSlotsOffset(), slotsBytes = kDevSlots * slotBytes_;
@@ -256,7 +257,7 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   msg.pid = getpid();
   gethostname(msg.host, sizeof msg.host - 1);
   const bool isStaged = staged(e.from, rank_);
-  if (legacyIpc_ && !isStaged) return exportByHandle(e, init, &msg, mem);
+  if (ipc_ != Ipc::Fd && !isStaged) return exportByHandle(e, init, &msg, mem);
   DevPtr base = 0;
   int fd = -1;
   if (isStaged) {
@@ -273,7 +274,7 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   } else {
     VmmMapping m;
     size_t granularity = 0;
-    HOCCL_TRY(vmmCreate(api_.vmm, device_, slotsOffset + slotsBytes, &m, &granularity)
+    HOCCL_TRY(vmmCreate(api_.vmm, device_, slotsOffset + slotsBytes, kMemHandleTypePosixFd, &m, &granularity)
                   .context("device connection memory for " + peer));
     ipcMaps_.push_back(m);  // released with the executor
     HOCCL_TRY(upload(m.base, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
@@ -291,6 +292,29 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
 }
 
 Status DeviceExecutor::exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem) {
+  if (ipc_ == Ipc::Fabric) {
+    VmmMapping m;
+    size_t granularity = 0;
+    HOCCL_TRY(vmmCreate(api_.vmm, device_, msg->slotsOffset + msg->slotsBytes, kMemHandleTypeFabric, &m,
+                        &granularity).context("device connection memory for " + describePeer(e.from)));
+    ipcMaps_.push_back(m);  // released with the executor
+    HOCCL_TRY(upload(m.base, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
+    static_assert(kFabricHandleBytes == sizeof msg->handle, "CUmemFabricHandle fits the message");
+    HOCCL_TRY(vmmExportFabric(api_.vmm, m, msg->handle));
+    msg->handleType = uint16_t(IpcHandle::Fabric);
+    msg->size = m.size;
+    msg->granularity = granularity;
+    *mem = m.base;
+  } else {
+    HOCCL_TRY(exportLegacy(init, msg, mem));
+  }
+  const std::string bytes = encodeIpcBuffer(*msg);
+  return oob_->send(e.from, kTagDevIpc, bytes.data(), bytes.size())
+      .context(std::string("device connection (") + ipcHandleName(IpcHandle(msg->handleType)) + " handle) to " +
+               describePeer(e.from));
+}
+
+Status DeviceExecutor::exportLegacy(const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem) {
   constexpr size_t kPage = 4096;
   const size_t size = (msg->slotsOffset + msg->slotsBytes + kPage - 1) / kPage * kPage;
   DevPtr a = 0;
@@ -304,15 +328,13 @@ Status DeviceExecutor::exportByHandle(const PlanEdge& e, const DevConnMem& init,
   msg->handleType = uint16_t(IpcHandle::LegacyIpc);
   msg->size = size;
   msg->granularity = kPage;
-  const std::string bytes = encodeIpcBuffer(*msg);
-  HOCCL_TRY(oob_->send(e.from, kTagDevIpc, bytes.data(), bytes.size())
-                .context("device connection (legacy IPC handle) to " + describePeer(e.from)));
   *mem = a;
   return Status();
 }
 
 // The sending ends whose memory other processes export, one per entry of
-// `exporters` (as fds) and of `byHandle` (legacy IPC handles), mapped here.
+// `exporters` (as fds) and of `byHandle` (fabric or legacy IPC handles),
+// mapped here.
 Status DeviceExecutor::importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle) {
   std::vector<IpcReceived> got;
   Status st;
@@ -325,17 +347,25 @@ Status DeviceExecutor::importConns(const std::vector<int>& exporters, const std:
     else ipcMaps_.push_back(r.mapping);
   }
   HOCCL_TRY(st);
+  const IpcHandle want = ipc_ == Ipc::Fabric ? IpcHandle::Fabric : IpcHandle::LegacyIpc;
   for (int peer : byHandle) {
     std::string bytes;
-    HOCCL_TRY(oob_->recv(peer, kTagDevIpc, &bytes).context("device connection (legacy IPC handle) from " +
-                                                           describePeer(peer)));
+    HOCCL_TRY(oob_->recv(peer, kTagDevIpc, &bytes).context(std::string("device connection (") + ipcHandleName(want) +
+                                                           " handle) from " + describePeer(peer)));
     IpcReceived r;
     HOCCL_TRY(decodeIpcBuffer(bytes.data(), bytes.size(), nranks_, &r.msg)
                   .context("device connection from " + describePeer(peer)));
-    if (IpcHandle(r.msg.handleType) != IpcHandle::LegacyIpc || r.msg.to != peer)
-      return errorf(hocclRemoteError, "device connection: %s sent a %s handle for edge %d->%d, where a legacy IPC "
+    if (IpcHandle(r.msg.handleType) != want || r.msg.to != peer)
+      return errorf(hocclRemoteError, "device connection: %s sent a %s handle for edge %d->%d, where a %s "
                     "handle of its own was expected (HOCCL_DEVICE_IPC differs?)", describePeer(peer).c_str(),
-                    ipcHandleName(IpcHandle(r.msg.handleType)), r.msg.from, r.msg.to);
+                    ipcHandleName(IpcHandle(r.msg.handleType)), r.msg.from, r.msg.to, ipcHandleName(want));
+    if (want == IpcHandle::Fabric) {
+      Status mapped = vmmImportFabric(api_.vmm, device_, r.msg.handle, r.msg.size, &r.mapping);
+      if (r.mapping.handle) ipcMaps_.push_back(r.mapping);
+      HOCCL_TRY(mapped.context("device connections: mapping " + describePeer(peer) + "'s connection memory"));
+      got.push_back(r);
+      continue;
+    }
     IpcMemHandle h;
     std::memcpy(&h, r.msg.handle, sizeof h);
     DevPtr p = 0;

@@ -156,14 +156,16 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
     uint64_t nonce;  // rank 0's names this communicator's fd sockets
     char bus[32];    // PCI bus id, "" if unknown
     int32_t channels[3];  // HOCCL_DEVICE_CHANNELS, config->minCTAs, maxCTAs: must match
-    int32_t ipcCaps;      // kIpcVmm | kIpcLegacy: the driver's entry points for sharing memory between processes
+    int32_t ipcCaps;      // kIpcVmm | kIpcLegacy | kIpcFabric: how the driver shares memory between processes
   };
-  constexpr int32_t kIpcVmm = 1, kIpcLegacy = 2;
+  constexpr int32_t kIpcVmm = 1, kIpcLegacy = 2, kIpcFabric = 4;
+  std::string noFabric;  // why this rank cannot use fabric handles (asked only where they are wanted)
+  const bool fabric = otherProcesses_ && settings_.ipc == "fabric" && fabricUsable(api_, device_, &noFabric);
   std::vector<Entry> all(static_cast<size_t>(nranks_));
   Entry& me = all[size_t(rank_)];
   me = Entry{device_, asked.ok() ? sms : 0, randomU64(), {}, {settings_.channels, settings_.minChannels,
                                                               settings_.maxChannels},
-             (api_.vmm.usable() ? kIpcVmm : 0) | (api_.ipc.usable() ? kIpcLegacy : 0)};
+             (api_.vmm.usable() ? kIpcVmm : 0) | (api_.ipc.usable() ? kIpcLegacy : 0) | (fabric ? kIpcFabric : 0)};
   int dev = 0;
   if (d.api.deviceGet && d.api.deviceGetPciBusId && d.api.deviceGet(&dev, device_) == kCudaSuccess &&
       d.api.deviceGetPciBusId(me.bus, sizeof me.bus - 1, dev) != kCudaSuccess)
@@ -180,13 +182,24 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
                     me.channels[0], me.channels[1], me.channels[2]);
   socketKey_ = all[0].nonce;
   if (otherProcesses_) {  // every rank has a peer in another process, and decides alike
-    int32_t caps = kIpcVmm | kIpcLegacy;
-    for (const Entry& r : all) caps &= r.ipcCaps;
+    int32_t caps = kIpcVmm | kIpcLegacy | kIpcFabric;
+    std::string without;  // the ranks without fabric handles
+    for (int r = 0; r < nranks_; ++r) {
+      caps &= all[size_t(r)].ipcCaps;
+      if (!(all[size_t(r)].ipcCaps & kIpcFabric)) without += (without.empty() ? "" : ", ") + std::to_string(r);
+    }
     const std::string& want = settings_.ipc;
-    if ((want == "auto" || want == "fd") && (caps & kIpcVmm)) {
-      legacyIpc_ = false;
+    if (want == "fabric") {
+      if (!(caps & kIpcFabric))
+        return Status(hocclSystemError, "device buffers: HOCCL_DEVICE_IPC=fabric, but rank(s) " + without +
+                                            " cannot share GPU memory by fabric handle" +
+                                            (noFabric.empty() ? "" : " (here: " + noFabric + ")") +
+                                            "; HOCCL_DEVICE_IPC=fd or auto shares it by POSIX fd instead");
+      ipc_ = Ipc::Fabric;
+    } else if ((want == "auto" || want == "fd") && (caps & kIpcVmm)) {
+      ipc_ = Ipc::Fd;
     } else if ((want == "auto" || want == "legacy") && (caps & kIpcLegacy)) {
-      legacyIpc_ = true;
+      ipc_ = Ipc::Legacy;
     } else {
       const bool fd = want != "legacy";
       return Status(hocclSystemError,

@@ -140,6 +140,7 @@ class DeviceExecutor {
   Status exportConn(const PlanEdge& e, DevPtr* mem);
   Status importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle);
   Status exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
+  Status exportLegacy(const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
   std::string describePeer(int peer) const;
   Status alloc(size_t bytes, DevPtr* p, PlanRes* owner);
   Status kernel(DType t, RedOp op, CuHandle* fn);
@@ -158,7 +159,10 @@ class DeviceExecutor {
   size_t slotBytes_ = 0;
   int channelCap_ = 1;  // channelsFor's cap (create)
   bool oneGpu_ = false;  // every rank on this executor's GPU (kArgOneGpu)
-  bool legacyIpc_ = false;  // other processes map connections by cuIpc handles over the bootstrap, not VMM fds
+  // How connections reach ranks of other processes (HOCCL_DEVICE_IPC): VMM
+  // memory as POSIX fds over a Unix socket, VMM memory as fabric handles or
+  // cuMemAlloc memory as cuIpc handles (both over the bootstrap).
+  enum class Ipc { Fd, Fabric, Legacy } ipc_ = Ipc::Fd;
   std::vector<DevPtr> ipcExported_, ipcOpened_;  // legacy IPC: allocations handed out, and mapped here
   struct RankGpu {
     int device;       // ordinal in the rank's process

@@ -16,10 +16,10 @@
 namespace hoccl::cuda {
 namespace {
 
-MemAllocationProp propOn(int device) {
+MemAllocationProp propOn(int device, int handleType) {
   MemAllocationProp p{};
   p.type = kMemAllocationTypePinned;
-  p.requestedHandleTypes = kMemHandleTypePosixFd;
+  p.requestedHandleTypes = handleType;
   p.location = {kMemLocationTypeDevice, device};
   return p;
 }
@@ -43,17 +43,19 @@ std::string ranksText(const std::vector<int>& ranks) {
 
 size_t ipcSlotsOffset() { return (sizeof(DevConnMem) + 255) & ~size_t(255); }
 
-Status vmmCreate(const VmmApi& v, int device, size_t bytes, VmmMapping* out, size_t* granularity) {
+Status vmmCreate(const VmmApi& v, int device, size_t bytes, int handleType, VmmMapping* out, size_t* granularity) {
   *out = VmmMapping();
-  const MemAllocationProp prop = propOn(device);
+  const MemAllocationProp prop = propOn(device, handleType);
+  const bool fabric = handleType == kMemHandleTypeFabric;
   size_t gran = 0;
   HOCCL_TRY(cuCheck(v.memGetAllocationGranularity(&gran, &prop, kMemAllocGranularityMinimum),
-                    "cuMemGetAllocationGranularity(POSIX fd)"));
+                    fabric ? "cuMemGetAllocationGranularity(fabric)" : "cuMemGetAllocationGranularity(POSIX fd)"));
   if (gran == 0 || (gran & (gran - 1)) != 0)
     return errorf(hocclSystemError, "cuMemGetAllocationGranularity gave %zu, not a power of two", gran);
   *granularity = gran;
   const size_t size = (bytes + gran - 1) & ~(gran - 1);
-  HOCCL_TRY(cuCheck(v.memCreate(&out->handle, size, &prop, 0), "cuMemCreate(exportable as a POSIX fd)"));
+  HOCCL_TRY(cuCheck(v.memCreate(&out->handle, size, &prop, 0),
+                    fabric ? "cuMemCreate(exportable as a fabric handle)" : "cuMemCreate(exportable as a POSIX fd)"));
   out->size = size;
   const Status st = mapHere(v, device, out);
   if (!st.ok()) vmmRelease(v, out);
@@ -71,6 +73,41 @@ Status vmmImport(const VmmApi& v, int device, int fd, size_t size, VmmMapping* o
   return st;
 }
 
+Status vmmImportFabric(const VmmApi& v, int device, const uint8_t* handle, size_t size, VmmMapping* out) {
+  *out = VmmMapping();
+  uint8_t copy[kFabricHandleBytes];  // the driver takes a pointer to the handle's bytes
+  std::memcpy(copy, handle, sizeof copy);
+  HOCCL_TRY(cuCheck(v.memImportFromShareableHandle(&out->handle, copy, kMemHandleTypeFabric),
+                    "cuMemImportFromShareableHandle(fabric)"));
+  out->size = size;
+  const Status st = mapHere(v, device, out);
+  if (!st.ok()) vmmRelease(v, out);
+  return st;
+}
+
+bool fabricUsable(const DeviceApi& api, int device, std::string* why) {
+  if (!api.vmm.usable()) {
+    *why = "the driver lacks VMM (" + api.vmmMissing + ")";
+    return false;
+  }
+  int supported = 0;
+  const int rc = api.deviceGetAttribute(&supported, kDeviceAttributeFabricSupported, device);
+  if (rc != kCudaSuccess || !supported) {
+    *why = "the driver says GPU " + std::to_string(device) + " has no fabric handles" +
+           (rc != kCudaSuccess ? std::string(" (cuDeviceGetAttribute: ") + resultName(rc) + ")" : "");
+    return false;
+  }
+  VmmMapping m;
+  size_t gran = 0;
+  Status st = vmmCreate(api.vmm, device, 1, kMemHandleTypeFabric, &m, &gran);
+  uint8_t handle[kFabricHandleBytes];
+  if (st.ok()) st = vmmExportFabric(api.vmm, m, handle);
+  vmmRelease(api.vmm, &m);
+  if (st.ok()) return true;
+  *why = st.message() + "; fabric handles need an IMEX channel (/dev/nvidia-caps-imex-channels)";
+  return false;
+}
+
 void vmmRelease(const VmmApi& v, VmmMapping* m) {
   if (m->mapped) v.memUnmap(m->base, m->size);
   if (m->base) v.memAddressFree(m->base, m->size);
@@ -82,6 +119,12 @@ Status vmmExport(const VmmApi& v, const VmmMapping& m, int* fd) {
   *fd = -1;
   return cuCheck(v.memExportToShareableHandle(fd, m.handle, kMemHandleTypePosixFd, 0),
                  "cuMemExportToShareableHandle(POSIX fd)");
+}
+
+Status vmmExportFabric(const VmmApi& v, const VmmMapping& m, uint8_t* handle) {
+  std::memset(handle, 0, kFabricHandleBytes);
+  return cuCheck(v.memExportToShareableHandle(handle, m.handle, kMemHandleTypeFabric, 0),
+                 "cuMemExportToShareableHandle(fabric)");
 }
 
 namespace {

@@ -13,6 +13,11 @@
 // timeout, and stops early, naming the rank, when that rank's process is
 // gone.
 //
+// With HOCCL_DEVICE_IPC=fabric the allocation is exported as a fabric
+// handle instead, whose bytes travel in the message over the bootstrap: no
+// fd and no Unix socket, so processes that share neither (containers in
+// their own network namespaces) connect. It needs an IMEX channel.
+//
 // A connection staged through host memory (a pair of GPUs without peer
 // access, or HOCCL_P2P_DISABLE) travels the same way as a memfd that both
 // processes map and register with cuMemHostRegister (IpcHandle::HostShm).
@@ -41,16 +46,26 @@ struct VmmMapping {
 size_t ipcSlotsOffset();
 
 // Allocates `bytes` (rounded up to the granularity) on `device`, exportable
-// as a POSIX fd, and maps it read-write here.
-Status vmmCreate(const VmmApi& v, int device, size_t bytes, VmmMapping* out, size_t* granularity);
+// as `handleType` (kMemHandleTypePosixFd or kMemHandleTypeFabric), and maps
+// it read-write here.
+Status vmmCreate(const VmmApi& v, int device, size_t bytes, int handleType, VmmMapping* out, size_t* granularity);
 // Imports an exported allocation of `size` bytes and maps it here.
 Status vmmImport(const VmmApi& v, int device, int fd, size_t size, VmmMapping* out);
+// The same for a fabric handle's kFabricHandleBytes bytes.
+Status vmmImportFabric(const VmmApi& v, int device, const uint8_t* handle, size_t size, VmmMapping* out);
+// Whether this process can share memory of `device` by fabric handle: the
+// driver says the GPU supports it and a trial allocation exports one (it
+// does not without an IMEX channel: CUDA_ERROR_NOT_PERMITTED). *why says
+// why not.
+bool fabricUsable(const DeviceApi& api, int device, std::string* why);
 // Unmaps, frees the address range, releases the handle (errors ignored:
 // teardown); the driver frees the memory once every process has.
 void vmmRelease(const VmmApi& v, VmmMapping* m);
 
 // `m` as a POSIX fd of the caller's to send (and close).
 Status vmmExport(const VmmApi& v, const VmmMapping& m, int* fd);
+// `m` as a fabric handle (kFabricHandleBytes bytes at `handle`).
+Status vmmExportFabric(const VmmApi& v, const VmmMapping& m, uint8_t* handle);
 
 // Host shared memory that GPUs of this process reach (cuMemHostRegister,
 // portable and mapped): staged connections.
