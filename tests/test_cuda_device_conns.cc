@@ -36,9 +36,11 @@ TEST_F(CudaDeviceTest, RanksOnTwoGpusOfOneProcessUsePeerAccessOrStage) {
   fake->setDevices(2);
   const int n = 2;
   const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 5000, false, 0};
-  int hostBlocks[2] = {0, 0};
-  for (bool refuse : {false, true}) {
-    if (refuse) fake->refusePeerAccess(1, 0);
+  int hostBlocks[3] = {0, 0, 0};
+  for (int mode : {0, 1, 2}) {  // peer access both ways; GPU 1 refused it; and GPU 0's self-test fails too
+    const bool refuse = mode > 0;
+    if (mode == 1) fake->refusePeerAccess(1, 0);
+    if (mode == 2) fake->corruptDeviceCopies(true);
     RanksWithStreams ranks(fake.get(), n);
     ASSERT_EQ(ranks.world.initError(), "");
     const std::vector<void*>& streams = ranks.streams;
@@ -63,21 +65,30 @@ TEST_F(CudaDeviceTest, RanksOnTwoGpusOfOneProcessUsePeerAccessOrStage) {
     for (const std::string& w : linesAt(LogLevel::Warn))
       if (w.find("stage through host memory") != std::string::npos) staged.push_back(w);
     if (refuse) {
-      ASSERT_EQ(staged.size(), 1u) << "one warning, from the rank that cannot write";
+      ASSERT_EQ(staged.size(), size_t(mode)) << "one warning per rank that cannot write";
+      if (staged[0].find("rank 1 (GPU") == std::string::npos) std::swap(staged[0], staged.back());  // rank 1's first
       EXPECT_NE(staged[0].find("rank 1"), std::string::npos) << staged[0];
       EXPECT_NE(staged[0].find("rank 0's GPU"), std::string::npos) << staged[0];
       EXPECT_NE(staged[0].find("has no peer access to GPU 0"), std::string::npos) << staged[0];
+      if (mode == 2) {
+        EXPECT_NE(staged[1].find("rank 0 (GPU Fake GPU 0 (host threads)) cannot write into rank 1's GPU (Fake GPU 1 "
+                                 "(host threads)): the peer-access self-test from GPU 0 to GPU 1 failed: of 16384 "
+                                 "words"), std::string::npos) << staged[1];
+      }
     } else {
       EXPECT_TRUE(staged.empty()) << staged[0];
     }
-    hostBlocks[refuse] = fake->hostLive();
+    hostBlocks[mode] = fake->hostLive();
     EXPECT_EQ(fake->lastFlags(), 0u) << "two GPUs: system scope";
     const int enables = fake->peerEnables() - enablesBefore;
     EXPECT_EQ(enables, refuse ? 1 : 2) << "each rank enables the other's GPU where the driver allows";
   }
+  fake->corruptDeviceCopies(false);
   // Each rank's control block either way; with the refusal, rank 0's
-  // receiving end of rank 1's edge (rank 1 cannot write into GPU 0) too.
+  // receiving end of rank 1's edge (rank 1 cannot write into GPU 0) too;
+  // with the failed test, rank 1's end of rank 0's edge as well.
   EXPECT_GT(hostBlocks[1], hostBlocks[0]) << "no connection was staged through host memory";
+  EXPECT_GT(hostBlocks[2], hostBlocks[1]) << "the pair whose self-test failed was not staged";
 }
 
 // HOCCL_P2P_DISABLE=1 stages every connection between ranks through host

@@ -89,6 +89,20 @@ TEST(GpuDevicePath, AllReduceOnDeviceBuffersMatchesTheHost) {
   allReduceMatchesTheHost(g, 2, 100003);
 }
 
+// The peer-access self-test's driver calls on a real GPU (this machine has
+// one: the GPU is its own "peer"): the pattern comes back intact, and the
+// calling thread's context is the same afterwards.
+TEST(GpuDevicePath, PeerSelfTestRunsOnTheDriver) {
+  HOCCL_GPU_OR_SKIP(g);
+  cuda::DeviceApi api;
+  const Status resolved = cuda::resolveDeviceApi(cuda::processDriver(), &api);
+  ASSERT_TRUE(resolved.ok()) << resolved.message();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cuda::peerSelfTest(api, 0, 0, g->context), "") << "round " << i;
+  cuda::CuHandle now = nullptr;
+  ASSERT_EQ(api.ctxGetCurrent(&now), 0);
+  EXPECT_EQ(now, g->context);
+}
+
 // 16 MiB per rank: the call spreads over many channels (CTAs), up to the
 // GPU's multiprocessors shared by 4 ranks (HOCCL_DEVICE_CHANNELS=auto).
 TEST(GpuDevicePath, ALargeAllReduceOnManyChannelsMatchesTheHost) {

@@ -512,16 +512,16 @@ TEST(CudaPeerAccess, EnabledPerPeerGpuOrSetApartWithTheReason) {
   api.ctxEnablePeerAccess = &peerstub::enable;
   std::vector<int> retained;
   std::map<int, std::string> unreachable;
-  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {1, 3}, &retained, &unreachable).ok());
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {1, 3}, false, &retained, &unreachable).ok());
   EXPECT_EQ(peerstub::enabled, (std::vector<int>{1, 3}));
   EXPECT_EQ(retained, (std::vector<int>{1, 3}));
   EXPECT_TRUE(unreachable.empty());
   peerstub::enableResult = 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: done already
   retained.clear();
-  EXPECT_TRUE(cuda::enablePeerAccess(api, 0, {1}, &retained, &unreachable).ok());
+  EXPECT_TRUE(cuda::enablePeerAccess(api, 0, {1}, false, &retained, &unreachable).ok());
   EXPECT_TRUE(unreachable.empty());
   peerstub::enableResult = 711;  // CUDA_ERROR_TOO_MANY_PEERS
-  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {2}, &retained, &unreachable).ok());
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {2}, false, &retained, &unreachable).ok());
   ASSERT_EQ(unreachable.size(), 1u);
   EXPECT_NE(unreachable[2].find("cuCtxEnablePeerAccess(GPU 0 to GPU 2) failed"), std::string::npos) << unreachable[2];
   peerstub::enableResult = 0;
@@ -529,11 +529,43 @@ TEST(CudaPeerAccess, EnabledPerPeerGpuOrSetApartWithTheReason) {
   peerstub::enabled.clear();
   retained.clear();
   unreachable.clear();
-  ASSERT_TRUE(cuda::enablePeerAccess(api, 2, {4, 5, 6}, &retained, &unreachable).ok());
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 2, {4, 5, 6}, false, &retained, &unreachable).ok());
   ASSERT_EQ(unreachable.size(), 1u);
   EXPECT_NE(unreachable[5].find("GPU 2 has no peer access to GPU 5"), std::string::npos) << unreachable[5];
   EXPECT_EQ(peerstub::enabled, (std::vector<int>{4, 6})) << "GPU 5's context is not touched";
   EXPECT_EQ(retained, (std::vector<int>{4, 6}));
+}
+
+// The self-test copies a pattern to the peer GPU and back: intact on a
+// sound path; a path that damages the writes is named, with where, and
+// enablePeerAccess sets that peer apart (or trusts it without the test).
+TEST(CudaPeerAccess, TheSelfTestPassesASoundPathAndNamesADamagedOne) {
+  FakeCuda fake;
+  fake.setDevices(2);
+  cuda::DeviceApi api;
+  ASSERT_TRUE(cuda::resolveDeviceApi(fake.driver(), &api).ok());
+  cuda::CuHandle ctx = nullptr;
+  ASSERT_EQ(api.devicePrimaryCtxRetain(&ctx, 0), 0);
+  ASSERT_EQ(api.ctxSetCurrent(ctx), 0);
+  const int before = fake.deviceLive();
+  EXPECT_EQ(cuda::peerSelfTest(api, 0, 1, ctx), "");
+  EXPECT_EQ(fake.deviceLive(), before) << "the test's buffers are freed";
+  fake.corruptDeviceCopies(true);
+  const std::string why = cuda::peerSelfTest(api, 0, 1, ctx);
+  EXPECT_NE(why.find("of 16384 words copied to the peer GPU and back, 16 came back different (the first at word "
+                     "1023)"), std::string::npos) << why;
+  EXPECT_EQ(fake.deviceLive(), before);
+  std::vector<int> retained;
+  std::map<int, std::string> unreachable;
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {1}, true, &retained, &unreachable).ok());
+  ASSERT_EQ(unreachable.size(), 1u);
+  EXPECT_NE(unreachable[1].find("the peer-access self-test from GPU 0 to GPU 1 failed: of 16384"), std::string::npos)
+      << unreachable[1];
+  EXPECT_NE(unreachable[1].find("HOCCL_P2P_CHECK=0"), std::string::npos) << unreachable[1];
+  unreachable.clear();
+  ASSERT_TRUE(cuda::enablePeerAccess(api, 0, {1}, false, &retained, &unreachable).ok());
+  EXPECT_TRUE(unreachable.empty()) << "HOCCL_P2P_CHECK=0 trusts the driver";
+  for (int d : retained) api.devicePrimaryCtxRelease(d);
 }
 
 TEST(CudaVmm, AllOrNothing) {

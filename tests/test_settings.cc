@@ -107,6 +107,7 @@ std::map<std::string, std::string> badValues(const Scratch& s) {
       {"HOCCL_DEVICE_CHANNELS", "0"},
       {"HOCCL_DEVICE_THREADS", "100"},
       {"HOCCL_P2P_DISABLE", "yes"},
+      {"HOCCL_P2P_CHECK", "2"},
       {"HOCCL_DEVICE_IPC", "cuda"},
       {"HOCCL_ISA", "neon"},
       {"HOCCL_TUNER_RULES", s.dir},

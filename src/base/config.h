@@ -49,6 +49,7 @@ struct Settings {
   int minCTAs = 0, maxCTAs = 0;          // hocclConfig_t's (0: unset); no environment variable
   int deviceThreads = 512;               // HOCCL_DEVICE_THREADS
   bool p2pDisable = false;               // HOCCL_P2P_DISABLE
+  bool p2pCheck = true;                  // HOCCL_P2P_CHECK
   std::string deviceIpc = "auto";        // HOCCL_DEVICE_IPC
   std::string isa = "auto";              // HOCCL_ISA, lower case
   std::string tunerRules;                // HOCCL_TUNER_RULES

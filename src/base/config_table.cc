@@ -379,6 +379,11 @@ std::vector<SettingDecl> makeTable() {
        "they stage through host memory, as pairs of GPUs without peer access always do (for diagnosis "
        "and for testing that path).",
        field<bool>(&S::p2pDisable, zeroOrOne()), kPerRank},
+      {"HOCCL_P2P_CHECK", "1",
+       "Device buffers, ranks of a process on different GPUs: 1 tests each pair's peer access once "
+       "it is enabled (64 KiB copied to the peer GPU and back, compared) and stages the pair through "
+       "host memory, with a warning, if the data does not come back intact; 0 trusts the driver.",
+       field<bool>(&S::p2pCheck, zeroOrOne()), kPerRank},
       {"HOCCL_DEVICE_IPC", "auto",
        "How ranks in different processes of a host share device connection memory: fd (CUDA VMM "
        "memory passed as a POSIX fd over a Unix socket), fabric (CUDA VMM memory as fabric handles "

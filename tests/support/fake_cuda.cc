@@ -58,6 +58,7 @@ struct FakeCuda::State {
   std::map<uintptr_t, int> deviceOf;             // allocations placed on a GPU other than 0 (allocOn)
   std::set<std::pair<int, int>> noPeerAccess;    // (device, peer) pairs cuDeviceCanAccessPeer refuses
   std::atomic<int> peerEnables{0};              // cuCtxEnablePeerAccess calls
+  std::atomic<bool> corruptCopies{false};        // cuMemcpyDtoDAsync damages what it writes
   std::vector<unsigned char> image = std::vector<unsigned char>(64, 0xfb);  // when the build embeds none
 };
 
@@ -269,6 +270,22 @@ int streamDestroy(CuHandle stream) {
   gone->waitIdle(1e9);  // the driver lets queued work finish
   return kOk;
 }
+int memcpyDtoDAsync(DevPtr dst, DevPtr src, size_t bytes, CuHandle stream) {
+  Stream* s = streamOf(stream);
+  if (!s) return kInvalid;
+  const bool corrupt = g->corruptCopies;
+  s->push([dst, src, bytes, corrupt] {
+    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    for (size_t i = 4093; corrupt && i < bytes; i += 4096) reinterpret_cast<unsigned char*>(dst)[i] = 0;  // lost
+  });
+  return kOk;
+}
+int memcpyDtoHAsync(void* dst, DevPtr src, size_t bytes, CuHandle stream) {
+  Stream* s = streamOf(stream);
+  if (!s) return kInvalid;
+  s->push([dst, src, bytes] { std::memcpy(dst, reinterpret_cast<const void*>(src), bytes); });
+  return kOk;
+}
 int memsetD8Async(DevPtr dst, unsigned char v, size_t bytes, CuHandle stream) {
   Stream* s = streamOf(stream);
   if (!s) return kInvalid;
@@ -418,6 +435,8 @@ const std::map<std::string, void*>& entryPoints() {
       {"cuStreamCreate", reinterpret_cast<void*>(&streamCreate)},
       {"cuStreamDestroy", reinterpret_cast<void*>(&streamDestroy)},
       {"cuMemsetD8Async", reinterpret_cast<void*>(&memsetD8Async)},
+      {"cuMemcpyDtoDAsync", reinterpret_cast<void*>(&memcpyDtoDAsync)},
+      {"cuMemcpyDtoHAsync", reinterpret_cast<void*>(&memcpyDtoHAsync)},
       {"cuMemHostAlloc", reinterpret_cast<void*>(&memHostAlloc)},
       {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&memHostGetDevicePointer)},
       {"cuMemFreeHost", reinterpret_cast<void*>(&memFreeHost)},
@@ -518,6 +537,7 @@ void FakeCuda::refusePeerAccess(int device, int peer) {
   state_->noPeerAccess.insert({device, peer});
 }
 int FakeCuda::peerEnables() const { return state_->peerEnables.load(); }
+void FakeCuda::corruptDeviceCopies(bool on) { state_->corruptCopies = on; }
 void FakeCuda::free(void* p) { freeIn(&state_->device, p); }
 
 void* FakeCuda::createStream() {

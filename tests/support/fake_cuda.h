@@ -57,6 +57,9 @@ class FakeCuda {
   void* allocOn(int device, size_t bytes);
   void refusePeerAccess(int device, int peer);
   int peerEnables() const;  // cuCtxEnablePeerAccess calls so far
+  // cuMemcpyDtoDAsync loses a byte in every 4 KiB it writes (a peer path
+  // that ACS or an IOMMU breaks; the peer-access self-test's copies).
+  void corruptDeviceCopies(bool on);
   // Blocks of mapped host memory live in this process: cuMemHostAlloc'ed
   // and cuMemHostRegister'ed (control blocks, staged connections).
   int hostLive() const;

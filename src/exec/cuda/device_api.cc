@@ -1,6 +1,10 @@
 // Resolving the device executor's driver entry points (device_api.h).
 #include "src/exec/cuda/device_api.h"
 
+#include <chrono>
+#include <thread>
+#include <vector>
+
 namespace hoccl::cuda {
 
 void* resolveSymbol(GetProcAddressFn getProc, const char* name) {
@@ -29,6 +33,8 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   get("cuMemAlloc", &api->memAlloc);
   get("cuMemFree", &api->memFree);
   get("cuMemcpyHtoDAsync", &api->memcpyHtoDAsync);
+  get("cuMemcpyDtoDAsync", &api->memcpyDtoDAsync);
+  get("cuMemcpyDtoHAsync", &api->memcpyDtoHAsync);
   get("cuMemsetD8Async", &api->memsetD8Async);
   get("cuMemHostAlloc", &api->memHostAlloc);
   get("cuMemHostGetDevicePointer", &api->memHostGetDevicePointer);
@@ -75,8 +81,8 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
   return Status();
 }
 
-Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, std::vector<int>* retained,
-                        std::map<int, std::string>* unreachable) {
+Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, bool selfTest,
+                        std::vector<int>* retained, std::map<int, std::string>* unreachable) {
   constexpr int kAlreadyEnabled = 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
   for (int peer : peers) {
     int can = 0;
@@ -90,11 +96,74 @@ Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>
     HOCCL_TRY(cuCheck(api.devicePrimaryCtxRetain(&peerCtx, peer), "cuDevicePrimaryCtxRetain(peer GPU)"));
     retained->push_back(peer);
     const int rc = api.ctxEnablePeerAccess(peerCtx, 0);
-    if (rc != kCudaSuccess && rc != kAlreadyEnabled)
+    if (rc != kCudaSuccess && rc != kAlreadyEnabled) {
       (*unreachable)[peer] = "cuCtxEnablePeerAccess(GPU " + std::to_string(device) + " to GPU " + std::to_string(peer) +
                              ") failed: " + resultName(rc);
+      continue;
+    }
+    const std::string failed = selfTest ? peerSelfTest(api, device, peer, peerCtx) : "";
+    if (!failed.empty())
+      (*unreachable)[peer] = "the peer-access self-test from GPU " + std::to_string(device) + " to GPU " +
+                             std::to_string(peer) + " failed: " + failed + " (HOCCL_P2P_CHECK=0 skips the test)";
   }
   return Status();
+}
+
+std::string peerSelfTest(const DeviceApi& api, int device, int peer, CuHandle peerCtx, double waitSec) {
+  constexpr size_t kWords = 16384;  // 64 KiB
+  constexpr size_t kBytes = kWords * sizeof(uint32_t);
+  std::vector<uint32_t> pattern(kWords), back(kWords, 0);
+  for (size_t i = 0; i < kWords; ++i) pattern[i] = uint32_t(i) * 2654435761u ^ uint32_t(device << 20 | peer << 8);
+  CuHandle mine = nullptr, stream = nullptr;
+  DevPtr local = 0, remote = 0;  // local: the pattern, then what came back
+  std::string why;
+  auto call = [&](int rc, const char* what) {
+    if (rc != kCudaSuccess && why.empty()) why = std::string(what) + ": " + resultName(rc);
+    return why.empty();
+  };
+  if (!call(api.ctxGetCurrent(&mine), "cuCtxGetCurrent")) return why;
+  if (call(api.ctxSetCurrent(peerCtx), "cuCtxSetCurrent(peer GPU)"))
+    call(api.memAlloc(&remote, kBytes), "cuMemAlloc on the peer GPU");
+  call(api.ctxSetCurrent(mine), "cuCtxSetCurrent");
+  bool done = false;
+  if (call(api.memAlloc(&local, 2 * kBytes), "cuMemAlloc") &&
+      call(api.streamCreate(&stream, kStreamNonBlocking), "cuStreamCreate") &&
+      call(api.memcpyHtoDAsync(local, pattern.data(), kBytes, stream), "cuMemcpyHtoDAsync") &&
+      call(api.memsetD8Async(local + kBytes, 0, kBytes, stream), "cuMemsetD8Async") &&
+      call(api.memcpyDtoDAsync(remote, local, kBytes, stream), "cuMemcpyDtoDAsync(to the peer GPU)") &&
+      call(api.memcpyDtoDAsync(local + kBytes, remote, kBytes, stream), "cuMemcpyDtoDAsync(from the peer GPU)")) {
+    // Polled, not synchronized: a peer path that swallows the copy must not
+    // hang the communicator's setup.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(waitSec);
+    int rc = kCudaErrorNotReady;
+    while ((rc = api.streamQuery(stream)) == kCudaErrorNotReady && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (rc == kCudaErrorNotReady)
+      why = "the copies did not finish in " + std::to_string(int(waitSec)) + " s";
+    else if (call(rc, "cuStreamQuery") &&
+             call(api.memcpyDtoHAsync(back.data(), local + kBytes, kBytes, stream), "cuMemcpyDtoHAsync") &&
+             call(api.streamSynchronize(stream), "cuStreamSynchronize"))
+      done = true;
+  }
+  if (done) {
+    size_t bad = 0, first = kWords;
+    for (size_t i = 0; i < kWords; ++i)
+      if (back[i] != pattern[i]) {
+        ++bad;
+        first = std::min(first, i);
+      }
+    if (bad)
+      why = "of 16384 words copied to the peer GPU and back, " + std::to_string(bad) +
+            " came back different (the first at word " + std::to_string(first) + ")";
+  }
+  if (!done && why.find("did not finish") != std::string::npos) return why;  // still in use: leaked, not freed
+  if (stream) api.streamDestroy(stream);
+  if (local) api.memFree(local);
+  if (remote && api.ctxSetCurrent(peerCtx) == kCudaSuccess) {
+    api.memFree(remote);
+    api.ctxSetCurrent(mine);
+  }
+  return why;
 }
 
 Status cuCheck(int rc, const char* what) {

@@ -118,6 +118,8 @@ struct DeviceApi {
   int (*memAlloc)(DevPtr* p, size_t bytes) = nullptr;
   int (*memFree)(DevPtr p) = nullptr;
   int (*memcpyHtoDAsync)(DevPtr dst, const void* src, size_t bytes, CuHandle stream) = nullptr;
+  int (*memcpyDtoDAsync)(DevPtr dst, DevPtr src, size_t bytes, CuHandle stream) = nullptr;
+  int (*memcpyDtoHAsync)(void* dst, DevPtr src, size_t bytes, CuHandle stream) = nullptr;
   int (*memsetD8Async)(DevPtr dst, unsigned char value, size_t bytes, CuHandle stream) = nullptr;
   int (*memHostAlloc)(void** p, size_t bytes, unsigned flags) = nullptr;
   int (*memHostGetDevicePointer)(DevPtr* d, void* p, unsigned flags) = nullptr;
@@ -171,11 +173,20 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api);
 // device in `peers` (ordinals of this process, none equal to `device`):
 // cuDeviceCanAccessPeer, then cuCtxEnablePeerAccess on the peer's primary
 // context, retained here and appended to *retained for the caller to
-// release (already enabled counts as done). A peer the driver gives no
-// peer access to goes in *unreachable with the reason (its connections
+// release (already enabled counts as done). With `selfTest`, each pair
+// then passes peerSelfTest. A peer the driver gives no peer access to, or
+// whose test fails, goes in *unreachable with the reason (its connections
 // stage through host memory); a driver call that fails is an error.
-Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, std::vector<int>* retained,
-                        std::map<int, std::string>* unreachable);
+Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, bool selfTest,
+                        std::vector<int>* retained, std::map<int, std::string>* unreachable);
+
+// The peer-access self-test (HOCCL_P2P_CHECK): with the current context
+// (device `device`'s), copies a 64 KiB pattern into memory of `peer`'s
+// context `peerCtx` and back, and compares it on the host. "" if it came
+// back intact; else why not: the data differs (an ACS/IOMMU setting can
+// let peer access be enabled and still lose or misroute the writes), the
+// copies did not finish within `waitSec`, or a driver call failed.
+std::string peerSelfTest(const DeviceApi& api, int device, int peer, CuHandle peerCtx, double waitSec = 5);
 
 // "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2)" as a hocclUnhandledCudaError,
 // or Status() for CUDA_SUCCESS.

@@ -48,7 +48,7 @@ std::map<DevPtr, SharedConn>& sharedConns() {
 Status DeviceExecutor::reachRow(const Driver& d, std::vector<uint8_t>* row, std::map<int, std::string>* why) {
   row->assign(size_t(nranks_), 1);
   std::map<int, std::string> noPeer;  // by GPU of this process
-  HOCCL_TRY(enablePeerAccess(api_, device_, peerDevices_, &peerRetained_, &noPeer));
+  HOCCL_TRY(enablePeerAccess(api_, device_, peerDevices_, settings_.p2pCheck, &peerRetained_, &noPeer));
   const RankGpu& me = rankGpus_[size_t(rank_)];
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;

@@ -57,6 +57,7 @@ struct DeviceSettings {
   int minChannels = 0;            // config->minCTAs: at least this many by size (0: unset)
   int maxChannels = 0;            // config->maxCTAs: at most this many (0: unset)
   bool p2pDisable = false;        // HOCCL_P2P_DISABLE: every connection between ranks staged through host memory
+  bool p2pCheck = true;           // HOCCL_P2P_CHECK: peer access only after its self-test passed
   std::string ipc = "auto";       // HOCCL_DEVICE_IPC: auto, fd (VMM) or legacy (cuIpc*) between processes
 };
 
