@@ -16,7 +16,8 @@
 // With HOCCL_DEVICE_IPC=fabric the allocation is exported as a fabric
 // handle instead, whose bytes travel in the message over the bootstrap: no
 // fd and no Unix socket, so processes that share neither (containers in
-// their own network namespaces) connect. It needs an IMEX channel.
+// their own network namespaces) connect (a staged pair, below, still
+// passes its memfd). It needs an IMEX channel.
 //
 // A connection staged through host memory (a pair of GPUs without peer
 // access, or HOCCL_P2P_DISABLE) travels the same way as a memfd that both
