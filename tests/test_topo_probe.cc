@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "src/topo/topology.h"
 #include "src/tune/tuner.h"
@@ -266,4 +268,102 @@ TEST(ProbePlan, RepeatsOutvoteABusyHost) {
       else wrongOnce += !exact;
     }
   EXPECT_GT(wrongOnce, 0);
+}
+
+// The sampled plan (Options::sample): pair and uplink rounds among a sample
+// spread over the nodes, then the others placed by loading each group's
+// uplink from outside while they send into it. The groups come out exact,
+// in fewer rounds than the full plan on the same network.
+TEST(ProbePlan, ASampleFindsTheGroupsAndPlacesTheOthers) {
+  for (auto [nodes, leaves, sample] : {std::tuple{48, 4, 28}, {64, 8, 32}}) {
+    SCOPED_TRACE(std::to_string(nodes) + " nodes under " + std::to_string(leaves) + " leaves, sample " +
+                 std::to_string(sample));
+    std::vector<int> leafOf(static_cast<size_t>(nodes));
+    for (int i = 0; i < nodes; ++i) leafOf[size_t(i)] = i * leaves / nodes;
+    const double uplink = double(nodes / leaves) / 4;  // 4:1
+    SimNet net = shape(leafOf, 1, std::vector<double>(size_t(leaves), uplink));
+    Options o;
+    o.sample = sample;
+    const Result r = runProbe(net, o);
+    EXPECT_TRUE(r.grouped);
+    EXPECT_EQ(partition(r), partition(leafOf)) << summary(r, std::vector<std::string>(size_t(nodes), "n"));
+    EXPECT_EQ(r.sampled, sample);
+    EXPECT_EQ(r.placed, nodes - sample);
+    for (const Group& g : r.groups) {
+      EXPECT_NEAR(g.linkGbps, 0.956, 0.05);
+      EXPECT_NEAR(g.uplinkGbps, uplink * 0.956, 0.1 * uplink);
+    }
+    const Result full = runProbe(net);
+    EXPECT_EQ(partition(full), partition(leafOf));
+    EXPECT_LT(r.rounds, full.rounds) << "sampling saved no rounds";
+  }
+}
+
+// A leaf with no sampled node: its nodes fit none of the sample's groups,
+// run pair rounds among themselves and form their own group, said so.
+TEST(ProbePlan, NodesOfALeafWithoutASampledNodeFormTheirOwnGroup) {
+  std::vector<int> leafOf;
+  for (int i = 0; i < 32; ++i) leafOf.push_back(i < 30 ? i / 10 : 3);
+  SimNet net = shape(leafOf, 1, {1.5, 1.5, 1.5, 0.5});
+  Options o;
+  o.sample = 12;  // 0, 2, 5, 8 | 10, 13, 16, 18 | 21, 24, 26, 29: none of 30, 31
+  const Result r = runProbe(net, o);
+  EXPECT_EQ(partition(r), partition(leafOf)) << summary(r, std::vector<std::string>(32, "n"));
+  EXPECT_EQ(r.placed, 18);
+  EXPECT_EQ(r.confidence, "medium");
+  bool said = false;
+  for (const std::string& n : r.notes) said |= n.find("2 node(s) fit none of the sample's groups") != std::string::npos;
+  EXPECT_TRUE(said) << summary(r, std::vector<std::string>(32, "n"));
+}
+
+// A sample too small to tell leaves apart is not trusted: one that shares
+// no link (one switch, or 2 nodes per leaf at 2:1, which never fill an
+// uplink) or whose groups did not clearly fill their uplinks. Every node
+// then runs the pair rounds, the groups come out exact, and the notes say
+// why.
+TEST(ProbePlan, ASampleTooSmallToTrustFallsBackToEveryNode) {
+  struct Case {
+    std::vector<int> leafOf;
+    std::vector<double> uplinks;
+    int sample;
+    const char* why;
+  };
+  std::vector<int> oneSwitch(12, 0), twoToOne, uneven;
+  for (int i = 0; i < 16; ++i) twoToOne.push_back(i / 8), uneven.push_back(i < 12 ? 0 : 1);
+  for (const Case& c : {Case{oneSwitch, {0}, 4, "its pair rounds showed no shared link"},
+                        Case{twoToOne, {4, 4}, 4, "its pair rounds showed no shared link"},
+                        Case{uneven, {1, 1}, 8, "a group of 2 sampled node(s) did not clearly fill its uplink"}}) {
+    SCOPED_TRACE(c.why);
+    Options o;
+    o.sample = c.sample;
+    const Result r = runProbe(shape(c.leafOf, 1, c.uplinks), o);
+    const size_t n = c.leafOf.size();
+    EXPECT_EQ(partition(r), partition(c.leafOf)) << summary(r, std::vector<std::string>(n, "n"));
+    EXPECT_EQ(r.placed, 0);
+    EXPECT_EQ(r.sampled, int(n));
+    bool said = false;
+    for (const std::string& note : r.notes)
+      said |= note.find(std::string("is too small to trust: ") + c.why) != std::string::npos &&
+              note.find("every node ran the pair rounds instead") != std::string::npos;
+    EXPECT_TRUE(said) << summary(r, std::vector<std::string>(n, "n"));
+  }
+}
+
+// Busy moments (flows at 40% now and then) during placement: a node needs
+// a majority of slow results before it stops trying a group, so it still
+// lands in its own.
+TEST(ProbePlan, ASampledPlanOutvotesABusyHost) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::vector<int> leafOf;
+    for (int i = 0; i < 64; ++i) leafOf.push_back(i / 16);
+    SimNet net = shape(leafOf, 1, {4, 4, 4, 4});
+    net.glitch = 0.08;
+    net.seed = seed;
+    Options o;
+    o.sample = 40;
+    Result r = runProbe(net, o);
+    EXPECT_EQ(partition(r), partition(leafOf)) << "seed " << seed << ": "
+                                               << summary(r, std::vector<std::string>(64, "n"));
+    EXPECT_EQ(r.placed, 24) << "seed " << seed;
+  }
 }

@@ -2,7 +2,8 @@
 # hoccl-topo probe on the emulated cluster: with no topology file, does it
 # find the leaf groups the cluster was built with, and the node-link and
 # uplink rates within 10%?
-#   tests/cluster/probe.sh HOCCL_TOPO [--shapes ci|all] [--out DIR]
+#   tests/cluster/probe.sh HOCCL_TOPO [--shapes ci|all] [--out DIR] [--probe-args "ARGS"]
+# (ARGS go to hoccl-topo probe, e.g. "--sample 6")
 # Shapes: ci is 8 nodes under 2 leaves, 0.2 Gbit/s node links and one
 # 0.2 Gbit/s uplink per leaf (4:1), 2 processes per node; all adds one
 # switch (4 nodes, 0.5 Gbit/s) and 3 leaves with 3, 2 and 2 nodes (0.2
@@ -12,13 +13,15 @@
 # starve a flow). Exit 77 (skipped) where the test bed cannot run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-topo=${1:?usage: probe.sh path/to/hoccl-topo [--shapes ci|all] [--out DIR]}
+topo=${1:?usage: probe.sh path/to/hoccl-topo [--shapes ci|all] [--out DIR] [--probe-args "ARGS"]}
 shift
 shapes=ci out=
+probeargs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --shapes) shapes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --probe-args) read -r -a probeargs <<<"$2"; shift 2 ;;
     *) echo "probe.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +46,7 @@ for shape in "${list[@]}"; do
       --name "$name" --owner $$ >/dev/null
     cp "/run/hoccl-cluster/$name/topo.json" "$d/built.json"
     if ! "$here/cluster.sh" run --cluster "$name" --ranks-per-node "$rpn" --timeout 300 --topo-file none \
-        --logdir "$d/logs" -- "$topo" probe --out "$d" --quiet >"$d/probe.txt" 2>"$d/run.err"; then
+        --logdir "$d/logs" -- "$topo" probe --out "$d" --quiet "${probeargs[@]}" >"$d/probe.txt" 2>"$d/run.err"; then
       "$here/cluster.sh" down --name "$name" >/dev/null
       echo "probe $tag (try $try): the probe failed:"; tail -20 "$d/run.err"
       continue

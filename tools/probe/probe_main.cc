@@ -27,8 +27,9 @@ namespace {
 
 void usage(FILE* f) {
   fprintf(f,
-          "usage: hoccl-topo probe --out DIR [--flow-sec S] [--pings N] [--repeats N] [--max-flows N] [--quiet]\n"
-          "       hoccl-topo probe --plan NODES[:LEAVES]\n"
+          "usage: hoccl-topo probe --out DIR [--flow-sec S] [--pings N] [--repeats N] [--max-flows N] [--sample N]\n"
+          "                        [--quiet]\n"
+          "       hoccl-topo probe --plan NODES[:LEAVES] [--sample N] [...]\n"
           "\n"
           "Measures the network between the nodes of a job and writes DIR/topology.json\n"
           "(leaf groups, node-link and uplink rates) and DIR/tune.conf (queues and token\n"
@@ -45,7 +46,10 @@ void usage(FILE* f) {
           "  --repeats N      passes over the pair and loaded uplink rounds; medians and majorities\n"
           "                   decide, so a host busy for a moment does not (default 3)\n"
           "  --max-flows N    at most N flows at once in the node-link rounds (default: no limit)\n"
-          "  --plan N[:L]     print the plan for N nodes under L leaves (rounds, seconds), measure nothing\n"
+          "  --sample N       pair and uplink rounds among N nodes spread over the job; the others are\n"
+          "                   placed into their groups by test (fewer rounds on many nodes; default: all)\n"
+          "  --plan N[:L]     print the plan for N nodes under L leaves, 4:1 (rounds, seconds), measure\n"
+          "                   nothing; after the other options\n"
           "  --quiet          no progress lines\n");
 }
 
@@ -63,32 +67,43 @@ int printPlan(int n, int leaves, const Options& o) {
   std::vector<int> leafOf(n);
   for (int i = 0; i < n; ++i) leafOf[i] = int(int64_t(i) * leaves / n);
   Prober p(n, o);
-  int rounds[3] = {0, 0, 0};
+  int rounds[4] = {0, 0, 0, 0};
   double secs = 0;
-  // Only the plan's shape: every round carried out with the expected
-  // answers of a network whose groups the latency rounds find.
+  // The plan's shape: every round carried out with the answers of a 4:1
+  // network of `leaves` leaves.
   SimNet net;
   net.leafOf = leafOf;
   net.nodeGbps.assign(n, 100);
   net.uplinkGbps.assign(leaves, 100.0 * n / leaves / 4);
   while (!p.done()) {
     const Round& r = p.round();
-    rounds[r.what.rfind("latency", 0) == 0 ? 0 : r.what.rfind("uplinks", 0) == 0 ? 2 : 1]++;
+    rounds[r.kind == "ping" ? 0 : r.kind == "loaded" || r.kind == "solo" ? 2 : r.kind == "place" ? 3 : 1]++;
     secs += p.roundSeconds(r, 20);
-    if (n > 64 && r.pings.empty()) {
-      // The max-min simulation is quadratic in flows: answer with the
-      // node rates directly (the plan does not depend on them).
-      std::vector<Report> rep(n);
-      for (const Flow& f : r.flows) rep[f.dst].rxGbps += leafOf[f.src] == leafOf[f.dst] ? 95 : 40;
-      p.record(rep);
-    } else {
-      p.record(net.run(r));
-    }
+    p.record(net.run(r));
   }
-  printf("plan for %d nodes under %d leaves: %d latency rounds, %d pair and node-link rounds, %d uplink rounds;\n"
+  const Result& res = p.result();
+  std::vector<int> groupOf(n, -1);  // the probe's groups against the simulated leaves
+  for (size_t g = 0; g < res.groups.size(); ++g)
+    for (int v : res.groups[g].nodes) groupOf[v] = int(g);
+  std::vector<int> groupOfLeaf(leaves, -1), leafOfGroup(res.groups.size(), -1);
+  bool exact = int(res.groups.size()) == leaves;
+  for (int i = 0; i < n && exact; ++i) {
+    if (groupOf[i] < 0) {
+      exact = false;
+      break;
+    }
+    int& g = groupOfLeaf[leafOf[i]];
+    int& l = leafOfGroup[size_t(groupOf[i])];
+    exact = (g < 0 || g == groupOf[i]) && (l < 0 || l == leafOf[i]);
+    g = groupOf[i], l = leafOf[i];
+  }
+  printf("plan for %d nodes under %d leaves (4:1)%s: %d latency rounds, %d pair and node-link rounds, %d uplink "
+         "rounds, %d placement rounds;\n"
          "measuring time %.1f s (flows %.2f s, %d pings per pair at 20 us), plus one all-gather\n"
-         "of the reports per round\n",
-         n, leaves, rounds[0], rounds[1], rounds[2], secs, o.flowSec, o.pings);
+         "of the reports per round; %zu groups found (%s), %d nodes placed\n",
+         n, leaves, res.sampled < n ? (", sample " + std::to_string(res.sampled)).c_str() : "", rounds[0], rounds[1],
+         rounds[2], rounds[3], secs, o.flowSec, o.pings, res.groups.size(),
+         exact ? "the simulated leaves exactly" : "NOT the simulated leaves", res.placed);
   return 0;
 }
 
@@ -144,6 +159,8 @@ int probeMain(int argc, char** argv) {
       o.repeats = int(v), ++i;
     } else if (a == "--max-flows" && hasValue && parseDouble(argv[i + 1], 0, 1e6, &v)) {
       o.maxFlows = int(v), ++i;
+    } else if (a == "--sample" && hasValue && parseDouble(argv[i + 1], 2, 1e6, &v)) {
+      o.sample = int(v), ++i;
     } else if (a == "--plan" && hasValue) {
       int n = 0, l = 1;
       if (sscanf(argv[++i], "%d:%d", &n, &l) < 1 || n < 1 || n > 100000 || l < 1 || l > n) {

@@ -181,22 +181,28 @@ std::vector<Report> SimNet::run(const Round& round) {
   std::vector<int> bottleneck(F, -1);
   std::vector<bool> fixed(F, false);
   std::vector<double> left = capacity;
+  // Water filling: the link with the smallest fair share fixes its flows,
+  // which leave the others; per link, its unfixed flows (in flow order).
+  std::vector<int> count(capacity.size(), 0);
+  std::vector<std::vector<size_t>> flowsOn(capacity.size());
+  for (size_t f = 0; f < F; ++f)
+    for (int l : uses[f]) ++count[size_t(l)], flowsOn[size_t(l)].push_back(f);
+  std::vector<int> active;  // links some flow uses, in index order
+  for (size_t l = 0; l < count.size(); ++l)
+    if (count[l] > 0) active.push_back(int(l));
   for (size_t done = 0; done < F;) {
     double share = 1e300;
     int link = -1;
-    for (size_t l = 0; l < left.size(); ++l) {
-      int k = 0;
-      for (size_t f = 0; f < F; ++f)
-        if (!fixed[f] && std::find(uses[f].begin(), uses[f].end(), int(l)) != uses[f].end()) ++k;
-      if (k > 0 && left[l] / k < share) share = left[l] / k, link = int(l);
-    }
-    for (size_t f = 0; f < F; ++f) {
-      if (fixed[f] || std::find(uses[f].begin(), uses[f].end(), link) == uses[f].end()) continue;
+    for (int l : active)
+      if (count[size_t(l)] > 0 && left[size_t(l)] / count[size_t(l)] < share)
+        share = left[size_t(l)] / count[size_t(l)], link = l;
+    for (size_t f : flowsOn[size_t(link)]) {
+      if (fixed[f]) continue;
       rate[f] = share;
       bottleneck[f] = link;
       fixed[f] = true;
       ++done;
-      for (int l : uses[f]) left[l] -= share;
+      for (int l : uses[f]) left[size_t(l)] -= share, --count[size_t(l)];
     }
   }
   for (size_t f = 0; f < F; ++f) {

@@ -8,15 +8,15 @@
 
 namespace hoccl {
 namespace probe {
-namespace {
-
-double median(std::vector<double> v) {
+double medianOf(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const size_t h = v.size() / 2;
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
+namespace {
+double median(std::vector<double> v) { return medianOf(std::move(v)); }
 }  // namespace
 
 int tournamentRounds(int n) { return n < 2 ? 0 : (n % 2 ? n : n - 1); }
@@ -110,6 +110,8 @@ void groupByFlows(const std::vector<std::vector<double>>& gbps, const std::vecto
 Prober::Prober(int nodes, Options o) : n_(std::max(nodes, 1)), o_(o) {
   result_.rttUs.assign(n_, std::vector<double>(n_, 0));
   result_.nodeGbps.assign(n_, 0);
+  members_ = sampleOf(n_, o_.sample);
+  result_.sampled = int(members_.size());
   if (n_ < 2) {  // nothing between nodes to measure
     Group g;
     g.nodes = {0};
@@ -129,13 +131,14 @@ double Prober::roundSeconds(const Round& r, double pingUs) const {
 }
 
 void Prober::plan() {
-  for (int t = 0; t < tournamentRounds(n_); ++t) {
+  const int k = int(members_.size());
+  for (int t = 0; t < tournamentRounds(k); ++t) {
     Round r;
-    r.what = "latency " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(n_));
-    for (auto& p : tournamentRound(n_, t)) r.pings.push_back({p.first, p.second});
+    r.what = "latency " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(k));
+    for (auto& p : tournamentRound(k, t)) r.pings.push_back({members_[p.first], members_[p.second]});
     enqueue(r, "ping");
   }
-  planPairs();
+  planPairs(members_);
 }
 
 void Prober::enqueue(Round r, const char* kind) {
@@ -143,27 +146,43 @@ void Prober::enqueue(Round r, const char* kind) {
   queue_.push_back(std::move(r));
 }
 
-void Prober::planPairs() {
+void Prober::planPairs(const std::vector<int>& nodes) {
   // Every pair once, both ways at once, all pairs of a matching together:
   // pairs inside a leaf always run at their nodes' rate, pairs across
   // leaves share the uplinks with the matching's other crossings.
   // Each pair runs `repeats` times, in separate passes: a host that is
   // busy for a moment slows one of them, and the median ignores it.
+  // Every node: in order, as measured on the emulated cluster. A sample
+  // (or step 5's nodes) is shuffled anew for each pass, the same way on
+  // every leader: the tournament pairs indices near each other in most
+  // rounds, so with a sample in leaf order a pair would meet in the same
+  // lightly loaded round in every pass (seen in simulation: a node joined
+  // another leaf's group). Shuffling every node's passes as well helped
+  // some simulated shapes and hurt others; it is left as measured.
   const int reps = std::max(1, o_.repeats);
-  for (int pass = 0; pass < reps; ++pass)
-  for (int t = 0; t < tournamentRounds(n_); ++t) {
+  const int n = int(nodes.size());
+  const bool shuffle = n < n_;
+  for (int pass = 0; pass < reps; ++pass) {
+  std::vector<int> order = nodes;
+  uint64_t x = 0x9E3779B97F4A7C15ull * uint64_t(pass + 1);
+  for (int i = n - 1; shuffle && i > 0; --i) {  // Fisher-Yates with a fixed xorshift
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::swap(order[size_t(i)], order[size_t(x % uint64_t(i + 1))]);
+  }
+  for (int t = 0; t < tournamentRounds(n); ++t) {
     std::vector<Round> rounds(1);
-    for (auto& p : tournamentRound(n_, t)) {
+    for (auto& p : tournamentRound(n, t)) {
       if (o_.maxFlows > 0 && int(rounds.back().flows.size()) + 2 > std::max(2, o_.maxFlows)) rounds.emplace_back();
-      rounds.back().flows.push_back({p.first, p.second, false});
-      rounds.back().flows.push_back({p.second, p.first, false});
+      rounds.back().flows.push_back({order[p.first], order[p.second], false});
+      rounds.back().flows.push_back({order[p.second], order[p.first], false});
     }
     for (size_t k = 0; k < rounds.size(); ++k) {
-      rounds[k].what = "pairs " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(n_)) +
+      rounds[k].what = "pairs " + std::to_string(t + 1) + "/" + std::to_string(tournamentRounds(n)) +
                        (rounds.size() > 1 ? "." + std::to_string(k + 1) : "") +
                        (reps > 1 ? " (pass " + std::to_string(pass + 1) + "/" + std::to_string(reps) + ")" : "");
       enqueue(rounds[k], "pairs");
     }
+  }
   }
 }
 
@@ -237,22 +256,53 @@ void Prober::record(const std::vector<Report>& rep) {
       if (into[f.dst] == 1) result_.nodeGbps[f.src] = std::max(result_.nodeGbps[f.src], rep[f.dst].rxGbps);
       result_.nodeGbps[f.dst] = std::max(result_.nodeGbps[f.dst], rep[f.dst].rxGbps);
     }
-  if (!queue_.empty()) return;
-  if (stage_ == Stage::Pairs) {
-    std::vector<std::vector<std::vector<double>>> each(n_, std::vector<std::vector<double>>(n_));
-    for (const Seen& s : seen_)
-      if (s.kind == "pairs") each[s.f.src][s.f.dst].push_back(s.gbps);
-    std::vector<std::vector<double>> gbps(n_, std::vector<double>(n_, 0));
-    for (int i = 0; i < n_; ++i)
-      for (int j = 0; j < n_; ++j) gbps[i][j] = median(each[i][j]);
-    groupByFlows(gbps, result_.nodeGbps, o_, &result_);
-    stage_ = Stage::Links;
-    planLinks();
+  if (kind == "place") recordPlace(rep);
+  // The next stage, until one has rounds to run.
+  while (queue_.empty() && stage_ != Stage::Done) {
+    if (stage_ == Stage::Pairs) {
+      const Result g = groupAmong(members_);
+      result_.groups = g.groups;
+      result_.grouped = g.grouped;
+      result_.confidence = g.confidence;
+      result_.notes.insert(result_.notes.end(), g.notes.begin(), g.notes.end());
+      stage_ = Stage::Links;
+      planLinks();
+    } else if (stage_ == Stage::Links && int(members_.size()) < n_) {
+      stage_ = Stage::Place;
+      startPlace();  // back to Stage::Pairs for every node when the sample cannot be trusted
+    } else if (stage_ == Stage::Place) {
+      planPlace();
+      if (queue_.empty()) {
+        startRest();
+        stage_ = Stage::Rest;
+      }
+    } else {
+      if (stage_ == Stage::Rest) groupRest();
+      finish();
+      stage_ = Stage::Done;
+    }
   }
-  if (queue_.empty()) {
-    finish();
-    stage_ = Stage::Done;
+}
+
+Result Prober::groupAmong(const std::vector<int>& nodes) const {
+  const int k = int(nodes.size());
+  std::vector<int> index(size_t(n_), -1);
+  for (int i = 0; i < k; ++i) index[size_t(nodes[i])] = i;
+  std::vector<std::vector<std::vector<double>>> each(k, std::vector<std::vector<double>>(k));
+  for (const Seen& s : seen_)
+    if (s.kind == "pairs" && index[s.f.src] >= 0 && index[s.f.dst] >= 0)
+      each[index[s.f.src]][index[s.f.dst]].push_back(s.gbps);
+  std::vector<std::vector<double>> gbps(k, std::vector<double>(k, 0));
+  std::vector<double> rates(k);
+  for (int i = 0; i < k; ++i) {
+    rates[i] = result_.nodeGbps[nodes[i]];
+    for (int j = 0; j < k; ++j) gbps[i][j] = median(each[i][j]);
   }
+  Result r;
+  groupByFlows(gbps, rates, o_, &r);
+  for (Group& g : r.groups)
+    for (int& v : g.nodes) v = nodes[size_t(v)];
+  return r;
 }
 
 void Prober::finish() {
@@ -294,6 +344,43 @@ void Prober::finish() {
       if (R.rttUs[i][j] > 0) (groupOf[i] == groupOf[j] ? intra : inter).push_back(R.rttUs[i][j]);
   R.intraRttUs = median(intra);
   R.interRttUs = median(inter);
+  std::vector<double> best, seenMax, spineBuf;
+  bool misplaced = false;
+  uplinkEstimates(groupOf, &best, &seenMax, &misplaced, &spineBuf);
+  std::vector<double> spineBurst;
+  for (const Seen& s : seen_)
+    if (s.kind == "solo" && s.gbps < o_.contended * cap(s.f)) spineBurst.push_back(s.burstKB);
+  for (size_t g = 0; g < R.groups.size(); ++g) {
+    R.groups[g].uplinkGbps = best[g] > 0 ? best[g] : seenMax[g];
+    R.groups[g].uplinkLowerBound = best[g] <= 0;
+  }
+  R.spineBufferKB = median(spineBuf);
+  R.spineBurstKB = std::max(0.0, median(spineBurst));
+  bool anyContended = false;
+  for (double b : best) anyContended |= b > 0;
+  if (R.groups.size() > 1 && !anyContended) {
+    misplaced = true;
+    R.notes.push_back("flows between the groups, together, never filled an uplink, yet pairs across them ran slow");
+  }
+  if (R.sampled < n_)
+    R.notes.push_back("sampled " + std::to_string(R.sampled) + " of " + std::to_string(n_) + " nodes for the pair "
+                      "and uplink rounds; placed " + std::to_string(R.placed) + " others into their groups in " +
+                      std::to_string(placeRounds_) + " rounds");
+  if (misplaced) {
+    R.notes.push_back("the uplink rounds contradict the groups of the pair rounds: leaf groups left unknown");
+    R.confidence = "none";
+    R.grouped = false;
+    Group all;  // one switch standing for the whole network
+    for (int v = 0; v < n_; ++v) all.nodes.push_back(v);
+    for (int v : all.nodes) all.linkGbps = all.linkGbps > 0 ? std::min(all.linkGbps, R.nodeGbps[v]) : R.nodeGbps[v];
+    R.groups = {all};
+  }
+}
+
+void Prober::uplinkEstimates(const std::vector<int>& groupOf, std::vector<double>* bestOut,
+                             std::vector<double>* seenMaxOut, bool* misplaced, std::vector<double>* spineBuf) {
+  Result& R = result_;
+  auto cap = [&](const Flow& f) { return std::min(R.nodeGbps[f.src], R.nodeGbps[f.dst]); };
   // Uplinks: per group pair and direction, the flows' sum in each of its
   // rounds; contended when most of its rounds were.
   std::map<std::pair<int, int>, std::vector<const Seen*>> loaded;  // (round, pair) -> flows
@@ -310,9 +397,10 @@ void Prober::finish() {
     for (const Seen* s : kv.second) p.sum += s->gbps, p.capacity += cap(s->f);
     passes[kv.first.second].push_back(p);
   }
-  std::vector<double> best(R.groups.size(), 0), seenMax(R.groups.size(), 0);
-  std::vector<double> spineBuf;
-  bool misplaced = false;
+  std::vector<double>& best = *bestOut;
+  std::vector<double>& seenMax = *seenMaxOut;
+  best.assign(R.groups.size(), 0);
+  seenMax.assign(R.groups.size(), 0);
   for (auto& kv : passes) {
     const int g = kv.first / 4096, h = kv.first % 4096;
     std::vector<double> sums;
@@ -328,7 +416,7 @@ void Prober::finish() {
       for (const Seen* s : p.flows) rates.push_back(s->gbps);
       const double med = median(rates);
       for (const Seen* s : p.flows) {
-        if (s->rttP90Us > 0) spineBuf.push_back(std::max(0.0, s->rttP90Us - R.rttUs[s->f.src][s->f.dst]) * p.sum * 0.125);
+        if (s->rttP90Us > 0 && spineBuf) spineBuf->push_back(std::max(0.0, s->rttP90Us - R.rttUs[s->f.src][s->f.dst]) * p.sum * 0.125);
         if (rates.size() >= 2 && s->gbps > 1.6 * med && s->gbps >= o_.contended * cap(s->f)) ++fast[{s->f.src, s->f.dst}];
       }
     }
@@ -337,36 +425,12 @@ void Prober::finish() {
     best[g] = std::max(best[g], median(sums));
     best[h] = std::max(best[h], median(sums));
     for (auto& f : fast)
-      if (2 * f.second > contended) {  // in most of its rounds, so not noise
-        misplaced = true;
+      if (misplaced && 2 * f.second > contended) {  // in most of its rounds, so not noise
+        *misplaced = true;
         R.notes.push_back("a flow between groups, node " + std::to_string(f.first.first) + " to " +
                           std::to_string(f.first.second) + ", ran much faster than the others beside it: one of "
                           "them does not share the uplink the pair rounds put it behind");
       }
-  }
-  std::vector<double> spineBurst;
-  for (const Seen& s : seen_)
-    if (s.kind == "solo" && s.gbps < o_.contended * cap(s.f)) spineBurst.push_back(s.burstKB);
-  for (size_t g = 0; g < R.groups.size(); ++g) {
-    R.groups[g].uplinkGbps = best[g] > 0 ? best[g] : seenMax[g];
-    R.groups[g].uplinkLowerBound = best[g] <= 0;
-  }
-  R.spineBufferKB = median(spineBuf);
-  R.spineBurstKB = std::max(0.0, median(spineBurst));
-  bool anyContended = false;
-  for (double b : best) anyContended |= b > 0;
-  if (R.groups.size() > 1 && !anyContended) {
-    misplaced = true;
-    R.notes.push_back("flows between the groups, together, never filled an uplink, yet pairs across them ran slow");
-  }
-  if (misplaced) {
-    R.notes.push_back("the uplink rounds contradict the groups of the pair rounds: leaf groups left unknown");
-    R.confidence = "none";
-    R.grouped = false;
-    Group all;  // one switch standing for the whole network
-    for (int v = 0; v < n_; ++v) all.nodes.push_back(v);
-    for (int v : all.nodes) all.linkGbps = all.linkGbps > 0 ? std::min(all.linkGbps, R.nodeGbps[v]) : R.nodeGbps[v];
-    R.groups = {all};
   }
 }
 

@@ -21,6 +21,18 @@
 //     their sum is the uplink rate when it is below what the flows could
 //     carry, and a flow that runs much faster than its round's others
 //     cannot have crossed that uplink, so its node was misplaced.
+//  With Options::sample, steps 1-3 run on a sample of the nodes (spread
+//  evenly over their numbering), and then:
+//  4. place: every other node x sends one flow to a member of a group G
+//     while other groups' members load G's uplink with flows into G's
+//     other members, enough of them to fill it (from step 3's rate). x
+//     belongs to G when its flow ran at full rate and it, with the loaders,
+//     carried more into G than G's uplink could: it cannot have crossed
+//     it. A round tests every group at once, several nodes per group; a
+//     node slow into a group tries the next one.
+//  5. rest: the nodes that fit no group (a leaf with no sampled node) run
+//     step 2 among themselves and form groups of their own, whose uplinks
+//     are not measured (said in the notes).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +53,7 @@ struct Options {
   double minGapUs = 2.0;       // a switch boundary adds at least this RTT
   double gapOverSpread = 3.0;  // ... and this many times the spread inside groups
   double contended = 0.8;      // a flow below this share of its nodes' rate shared a link
+  int sample = 0;              // steps 1-3 among this many nodes, the others placed (0 or >= nodes: all)
 };
 
 struct Flow {
@@ -85,6 +98,8 @@ struct Result {
   double lineFactor = 1;       // rates below are goodput x this (toLineRate)
   int rounds = 0;
   double seconds = 0;          // planned measuring time (flows and pings, no set-up)
+  int sampled = 0;             // nodes of the pair rounds (all of them without Options::sample)
+  int placed = 0;              // nodes placed into the sample's groups (step 4)
 };
 
 // Groups from the pair rounds (step 2): gbps[i][j] is the rate of the flow
@@ -103,16 +118,50 @@ class Prober {
   // Measuring time of a round, seconds (no connection set-up or sync).
   double roundSeconds(const Round& r, double pingUs) const;
 
+  // The sampled nodes (Options::sample), in order.
+  static std::vector<int> sampleOf(int nodes, int sample);
+
  private:
-  enum class Stage { Pairs, Links, Done };
+  enum class Stage { Pairs, Links, Place, Rest, Done };
   void plan();
   void finish();
-  void planPairs();
+  void planPairs(const std::vector<int>& nodes);
   void planLinks();
+  // Groups from the medians of the pair rounds among `nodes`.
+  Result groupAmong(const std::vector<int>& nodes) const;
+  // Per group: the uplink rate its loaded rounds showed (0: never
+  // contended) and the most they carried (uplinkEstimates).
+  void uplinkEstimates(const std::vector<int>& groupOf, std::vector<double>* best, std::vector<double>* seenMax,
+                       bool* misplaced, std::vector<double>* spineBuf);
+  void startPlace();
+  void planPlace();
+  void recordPlace(const std::vector<Report>& rep);
+  void startRest();
+  void groupRest();
 
   int n_;
   Options o_;
   Stage stage_ = Stage::Pairs;
+  std::vector<int> members_;  // the nodes of steps 1-3
+  // Step 4: nodes not placed yet, groups each has run slow into, each
+  // group's loader count, and the tests of the round in the queue.
+  std::vector<int> unplaced_;
+  std::vector<std::vector<unsigned char>> tried_;  // [node][group]: 16 per slow result + 1 per mute one
+  std::vector<int> attempts_;  // per node: tests so far (the fewest go first)
+  std::vector<int> loaders_;
+  std::vector<double> uplink_;  // per group, from step 3
+  struct Test {
+    int group;
+    std::vector<int> loaderDst;   // where loader flows went
+    std::vector<char> outside;     // their sources are known to be outside the group
+    std::vector<std::pair<int, int>> tests;  // (node, target)
+  };
+  std::vector<Test> placing_;
+  std::vector<int> inconclusive_;  // per group: rounds in a row that could not tell
+  std::vector<char> untestable_;   // per group: its uplink cannot be filled from outside
+  std::vector<int> rest_;          // step 5's nodes
+  int placeRounds_ = 0;
+  bool secondChance_ = false;
   size_t step_ = 0;
   void enqueue(Round r, const char* kind);
   std::deque<Round> queue_;  // rounds planned for the current stage; front() runs next
@@ -128,6 +177,9 @@ class Prober {
   };
   std::vector<Seen> seen_;
 };
+
+// The median (0 for none).
+double medianOf(std::vector<double> v);
 
 // Round-robin tournament: round r of the n-1 (n even; odd n: one node sits
 // out each round) as pairs of indices into 0..n-1.
