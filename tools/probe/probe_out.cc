@@ -128,7 +128,8 @@ std::string summary(const Result& r, const std::vector<std::string>& hosts) {
   if (r.grouped && r.groups.size() > 1) o << ", uplink " << num(r.spineBurstKB) << " kB";
   o << "\n";
   for (const std::string& n : r.notes) o << "  note: " << n << "\n";
-  // The lowest round trip of every pair, in us.
+  // The lowest round trip of every pair, in us ("." where not measured:
+  // with --sample only the sampled nodes ping each other).
   const size_t n = r.rttUs.size();
   if (n > 1 && n <= 64) {
     o << "  round trips (us):\n      ";
@@ -139,6 +140,7 @@ std::string summary(const Result& r, const std::vector<std::string>& hosts) {
       for (size_t j = 0; j < n; ++j) {
         char cell[16];
         if (i == j) std::snprintf(cell, sizeof cell, "%6s", "-");
+        else if (r.rttUs[i][j] <= 0) std::snprintf(cell, sizeof cell, "%6s", ".");  // not measured (--sample)
         else std::snprintf(cell, sizeof cell, "%6.1f", r.rttUs[i][j]);
         o << cell;
       }

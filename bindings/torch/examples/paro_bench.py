@@ -88,20 +88,25 @@ def sim_allgather_ms(sim, advisor_args, per_node, nbytes, node_mem_gbps):
     raise RuntimeError(f"hoccl-sim printed no prediction for the chosen all-gather:\n{out}")
 
 
-def calibrate_intra(groups, elems, calls, advisor_args, repeats=3):
+def calibrate_intra(groups, elems, calls, advisor_args, blocks=7):
     """Measures `calls` all-gathers of `elems` fp32 elements on every node's
     group at once (as the strategies run them) and returns (seconds per
     call, the node memory rate in Gbit/s at which the model predicts that
     time): on the emulated cluster every node shares the host's cores and
-    memory, which the advisor must be told."""
+    memory, which the advisor must be told. The time is the median of
+    `blocks` blocks of `calls` calls after one block of warm-up: one block's
+    mean moved the fitted rate by 25% between runs."""
     import os
     out, shard = torch.zeros(elems), torch.zeros(elems // groups.nlocal)
-    dist.all_gather_into_tensor(out, shard, group=groups.intra)  # warm-up
-    dist.barrier(group=groups.world)
-    t0 = time.perf_counter()
-    for _ in range(repeats * calls):
-        dist.all_gather_into_tensor(out, shard, group=groups.intra)
-    t = torch.tensor([(time.perf_counter() - t0) / (repeats * calls)])
+    per_call = []
+    for b in range(blocks + 1):
+        dist.barrier(group=groups.world)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            dist.all_gather_into_tensor(out, shard, group=groups.intra)
+        if b > 0:  # block 0 warms up
+            per_call.append((time.perf_counter() - t0) / calls)
+    t = torch.tensor([sorted(per_call)[len(per_call) // 2]])
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=groups.world)  # every rank fits the same number
     want_ms = t.item() * 1e3
     sim = os.path.join(os.path.dirname(paro._find_advisor()), "hoccl-sim")
