@@ -123,10 +123,7 @@ TEST_F(CudaDeviceTest, WithP2PDisabledEveryConnectionStagesAndResultsMatch) {
 TEST_F(CudaDeviceTest, WithP2PDisabledProcessesStageThroughSharedHostMemory) {
   setenv("HOCCL_P2P_DISABLE", "1", 1);
   reloadSettingsForTesting();
-  testutil::Options o;
-  o.ranks = 3;
-  o.mode = testutil::Mode::Processes;
-  o.timeoutSec = 60;
+  testutil::Options o = testutil::inProcesses(3);
   std::string error;
   EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
     void* stream = fake->createStream();
@@ -231,10 +228,7 @@ TEST_F(CudaDeviceTest, RanksInSeparateProcessesMatchTheHostBitForBit) {
     SCOPED_TRACE(legacy ? "legacy IPC" : "VMM");
     setenv("HOCCL_DEVICE_IPC", legacy ? "legacy" : "auto", 1);
     reloadSettingsForTesting();
-    testutil::Options o;
-    o.ranks = nranks;
-    o.mode = testutil::Mode::Processes;
-    o.timeoutSec = 60;  // a hang becomes an error
+    testutil::Options o = testutil::inProcesses(nranks);
     std::string error;
     EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
       void* stream = fake->createStream();
@@ -273,10 +267,7 @@ TEST_F(CudaDeviceTest, RanksOnDifferentHostsAreRefused) {
 // naming it, long before its timeout would end a hang. (A peer that exits
 // in the middle of the fd exchange itself: test_cuda_vmm.cc.)
 TEST_F(CudaDeviceTest, APeerProcessThatExitsBeforeItsCallIsNamed) {
-  testutil::Options o;
-  o.ranks = 2;
-  o.mode = testutil::Mode::Processes;
-  o.timeoutSec = 60;
+  testutil::Options o = testutil::inProcesses(2);
   std::string error;
   testutil::spawn(o, [&](hocclComm_t comm, int rank) {
     if (rank == 1) _exit(0);

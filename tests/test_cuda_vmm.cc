@@ -76,10 +76,7 @@ TEST(CudaVmm, ProcessRanksWithoutVmmUseLegacyIpcOrAreToldWhatTheDriverLacks) {
     FakeCuda fake(missing);
     setenv("HOCCL_DEVICE_IPC", mode == "fd" ? "fd" : "auto", 1);
     reloadSettingsForTesting();
-    testutil::Options o;
-    o.ranks = 2;
-    o.mode = testutil::Mode::Processes;
-    o.timeoutSec = 60;
+    testutil::Options o = testutil::inProcesses(2);
     std::string error;
     EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
       const size_t n = 1000;
@@ -123,10 +120,7 @@ TEST(CudaVmm, FabricHandlesConnectProcessesWhereTheDriverPermitsThem) {
     fakecuda::vmm::setFabric(mode);
     setenv("HOCCL_DEVICE_IPC", want, 1);
     reloadSettingsForTesting();
-    testutil::Options o;
-    o.ranks = 3;
-    o.mode = testutil::Mode::Processes;
-    o.timeoutSec = 60;
+    testutil::Options o = testutil::inProcesses(3);
     std::string error;
     EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
       const size_t n = 100000;

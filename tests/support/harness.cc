@@ -22,6 +22,15 @@ void setThreadHostIdOverride(const std::string& id);
 }  // namespace hoccl
 
 namespace testutil {
+
+Options inProcesses(int ranks, int timeoutSec) {
+  Options o;
+  o.ranks = ranks;
+  o.mode = Mode::Processes;
+  o.timeoutSec = timeoutSec;
+  return o;
+}
+
 namespace {
 
 int nodeCount(const Options& o) { return o.nodeSizes.empty() ? 1 : static_cast<int>(o.nodeSizes.size()); }

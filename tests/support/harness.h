@@ -42,6 +42,10 @@ struct Options {
   std::string describe() const;
 };
 
+// `ranks` ranks as processes, with a timeout so that a hang becomes an
+// error (60 s unless given).
+Options inProcesses(int ranks, int timeoutSec = 60);
+
 using Body = std::function<void(hocclComm_t comm, int rank)>;
 
 // Ranks as threads with their communicators kept between runs, so a test
