@@ -39,16 +39,9 @@ std::vector<int> Prober::sampleOf(int nodes, int sample) {
 // is dissolved: its nodes are placed like the others.
 void Prober::startPlace() {
   const size_t m = result_.groups.size();
-  std::vector<int> groupOf(size_t(n_), -1);
-  for (size_t g = 0; g < m; ++g)
-    for (int v : result_.groups[g].nodes) groupOf[size_t(v)] = int(g);
+  const std::vector<int> groupOf = groupIndex(-1);
   std::vector<double> best, seenMax;
   uplinkEstimates(groupOf, &best, &seenMax, nullptr, nullptr);
-  auto linkOf = [&](const Group& G) {
-    double link = 0;
-    for (int v : G.nodes) link = link > 0 ? std::min(link, result_.nodeGbps[size_t(v)]) : result_.nodeGbps[size_t(v)];
-    return link;
-  };
   // The sample's pair rounds tell leaves apart only where they put clearly
   // more across each uplink than it carries: a member's partner is in
   // another group (m-1)/m of the time, so its members must number 1.5 x
@@ -58,7 +51,7 @@ void Prober::startPlace() {
   std::string why = m == 1 ? "its pair rounds showed no shared link" : "";
   for (size_t g = 0; g < m && why.empty(); ++g) {
     const Group& G = result_.groups[g];
-    const double link = linkOf(G), need = best[g] > 0 && link > 0 ? 1.5 * best[g] / link * m / (m - 1.0) : 1e9;
+    const double link = slowestLink(G.nodes), need = best[g] > 0 && link > 0 ? 1.5 * best[g] / link * m / (m - 1.0) : 1e9;
     if (double(G.nodes.size()) < need)
       why = "a group of " + std::to_string(G.nodes.size()) + " sampled node(s) did not clearly fill its uplink (" +
             (best[g] > 0 ? "about " + std::to_string(int(std::ceil(need))) + " needed" : "never filled") + ")";
@@ -80,7 +73,7 @@ void Prober::startPlace() {
   std::vector<Group> keep;
   for (size_t g = 0; g < m; ++g) {
     const Group& G = result_.groups[g];
-    const double link = linkOf(G);
+    const double link = slowestLink(G.nodes);
     const int k = best[g] > 0 && link > 0 ? int(std::ceil(1.25 * best[g] / link)) : 0;
     if (k >= 1 && int(G.nodes.size()) >= k + 1) {
       keep.push_back(G);
@@ -119,13 +112,7 @@ void Prober::planPlace() {
     const int g = (gi + placeRounds_) % m;  // who gets first pick of the loaders turns
     const std::vector<int>& M = result_.groups[size_t(g)].nodes;
     const int k = loaders_[size_t(g)];
-    if (untestable_[size_t(g)]) continue;
-    if (int(M.size()) < k + 1) {
-      untestable_[size_t(g)] = 1;
-      result_.notes.push_back("group " + std::to_string(g) + " has too few nodes to fill its uplink (" +
-                              std::to_string(k) + " loaders and a target): no node was placed into it by test");
-      continue;
-    }
+    if (untestable_[size_t(g)]) continue;  // startPlace kept groups of k + 1 nodes or more; they only grow
     Test t{g, {}, {}, {}};
     auto tried = [&](int x) { return tried_[size_t(x)].empty() ? 0u : unsigned(tried_[size_t(x)][size_t(g)]); };
     for (int x : byAttempts) {
@@ -202,9 +189,8 @@ void Prober::recordPlace(const std::vector<Report>& rep) {
   std::vector<int> placedNow;
   for (const Test& t : placing_) {
     const size_t g = size_t(t.group);
-    double link = 0, load = 0;
-    for (int v : result_.groups[g].nodes)
-      link = link > 0 ? std::min(link, result_.nodeGbps[size_t(v)]) : result_.nodeGbps[size_t(v)];
+    const double link = slowestLink(result_.groups[g].nodes);
+    double load = 0;
     // What surely crossed the uplink: loaders from outside, and tests that
     // ran slow (a node under the group's leaf reaches it without the uplink).
     for (size_t i = 0; i < t.loaderDst.size(); ++i)

@@ -15,10 +15,6 @@ double medianOf(std::vector<double> v) {
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
-namespace {
-double median(std::vector<double> v) { return medianOf(std::move(v)); }
-}  // namespace
-
 int tournamentRounds(int n) { return n < 2 ? 0 : (n % 2 ? n : n - 1); }
 
 std::vector<std::pair<int, int>> tournamentRound(int n, int r) {
@@ -296,7 +292,7 @@ Result Prober::groupAmong(const std::vector<int>& nodes) const {
   std::vector<double> rates(k);
   for (int i = 0; i < k; ++i) {
     rates[i] = result_.nodeGbps[nodes[i]];
-    for (int j = 0; j < k; ++j) gbps[i][j] = median(each[i][j]);
+    for (int j = 0; j < k; ++j) gbps[i][j] = medianOf(each[i][j]);
   }
   Result r;
   groupByFlows(gbps, rates, o_, &r);
@@ -305,11 +301,22 @@ Result Prober::groupAmong(const std::vector<int>& nodes) const {
   return r;
 }
 
+std::vector<int> Prober::groupIndex(int ungrouped) const {
+  std::vector<int> groupOf(size_t(n_), ungrouped);
+  for (size_t g = 0; g < result_.groups.size(); ++g)
+    for (int v : result_.groups[g].nodes) groupOf[size_t(v)] = int(g);
+  return groupOf;
+}
+
+double Prober::slowestLink(const std::vector<int>& nodes) const {
+  double link = 0;
+  for (int v : nodes) link = link > 0 ? std::min(link, result_.nodeGbps[size_t(v)]) : result_.nodeGbps[size_t(v)];
+  return link;
+}
+
 void Prober::finish() {
   Result& R = result_;
-  std::vector<int> groupOf(n_, 0);
-  for (size_t g = 0; g < R.groups.size(); ++g)
-    for (int v : R.groups[g].nodes) groupOf[v] = int(g);
+  const std::vector<int> groupOf = groupIndex(0);
   // A node's rate is the best any of its flows reached, in any round
   // (record() keeps it).
   auto cap = [&](const Flow& f) { return std::min(R.nodeGbps[f.src], R.nodeGbps[f.dst]); };
@@ -329,12 +336,9 @@ void Prober::finish() {
     netBurst.push_back(s.burstKB);
   }
   if (netBuf.empty()) netBuf = aloneBuf;  // no group of three: what one flow queued
-  for (Group& g : R.groups) {
-    g.linkGbps = 0;
-    for (int v : g.nodes) g.linkGbps = g.linkGbps > 0 ? std::min(g.linkGbps, R.nodeGbps[v]) : R.nodeGbps[v];
-  }
-  R.netBufferKB = median(netBuf);
-  R.netBurstKB = std::max(0.0, median(netBurst));
+  for (Group& g : R.groups) g.linkGbps = slowestLink(g.nodes);
+  R.netBufferKB = medianOf(netBuf);
+  R.netBurstKB = std::max(0.0, medianOf(netBurst));
   if (contendedNode > 0)
     R.notes.push_back("a flow alone inside a group ran below its nodes' best rate: busy hosts, or a leaf that "
                       "is not non-blocking");
@@ -342,8 +346,8 @@ void Prober::finish() {
   for (int i = 0; i < n_; ++i)
     for (int j = i + 1; j < n_; ++j)
       if (R.rttUs[i][j] > 0) (groupOf[i] == groupOf[j] ? intra : inter).push_back(R.rttUs[i][j]);
-  R.intraRttUs = median(intra);
-  R.interRttUs = median(inter);
+  R.intraRttUs = medianOf(intra);
+  R.interRttUs = medianOf(inter);
   std::vector<double> best, seenMax, spineBuf;
   bool misplaced = false;
   uplinkEstimates(groupOf, &best, &seenMax, &misplaced, &spineBuf);
@@ -354,8 +358,8 @@ void Prober::finish() {
     R.groups[g].uplinkGbps = best[g] > 0 ? best[g] : seenMax[g];
     R.groups[g].uplinkLowerBound = best[g] <= 0;
   }
-  R.spineBufferKB = median(spineBuf);
-  R.spineBurstKB = std::max(0.0, median(spineBurst));
+  R.spineBufferKB = medianOf(spineBuf);
+  R.spineBurstKB = std::max(0.0, medianOf(spineBurst));
   bool anyContended = false;
   for (double b : best) anyContended |= b > 0;
   if (R.groups.size() > 1 && !anyContended) {
@@ -372,7 +376,7 @@ void Prober::finish() {
     R.grouped = false;
     Group all;  // one switch standing for the whole network
     for (int v = 0; v < n_; ++v) all.nodes.push_back(v);
-    for (int v : all.nodes) all.linkGbps = all.linkGbps > 0 ? std::min(all.linkGbps, R.nodeGbps[v]) : R.nodeGbps[v];
+    all.linkGbps = slowestLink(all.nodes);
     R.groups = {all};
   }
 }
@@ -414,7 +418,7 @@ void Prober::uplinkEstimates(const std::vector<int>& groupOf, std::vector<double
       sums.push_back(p.sum);
       std::vector<double> rates;
       for (const Seen* s : p.flows) rates.push_back(s->gbps);
-      const double med = median(rates);
+      const double med = medianOf(rates);
       for (const Seen* s : p.flows) {
         if (s->rttP90Us > 0 && spineBuf) spineBuf->push_back(std::max(0.0, s->rttP90Us - R.rttUs[s->f.src][s->f.dst]) * p.sum * 0.125);
         if (rates.size() >= 2 && s->gbps > 1.6 * med && s->gbps >= o_.contended * cap(s->f)) ++fast[{s->f.src, s->f.dst}];
@@ -422,8 +426,8 @@ void Prober::uplinkEstimates(const std::vector<int>& groupOf, std::vector<double
     }
     const int rounds = int(kv.second.size());
     if (2 * contended <= rounds) continue;  // mostly not contended: a moment's noise
-    best[g] = std::max(best[g], median(sums));
-    best[h] = std::max(best[h], median(sums));
+    best[g] = std::max(best[g], medianOf(sums));
+    best[h] = std::max(best[h], medianOf(sums));
     for (auto& f : fast)
       if (misplaced && 2 * f.second > contended) {  // in most of its rounds, so not noise
         *misplaced = true;

@@ -127,6 +127,10 @@ class Prober {
   void finish();
   void planPairs(const std::vector<int>& nodes);
   void planLinks();
+  // Each node's group index (`ungrouped` for a node in none).
+  std::vector<int> groupIndex(int ungrouped) const;
+  // The slowest node link measured among `nodes` (a group's link rate).
+  double slowestLink(const std::vector<int>& nodes) const;
   // Groups from the medians of the pair rounds among `nodes`.
   Result groupAmong(const std::vector<int>& nodes) const;
   // Per group: the uplink rate its loaded rounds showed (0: never
