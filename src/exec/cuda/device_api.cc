@@ -125,7 +125,7 @@ std::string peerSelfTest(const DeviceApi& api, int device, int peer, CuHandle pe
   if (call(api.ctxSetCurrent(peerCtx), "cuCtxSetCurrent(peer GPU)"))
     call(api.memAlloc(&remote, kBytes), "cuMemAlloc on the peer GPU");
   call(api.ctxSetCurrent(mine), "cuCtxSetCurrent");
-  bool done = false;
+  bool done = false, stuck = false;  // stuck: the copies may still run, so nothing is freed
   if (call(api.memAlloc(&local, 2 * kBytes), "cuMemAlloc") &&
       call(api.streamCreate(&stream, kStreamNonBlocking), "cuStreamCreate") &&
       call(api.memcpyHtoDAsync(local, pattern.data(), kBytes, stream), "cuMemcpyHtoDAsync") &&
@@ -138,7 +138,8 @@ std::string peerSelfTest(const DeviceApi& api, int device, int peer, CuHandle pe
     int rc = kCudaErrorNotReady;
     while ((rc = api.streamQuery(stream)) == kCudaErrorNotReady && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-    if (rc == kCudaErrorNotReady)
+    stuck = rc == kCudaErrorNotReady;
+    if (stuck)
       why = "the copies did not finish in " + std::to_string(int(waitSec)) + " s";
     else if (call(rc, "cuStreamQuery") &&
              call(api.memcpyDtoHAsync(back.data(), local + kBytes, kBytes, stream), "cuMemcpyDtoHAsync") &&
@@ -156,7 +157,7 @@ std::string peerSelfTest(const DeviceApi& api, int device, int peer, CuHandle pe
       why = "of 16384 words copied to the peer GPU and back, " + std::to_string(bad) +
             " came back different (the first at word " + std::to_string(first) + ")";
   }
-  if (!done && why.find("did not finish") != std::string::npos) return why;  // still in use: leaked, not freed
+  if (stuck) return why;  // leaked, not freed
   if (stream) api.streamDestroy(stream);
   if (local) api.memFree(local);
   if (remote && api.ctxSetCurrent(peerCtx) == kCudaSuccess) {

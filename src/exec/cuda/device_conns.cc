@@ -273,14 +273,8 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
     base = m.dev;
   } else {
     VmmMapping m;
-    size_t granularity = 0;
-    HOCCL_TRY(vmmCreate(api_.vmm, device_, slotsOffset + slotsBytes, kMemHandleTypePosixFd, &m, &granularity)
-                  .context("device connection memory for " + peer));
-    ipcMaps_.push_back(m);  // released with the executor
-    HOCCL_TRY(upload(m.base, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
+    HOCCL_TRY(vmmConn(kMemHandleTypePosixFd, init, peer, &msg, &m));
     HOCCL_TRY(vmmExport(api_.vmm, m, &fd));
-    msg.size = m.size;
-    msg.granularity = granularity;
     base = m.base;
   }
   Status sent = ipcSend(fd, msg, fdSocketName(&socketKey_, sizeof socketKey_, e.from), peer,
@@ -294,16 +288,10 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
 Status DeviceExecutor::exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem) {
   if (ipc_ == Ipc::Fabric) {
     VmmMapping m;
-    size_t granularity = 0;
-    HOCCL_TRY(vmmCreate(api_.vmm, device_, msg->slotsOffset + msg->slotsBytes, kMemHandleTypeFabric, &m,
-                        &granularity).context("device connection memory for " + describePeer(e.from)));
-    ipcMaps_.push_back(m);  // released with the executor
-    HOCCL_TRY(upload(m.base, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
+    HOCCL_TRY(vmmConn(kMemHandleTypeFabric, init, describePeer(e.from), msg, &m));
     static_assert(kFabricHandleBytes == sizeof msg->handle, "CUmemFabricHandle fits the message");
     HOCCL_TRY(vmmExportFabric(api_.vmm, m, msg->handle));
     msg->handleType = uint16_t(IpcHandle::Fabric);
-    msg->size = m.size;
-    msg->granularity = granularity;
     *mem = m.base;
   } else {
     HOCCL_TRY(exportLegacy(init, msg, mem));
@@ -312,6 +300,21 @@ Status DeviceExecutor::exportByHandle(const PlanEdge& e, const DevConnMem& init,
   return oob_->send(e.from, kTagDevIpc, bytes.data(), bytes.size())
       .context(std::string("device connection (") + ipcHandleName(IpcHandle(msg->handleType)) + " handle) to " +
                describePeer(e.from));
+}
+
+// A connection's VMM memory, exportable as `handleType`, mapped here (and
+// released with the executor) with its DevConnMem uploaded; msg gets its
+// size and granularity.
+Status DeviceExecutor::vmmConn(int handleType, const DevConnMem& init, const std::string& peer, IpcBufferMsg* msg,
+                               VmmMapping* m) {
+  size_t granularity = 0;
+  HOCCL_TRY(vmmCreate(api_.vmm, device_, msg->slotsOffset + msg->slotsBytes, handleType, m, &granularity)
+                .context("device connection memory for " + peer));
+  ipcMaps_.push_back(*m);
+  HOCCL_TRY(upload(m->base, &init, sizeof init, "cuMemcpyHtoDAsync(connection)"));
+  msg->size = m->size;
+  msg->granularity = granularity;
+  return Status();
 }
 
 Status DeviceExecutor::exportLegacy(const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem) {

@@ -142,6 +142,7 @@ class DeviceExecutor {
   Status importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle);
   Status exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
   Status exportLegacy(const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
+  Status vmmConn(int handleType, const DevConnMem& init, const std::string& peer, IpcBufferMsg* msg, VmmMapping* m);
   std::string describePeer(int peer) const;
   Status alloc(size_t bytes, DevPtr* p, PlanRes* owner);
   Status kernel(DType t, RedOp op, CuHandle* fn);

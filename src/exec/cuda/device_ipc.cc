@@ -62,27 +62,31 @@ Status vmmCreate(const VmmApi& v, int device, size_t bytes, int handleType, VmmM
   return st;
 }
 
-Status vmmImport(const VmmApi& v, int device, int fd, size_t size, VmmMapping* out) {
+namespace {
+
+// Imports `osHandle` (an fd's value, or a pointer to a fabric handle's
+// bytes) as `type` and maps its `size` bytes here.
+Status importAndMap(const VmmApi& v, int device, void* osHandle, int type, const char* what, size_t size,
+                    VmmMapping* out) {
   *out = VmmMapping();
-  HOCCL_TRY(cuCheck(v.memImportFromShareableHandle(&out->handle, reinterpret_cast<void*>(intptr_t(fd)),
-                                                   kMemHandleTypePosixFd),
-                    "cuMemImportFromShareableHandle(POSIX fd)"));
+  HOCCL_TRY(cuCheck(v.memImportFromShareableHandle(&out->handle, osHandle, type), what));
   out->size = size;
   const Status st = mapHere(v, device, out);
   if (!st.ok()) vmmRelease(v, out);
   return st;
 }
 
+}  // namespace
+
+Status vmmImport(const VmmApi& v, int device, int fd, size_t size, VmmMapping* out) {
+  return importAndMap(v, device, reinterpret_cast<void*>(intptr_t(fd)), kMemHandleTypePosixFd,
+                      "cuMemImportFromShareableHandle(POSIX fd)", size, out);
+}
+
 Status vmmImportFabric(const VmmApi& v, int device, const uint8_t* handle, size_t size, VmmMapping* out) {
-  *out = VmmMapping();
   uint8_t copy[kFabricHandleBytes];  // the driver takes a pointer to the handle's bytes
   std::memcpy(copy, handle, sizeof copy);
-  HOCCL_TRY(cuCheck(v.memImportFromShareableHandle(&out->handle, copy, kMemHandleTypeFabric),
-                    "cuMemImportFromShareableHandle(fabric)"));
-  out->size = size;
-  const Status st = mapHere(v, device, out);
-  if (!st.ok()) vmmRelease(v, out);
-  return st;
+  return importAndMap(v, device, copy, kMemHandleTypeFabric, "cuMemImportFromShareableHandle(fabric)", size, out);
 }
 
 bool fabricUsable(const DeviceApi& api, int device, std::string* why) {
