@@ -6,20 +6,6 @@
 
 namespace hoccl {
 
-const char* collName(CollKind k) {
-  switch (k) {
-    case CollKind::AllReduce: return "AllReduce";
-    case CollKind::ReduceScatter: return "ReduceScatter";
-    case CollKind::AllGather: return "AllGather";
-    case CollKind::Broadcast: return "Broadcast";
-    case CollKind::Reduce: return "Reduce";
-    case CollKind::AllToAll: return "AllToAll";
-    case CollKind::AllToAllv: return "AllToAllv";
-    case CollKind::SendRecv: return "SendRecv";
-  }
-  return "unknown";
-}
-
 const char* stepKindName(const Step& s) {
   const bool recv = s.recvPeer >= 0;
   const bool send = s.sendPeer >= 0;

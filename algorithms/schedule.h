@@ -25,7 +25,19 @@ enum class CollKind : uint8_t {
   AllToAllv = 6,  // per-peer counts and displacements (ScheduleKey::vlayout)
   SendRecv = 7,   // a group's hocclSend/hocclRecv on one communicator
 };
-const char* collName(CollKind k);
+inline const char* collName(CollKind k) {  // on every call's path: inline
+  switch (k) {
+    case CollKind::AllReduce: return "AllReduce";
+    case CollKind::ReduceScatter: return "ReduceScatter";
+    case CollKind::AllGather: return "AllGather";
+    case CollKind::Broadcast: return "Broadcast";
+    case CollKind::Reduce: return "Reduce";
+    case CollKind::AllToAll: return "AllToAll";
+    case CollKind::AllToAllv: return "AllToAllv";
+    case CollKind::SendRecv: return "SendRecv";
+  }
+  return "unknown";
+}
 
 // The buffers a step can name. Input is the caller's send buffer, Output its
 // receive buffer (they may alias: in-place calls), Scratch is owned by the

@@ -214,9 +214,10 @@ std::vector<RankBuffers> makeBuffers(const Case& c, const ScheduleKey& k0) {
 // Runs the host executor; "" or what went wrong.
 std::string runExecutor(const Case& c, const std::vector<Schedule>& scheds, std::vector<RankBuffers>* bufs) {
   QueueNet net(c.nranks, c.slotBytes);
+  std::vector<CollCall> calls(c.nranks);  // the tasks refer to their calls and schedules
   std::vector<std::unique_ptr<CollTask>> tasks;
   for (int r = 0; r < c.nranks; ++r) {
-    CollCall call;
+    CollCall& call = calls[r];
     call.coll = c.coll;
     call.sendbuff = (*bufs)[r].in();
     call.recvbuff = (*bufs)[r].out();
@@ -225,8 +226,7 @@ std::string runExecutor(const Case& c, const std::vector<Schedule>& scheds, std:
     call.op = c.op;
     call.root = c.root;
     call.opSeq = 1;
-    tasks.push_back(std::make_unique<CollTask>(call, std::make_shared<const Schedule>(scheds[r]), net.rank(r),
-                                               nullptr, c.slotBytes, true, 0));
+    tasks.push_back(std::make_unique<CollTask>(call, scheds[r], net.rank(r), nullptr, c.slotBytes, true, 0));
   }
   for (;;) {
     bool all = true, moved = false;

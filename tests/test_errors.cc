@@ -87,6 +87,35 @@ TEST(BadInput, UseAfterDestroyAndNullComm) {
   EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);
 }
 
+// A handle this thread used a moment ago (so its liveness is cached on the
+// call path) is refused once it is destroyed, in a group too; a new
+// communicator works, and if it was given the old address, that is it.
+TEST(BadInput, AHandleUsedJustBeforeItsDestroyIsRefusedAfter) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclComm_t comm = nullptr;
+  ASSERT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclSuccess);
+  float x = 1, y = 0;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr), hocclSuccess);
+  ASSERT_EQ(hocclCommDestroy(comm), hocclSuccess);
+  EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr), hocclInvalidUsage);
+  EXPECT_NE(lastError().find("not a live communicator"), std::string::npos) << lastError();
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr), hocclInvalidUsage);
+  EXPECT_EQ(hocclGroupEnd(), hocclSuccess);  // the refused call was not queued
+  hocclUniqueId id2;
+  ASSERT_EQ(hocclGetUniqueId(&id2), hocclSuccess);
+  hocclComm_t fresh = nullptr;
+  ASSERT_EQ(hocclCommInitRank(&fresh, 1, id2, 0), hocclSuccess);
+  y = 0;
+  EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, fresh, nullptr), hocclSuccess);
+  EXPECT_EQ(y, 1.0f);
+  if (fresh != comm) {
+    EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr), hocclInvalidUsage);
+  }
+  EXPECT_EQ(hocclCommDestroy(fresh), hocclSuccess);
+}
+
 TEST(BadInput, ErrorStringsNameEveryResult) {
   for (int r = 0; r < hocclNumResults; ++r) {
     std::string s = hocclGetErrorString(static_cast<hocclResult_t>(r));
@@ -193,6 +222,37 @@ TEST(Abort, FromAnotherThreadWhileACallIsBlocked) {
   ASSERT_EQ(hocclCommGetAsyncError(comms[1], &async), hocclSuccess);
   EXPECT_EQ(async, hocclRemoteError);
   EXPECT_EQ(hocclCommDestroy(comms[1]), hocclSuccess);
+}
+
+// hocclCommAbort from another thread while this one calls in a loop on the
+// communicator (each call finishing at once: one rank): the loop's calls
+// start to fail with an error, none uses the freed communicator (the
+// ASan/TSan runs), and the loop ends.
+TEST(Abort, WhileAnotherThreadCallsInALoop) {
+  for (int round = 0; round < 20; ++round) {
+    hocclUniqueId id;
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    hocclComm_t comm = nullptr;
+    ASSERT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclSuccess);
+    std::atomic<long> calls{0};
+    std::atomic<int> rc{hocclSuccess};
+    std::thread loop([&] {
+      float x = 1, y = 0;
+      for (;;) {
+        hocclResult_t r = hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr);
+        if (r != hocclSuccess) {
+          rc = r;
+          return;
+        }
+        if (++calls % 64 == 0) std::this_thread::yield();  // (valgrind runs one thread at a time)
+      }
+    });
+    while (calls.load() < 100) std::this_thread::yield();
+    EXPECT_EQ(hocclCommAbort(comm), hocclSuccess);
+    loop.join();
+    // Not live any more, or (a call already under way) its abort.
+    EXPECT_TRUE(rc.load() == hocclInvalidUsage || rc.load() == hocclRemoteError) << "round " << round << ": " << rc;
+  }
 }
 
 }  // namespace

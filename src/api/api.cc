@@ -1,7 +1,6 @@
 // The C API: argument checks, error reporting, and dispatch to the core.
 #include <cstring>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "hoccl.h"
@@ -19,11 +18,6 @@ namespace hoccl {
 namespace {
 
 HOCCL_THREAD_LOCAL std::string tlsLastError;
-std::mutex registryMutex;
-std::set<hocclComm*>& registry() {
-  static std::set<hocclComm*> live;
-  return live;
-}
 
 }  // namespace
 
@@ -36,40 +30,6 @@ hocclResult_t report(hocclComm* comm, const Status& st) {
   }
   HWARN(kSubAll, "%s: %s", resultName(st.code()), st.message().c_str());
   return st.code();
-}
-
-void registerComm(hocclComm* comm) {
-  std::lock_guard<std::mutex> lock(registryMutex);
-  registry().insert(comm);
-}
-
-void unregisterComm(hocclComm* comm) {
-  std::lock_guard<std::mutex> lock(registryMutex);
-  registry().erase(comm);
-}
-
-namespace {
-// checkComm and enterComm; the caller holds registryMutex.
-Status checkLive(hocclComm* comm, const char* fn) {
-  if (!comm) return errorf(hocclInvalidArgument, "%s: comm is NULL", fn);
-  if (!registry().count(comm))
-    return errorf(hocclInvalidUsage, "%s: comm %p is not a live communicator (destroyed, aborted or never created)",
-                  fn, static_cast<void*>(comm));
-  return Status();
-}
-}  // namespace
-
-Status checkComm(hocclComm* comm, const char* fn) {
-  std::lock_guard<std::mutex> lock(registryMutex);
-  return checkLive(comm, fn);
-}
-
-Status enterComm(hocclComm* comm, const char* fn) {
-  // One lock for the check and the mark: abort cannot slip in between.
-  std::lock_guard<std::mutex> lock(registryMutex);
-  HOCCL_TRY(checkLive(comm, fn));
-  comm->inFlight.fetch_add(1);
-  return Status();
 }
 
 namespace {
@@ -135,7 +95,7 @@ Status checkUsable(hocclComm* comm, const char* fn) {
   if (comm->initPending.load(std::memory_order_acquire))
     return errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress; wait until "
                   "hocclCommGetAsyncError returns hocclSuccess", fn);
-  comm->pollDevice();
+  if (comm->deviceExecutor()) comm->pollDevice();
   Status fatal = comm->fatalError();
   if (!fatal.ok())
     return Status(fatal.code(), std::string(fn) + ": the communicator is unusable after an earlier error (" +
@@ -177,7 +137,6 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   key->count = count;
   key->root = rooted ? root : 0;
   key->nchannels = comm->settings.nchannels;
-  key->groups = comm->grouping;
   // Two messages must fit in a connection's slots (see ScheduleKey).
   key->maxStepCount = static_cast<uint64_t>(comm->settings.slots / 2) *
                       (comm->settings.sliceBytes >> __builtin_ctzll(esize));  // esize: a power of two
@@ -215,24 +174,27 @@ namespace {
 
 hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, size_t count, int dtype,
                          int op, int root, hocclComm_t comm, hocclStream_t stream) {
-  CollCall call;
-  ScheduleKey key;
+  // Inside a group the call is checked straight into its place in the
+  // group's queue (and taken out again if it fails).
+  const bool grouped = groupActive();
+  CommCall alone;
+  CommCall& one = grouped ? groupSlot() : alone;
+  one.comm = comm;
   CommUse use;
-  Status st = enterComm(comm, collName(coll));
-  if (st.ok()) use.comm = comm;
-  if (st.ok()) st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &call, &key);
-  if (!st.ok()) return report(nullptr, st);
+  Status st = enterComm(comm, &use, collName(coll));
+  if (st.ok()) st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &one.call, &one.key);
+  if (!st.ok()) {
+    if (grouped) groupDropSlot();
+    return report(nullptr, st);
+  }
+  CollCall& call = one.call;
   // Device buffers: queued on the stream. Host buffers: the call completes
   // before returning, whatever the stream.
   call.stream = call.device ? stream : nullptr;
   setLogRank(comm->rank);
-  if (groupActive()) {
-    groupEnqueue(comm, call, key);
-    return hocclSuccess;
-  }
+  if (grouped) return hocclSuccess;
   HTRACE(kSubColl, "%s call #%llu", describeCall(call.coll, count, call.dtype, call.op, call.root).c_str(),
          static_cast<unsigned long long>(comm->opSeq + 1));
-  const CommCall one{comm, std::move(call), std::move(key)};
   return report(comm, runCalls(&one, 1));
 }
 
@@ -376,6 +338,13 @@ hocclResult_t hocclCommDestroy(hocclComm_t comm) {
   if (!st.ok()) return report(nullptr, st);
   unregisterComm(comm);
   settleInit(comm, true);
+  // Destroying a communicator another thread is still calling is the
+  // caller's error; its memory is leaked rather than freed under that call.
+  if (!waitUnused(comm, 1.0)) {
+    HWARN(kSubAll, "hocclCommDestroy: rank %d's communicator is still in use by a call on another thread after 1 s; "
+          "its memory is leaked", comm->rank);
+    return hocclSuccess;
+  }
   commFree(comm);
   return hocclSuccess;
 }
@@ -402,8 +371,7 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
       comm->device.release();
     }
   }
-  for (int i = 0; i < 600 && comm->inFlight.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (comm->inFlight.load() > 0) {
+  if (!waitUnused(comm, 0.6)) {
     // Freeing memory another thread still uses would be worse than a leak.
     HWARN(kSubAll, "hocclCommAbort: a call on rank %d did not return within 1 s; its memory is leaked", comm->rank);
     return hocclSuccess;

@@ -12,19 +12,26 @@ hocclResult_t report(hocclComm* comm, const Status& st);
 // comm must be a live communicator: not NULL, not destroyed.
 Status checkComm(hocclComm* comm, const char* fn);
 void registerComm(hocclComm* comm);
-// Marks comm as used by this call (atomically with the liveness check), so
-// hocclCommAbort from another thread waits for the call before freeing.
-Status enterComm(hocclComm* comm, const char* fn);
+// One API call's use of a communicator (registry.cc), released when it
+// goes out of scope.
+struct CommUse;
+void leaveComm(CommUse* use);
 struct CommUse {
   CommUse() = default;
   CommUse(const CommUse&) = delete;
   CommUse& operator=(const CommUse&) = delete;
+  ~CommUse() { leaveComm(this); }
   hocclComm* comm = nullptr;
-  ~CommUse() {
-    if (comm) comm->inFlight.fetch_sub(1);
-  }
+  int slot = -1;  // this thread's hazard slot holding comm; -1: counted in comm->inFlight
 };
+// Checks that comm is live and marks it used by this call (atomically), so
+// that hocclCommAbort from another thread waits for the call before freeing.
+Status enterComm(hocclComm* comm, CommUse* use, const char* fn);
+// Removes comm from the registry: no call can enter it from now on.
 void unregisterComm(hocclComm* comm);
+// Waits up to `seconds` for the calls using an unregistered comm to
+// return; false if one has not.
+bool waitUnused(hocclComm* comm, double seconds);
 
 // comm has finished a non-blocking init and has no fatal error.
 Status checkUsable(hocclComm* comm, const char* fn);
@@ -45,7 +52,11 @@ Status userOpFor(hocclComm* comm, const char* fn, int op, DType dtype, CollCall*
 
 // Group support (group.cc): true if the call was queued for hocclGroupEnd.
 bool groupActive();
-void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key);
+void groupEnqueue(CommCall&& call);
+// A new, empty entry at the end of the group's queue, for a call to be
+// checked in place; groupDropSlot removes it again (the call failed).
+CommCall& groupSlot();
+void groupDropSlot();
 // Queues a hocclSend/hocclRecv: at hocclGroupEnd a communicator's sends and
 // receives run as one call, after its collectives of the group.
 void groupEnqueuePeer(hocclComm* comm, const PeerPart& part);

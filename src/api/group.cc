@@ -16,9 +16,12 @@ HOCCL_THREAD_LOCAL std::vector<CommCall> pendingPeers;  // one SendRecv call per
 
 bool groupActive() { return groupDepth > 0; }
 
-void groupEnqueue(hocclComm* comm, const CollCall& call, const ScheduleKey& key) {
-  pending.push_back(CommCall{comm, call, key});
+void groupEnqueue(CommCall&& call) {
+  pending.push_back(std::move(call));
 }
+
+CommCall& groupSlot() { return pending.emplace_back(); }
+void groupDropSlot() { pending.pop_back(); }
 
 void groupEnqueuePeer(hocclComm* comm, const PeerPart& part) {
   for (CommCall& c : pendingPeers) {
@@ -57,12 +60,11 @@ hocclResult_t hocclGroupEnd(void) {
     Status st = c.call.coll == CollKind::SendRecv ? checkSelfPairs(c.call, c.comm->rank) : Status();
     if (!st.ok()) return report(nullptr, st);
   }
-  std::vector<CommUse> uses(calls.size() > 1 ? calls.size() : 0);
   CommUse first;
+  std::vector<CommUse> more(calls.size() > 1 ? calls.size() - 1 : 0);
   for (size_t i = 0; i < calls.size(); ++i) {
-    Status st = enterComm(calls[i].comm, "hocclGroupEnd");
+    Status st = enterComm(calls[i].comm, i == 0 ? &first : &more[i - 1], "hocclGroupEnd");
     if (!st.ok()) return report(nullptr, st);
-    (i == 0 ? first : uses[i]).comm = calls[i].comm;
   }
   Status st = runCalls(calls.data(), calls.size());
   return report(st.ok() ? nullptr : calls[0].comm, st);

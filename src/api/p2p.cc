@@ -55,8 +55,7 @@ namespace {
 hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, int dtype, int peer,
                            hocclComm_t comm) {
   CommUse use;
-  Status st = enterComm(comm, fn);
-  if (st.ok()) use.comm = comm;
+  Status st = enterComm(comm, &use, fn);
   if (st.ok()) st = checkUsable(comm, fn);
   if (st.ok()) st = checkDatatype(fn, dtype);
   if (st.ok() && (peer < 0 || peer >= comm->nranks))
@@ -106,8 +105,7 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   (void)stream;
   const char* fn = "hocclAlltoAllv";
   CommUse use;
-  Status st = enterComm(comm, fn);
-  if (st.ok()) use.comm = comm;
+  Status st = enterComm(comm, &use, fn);
   if (st.ok()) st = checkUsable(comm, fn);
   if (st.ok()) st = checkDatatype(fn, datatype);
   if (st.ok() && (!sendcounts || !sdispls || !recvcounts || !rdispls))
@@ -151,11 +149,11 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   call.sendbuff = sendbuff;
   call.recvbuff = recvbuff;
   call.dtype = static_cast<DType>(datatype);
+  CommCall one{comm, std::move(call), std::move(key)};
   if (groupActive()) {
-    groupEnqueue(comm, call, key);
+    groupEnqueue(std::move(one));
     return hocclSuccess;
   }
-  const CommCall one{comm, std::move(call), std::move(key)};
   return report(comm, runCalls(&one, 1));
 }
 

@@ -34,9 +34,8 @@ hocclResult_t hocclRedOpCreatePreMulSum(hocclRedOp_t* op, void* scalar, hocclDat
                                         hocclScalarResidence_t residence, hocclComm_t comm) {
   const char* fn = "hocclRedOpCreatePreMulSum";
   CommUse use;
-  Status st = enterComm(comm, fn);
+  Status st = enterComm(comm, &use, fn);
   if (!st.ok()) return report(nullptr, st);
-  use.comm = comm;
   if (!op) return report(comm, errorf(hocclInvalidArgument, "%s: op is NULL", fn));
   if (!scalar) return report(comm, errorf(hocclInvalidArgument, "%s: scalar is NULL", fn));
   st = checkDatatype(fn, datatype);
@@ -64,9 +63,8 @@ hocclResult_t hocclRedOpCreatePreMulSum(hocclRedOp_t* op, void* scalar, hocclDat
 hocclResult_t hocclRedOpDestroy(hocclRedOp_t op, hocclComm_t comm) {
   const char* fn = "hocclRedOpDestroy";
   CommUse use;
-  Status st = enterComm(comm, fn);
+  Status st = enterComm(comm, &use, fn);
   if (!st.ok()) return report(nullptr, st);
-  use.comm = comm;
   int value = static_cast<int>(op);
   if (value >= 0 && value < hocclNumOps)
     return report(comm, errorf(hocclInvalidArgument, "%s: op %d is a built-in op; only ops made by "

@@ -29,6 +29,11 @@ Status sysErrorf(const char* fmt, ...) {
   return Status(hocclSystemError, msg);
 }
 
+const std::string& Status::emptyMessage() {
+  static const std::string empty;
+  return empty;
+}
+
 const char* resultName(hocclResult_t r) {
   switch (r) {
     case hocclSuccess: return "no error";

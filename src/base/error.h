@@ -3,6 +3,7 @@
 // last-error string. No exception crosses the C boundary.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "hoccl.h"
@@ -11,20 +12,31 @@ namespace hoccl {
 
 class Status {
  public:
+  // The usual case, success, is two words and no string: every call
+  // passes through dozens of these.
   Status() = default;
-  Status(hocclResult_t code, std::string msg) : code_(code), msg_(std::move(msg)) {}
+  Status(hocclResult_t code, std::string msg)
+      : code_(code), msg_(code == hocclSuccess && msg.empty() ? nullptr : new std::string(std::move(msg))) {}
+  Status(const Status& o) : code_(o.code_), msg_(o.msg_ ? new std::string(*o.msg_) : nullptr) {}
+  Status(Status&& o) noexcept = default;
+  Status& operator=(const Status& o) {
+    if (this != &o) *this = Status(o);
+    return *this;
+  }
+  Status& operator=(Status&& o) noexcept = default;
   bool ok() const { return code_ == hocclSuccess; }
   hocclResult_t code() const { return code_; }
-  const std::string& message() const { return msg_; }
+  const std::string& message() const { return msg_ ? *msg_ : emptyMessage(); }
   // Prepends context ("while connecting to rank 3: ...").
   Status& context(const std::string& what) {
-    if (!ok()) msg_ = what + ": " + msg_;
+    if (!ok()) msg_.reset(new std::string(what + ": " + message()));
     return *this;
   }
 
  private:
+  static const std::string& emptyMessage();
   hocclResult_t code_ = hocclSuccess;
-  std::string msg_;
+  std::unique_ptr<std::string> msg_;
 };
 
 Status errorf(hocclResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

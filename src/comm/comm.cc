@@ -233,6 +233,7 @@ Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize, const c
   const uint64_t bytes = (inputCount(key0) > outputCount(key0) ? inputCount(key0) : outputCount(key0)) * esize;
   const tune::Choice choice = device ? tuner->chooseForDevice(key0.coll, bytes) : tuner->choose(key0.coll, bytes);
   ScheduleKey key = key0;
+  key.groups = grouping;  // (not part of the cache key: one per communicator)
   key.nchannels = choice.nchannels;
   key.pipelineChunks = choice.pipelineChunks;
   const AlgoInfo& use = algorithmInfo(choice.algo);
@@ -292,28 +293,34 @@ std::shared_ptr<const Schedule> pairwiseSchedule(const CollCall& call, const Sch
 
 }  // namespace
 
-Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, std::shared_ptr<const Schedule>* out) {
-  if (cachedKind(key.coll)) return prepare(key, dtypeSize(call.dtype), out);
+Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, const Schedule** out,
+                              std::shared_ptr<const Schedule>* keep) {
+  if (cachedKind(key.coll)) return prepare(key, dtypeSize(call.dtype), out, keep);
   auto sched = pairwiseSchedule(call, key);
   HOCCL_TRY(connectFor(*sched));
-  *out = sched;
+  *out = sched.get();
+  if (keep) *keep = sched;
+  lastBuilt = std::move(sched);
   return Status();
 }
 
-Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, std::shared_ptr<const Schedule>* out) {
-  auto k = std::make_tuple(static_cast<int>(key0.coll), key0.count, key0.root, key0.inPlace, key0.maxStepCount,
-                           esize);
-  auto it = schedules.find(k);
-  if (it != schedules.end()) {
-    *out = it->second;
-    return Status();
+Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, const Schedule** out,
+                          std::shared_ptr<const Schedule>* keep) {
+  const ScheduleCacheKey k{static_cast<int>(key0.coll), key0.count, key0.root, key0.inPlace, key0.maxStepCount, esize};
+  if (k != lastKey || !lastSchedule) {
+    auto it = schedules.find(k);
+    if (it == schedules.end()) {
+      auto sched = key0.coll == CollKind::AllToAll ? pairwiseSchedule(CollCall{}, key0)
+                                                    : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
+      HOCCL_TRY(connectFor(*sched));
+      if (schedules.size() > 256) schedules.clear();
+      it = schedules.emplace(k, std::move(sched)).first;
+    }
+    lastKey = k;
+    lastSchedule = it->second;
   }
-  auto sched = key0.coll == CollKind::AllToAll ? pairwiseSchedule(CollCall{}, key0)
-                                                : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
-  HOCCL_TRY(connectFor(*sched));
-  if (schedules.size() > 256) schedules.clear();
-  schedules[k] = sched;
-  *out = sched;
+  *out = lastSchedule.get();
+  if (keep) *keep = lastSchedule;
   return Status();
 }
 
@@ -346,6 +353,7 @@ void hocclComm::fail(const Status& st, bool tellPeers, double budgetSec) {
 }
 
 Status hocclComm::peerAbort(bool network) {
+  if (!network && (!links || !links->abortFlagged())) return Status();  // every pass of the progress loop
   int code = 0;
   std::string msg;
   if (links && links->abortNotice(&code, &msg))

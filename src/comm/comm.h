@@ -84,7 +84,13 @@ struct hocclComm : public hoccl::TaskOwner {
   std::mutex errMutex;
   std::string lastError;
 
-  std::map<std::tuple<int, uint64_t, int, bool, uint64_t, size_t>, std::shared_ptr<const hoccl::Schedule>> schedules;
+  using ScheduleCacheKey = std::tuple<int, uint64_t, int, bool, uint64_t, size_t>;
+  std::map<ScheduleCacheKey, std::shared_ptr<const hoccl::Schedule>> schedules;
+  // The entry the last cached call used: a loop of one call finds it
+  // without a lookup.
+  ScheduleCacheKey lastKey{-1, 0, 0, false, 0, 0};
+  std::shared_ptr<const hoccl::Schedule> lastSchedule;
+  std::shared_ptr<const hoccl::Schedule> lastBuilt;  // the last uncached (point-to-point) schedule
 
   // Ops made by hocclRedOpCreatePreMulSum: op value hocclNumOps + i is
   // userOps[i]. Destroyed entries stay (not live) so a stale value is named
@@ -121,13 +127,16 @@ struct hocclComm : public hoccl::TaskOwner {
   // Builds (or reuses) this rank's schedule for a call and makes sure every
   // connection it uses exists. The tuner picks the algorithm, channels and
   // pipeline depth for the call's size in bytes (esize: element size).
-  hoccl::Status prepare(const hoccl::ScheduleKey& key, size_t esize, std::shared_ptr<const hoccl::Schedule>* out);
+  // *out stays valid until this communicator's next prepare; *keep, if
+  // given, holds it as long as the caller needs it.
+  hoccl::Status prepare(const hoccl::ScheduleKey& key, size_t esize, const hoccl::Schedule** out,
+                        std::shared_ptr<const hoccl::Schedule>* keep);
   // The same for any call: point-to-point ones (all-to-all(-v), a group's
   // sends and receives) get the pairwise schedules of
   // algorithms/pairwise.h; all-to-all's is cached, the others are built
-  // for the call.
-  hoccl::Status prepareCall(const hoccl::CollCall& call, const hoccl::ScheduleKey& key,
-                            std::shared_ptr<const hoccl::Schedule>* out);
+  // for the call (and held in lastBuilt until the next).
+  hoccl::Status prepareCall(const hoccl::CollCall& call, const hoccl::ScheduleKey& key, const hoccl::Schedule** out,
+                            std::shared_ptr<const hoccl::Schedule>* keep);
   // A collective's schedule as the tuner chooses it (not cached).
   // device: the executor of a call on device buffers, which sets the
   // channels (DeviceExecutor::channelsFor); null for host buffers.
@@ -188,7 +197,7 @@ void commFree(hocclComm* comm);
 
 // One validated call of the C API, with the key of its schedule.
 struct CommCall {
-  hocclComm* comm;
+  hocclComm* comm = nullptr;
   CollCall call;
   ScheduleKey key;
 };
@@ -196,6 +205,6 @@ struct CommCall {
 // or reuses each schedule and its connections, numbers the calls and hands
 // them to the executor. A failure is recorded as the communicator's fatal
 // error.
-Status runCalls(const CommCall* calls, size_t n);
+Status runCalls(CommCall* calls, size_t n);
 
 }  // namespace hoccl

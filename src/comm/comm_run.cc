@@ -80,21 +80,22 @@ namespace hoccl {
 
 namespace {
 
-// The executor's view of one prepared call: numbered, with its schedule.
-void makeWork(const CommCall& c, std::shared_ptr<const Schedule> sched, Work* w) {
+// The executor's view of one prepared call: numbered (its schedule is
+// already in w; the call stays where it is, and w points at it).
+void makeWork(CommCall& c, Work* w) {
   hocclComm* comm = c.comm;
   w->owner = comm;
-  w->call = c.call;
-  if (w->call.coll == CollKind::SendRecv) {
+  CollCall& call = c.call;
+  w->call = &call;
+  if (call.coll == CollKind::SendRecv) {
     // Each message names its place in the stream between its two ranks.
     comm->sendSeq.resize(comm->nranks);
     comm->recvSeq.resize(comm->nranks);
-    for (PeerPart& p : w->call.parts) p.seq = ++(p.send ? comm->sendSeq : comm->recvSeq)[p.peer];
-    w->call.opSeq = comm->opSeq;
+    for (PeerPart& p : call.parts) p.seq = ++(p.send ? comm->sendSeq : comm->recvSeq)[p.peer];
+    call.opSeq = comm->opSeq;
   } else {
-    w->call.opSeq = ++comm->opSeq;
+    call.opSeq = ++comm->opSeq;
   }
-  w->schedule = std::move(sched);
   w->sliceBytes = comm->settings.sliceBytes;
   w->checkCalls = comm->settings.checkCalls;
   w->directBytes = comm->settings.directBytes;
@@ -109,13 +110,13 @@ namespace {
 // in other processes, a type with no kernel) leaves the communicator
 // usable: every rank of this process refuses it alike. A failure after
 // (connection setup, a launch) may leave peers waiting: it is fatal.
-Status enqueueDevice(const CommCall* calls, const std::vector<size_t>& idx) {
+Status enqueueDevice(CommCall* calls, const std::vector<size_t>& idx) {
   for (size_t i : idx) {
-    const CommCall& c = calls[i];
-    std::shared_ptr<const Schedule> sched;
-    HOCCL_TRY(c.comm->prepareDevice(c.call, c.key, &sched));
+    CommCall& c = calls[i];
     Work w;
-    makeWork(c, std::move(sched), &w);
+    HOCCL_TRY(c.comm->prepareDevice(c.call, c.key, &w.keep));
+    w.schedule = w.keep.get();
+    makeWork(c, &w);
     Status st = c.comm->device->enqueue(w);
     if (!st.ok()) {
       if (st.code() != hocclInvalidArgument) c.comm->fail(st, true);
@@ -129,7 +130,7 @@ Status enqueueDevice(const CommCall* calls, const std::vector<size_t>& idx) {
 // first call of a schedule exchanges connection addresses with its peers,
 // so when one thread drives several communicators (a group), each is set
 // up on a thread of its own.
-Status runDeviceCalls(const CommCall* calls, size_t n) {
+Status runDeviceCalls(CommCall* calls, size_t n) {
   std::vector<std::pair<hocclComm*, std::vector<size_t>>> byComm;
   for (size_t i = 0; i < n; ++i) {
     auto it = std::find_if(byComm.begin(), byComm.end(), [&](const auto& u) { return u.first == calls[i].comm; });
@@ -147,11 +148,11 @@ Status runDeviceCalls(const CommCall* calls, size_t n) {
   return Status();
 }
 
-Status runHostCalls(const CommCall* calls, size_t n);
+Status runHostCalls(CommCall* calls, size_t n);
 
 }  // namespace
 
-Status runCalls(const CommCall* calls, size_t n) {
+Status runCalls(CommCall* calls, size_t n) {
   size_t onDevice = 0;
   for (size_t i = 0; i < n; ++i) onDevice += calls[i].call.device ? 1 : 0;
   if (onDevice == 0) return runHostCalls(calls, n);
@@ -165,27 +166,28 @@ Status runCalls(const CommCall* calls, size_t n) {
 
 namespace {
 
-Status runHostCalls(const CommCall* calls, size_t n) {
+Status runHostCalls(CommCall* calls, size_t n) {
   if (n == 1) {  // one call, the common case: no allocation here
-    std::shared_ptr<const Schedule> sched;
-    Status st = calls[0].comm->prepareCall(calls[0].call, calls[0].key, &sched);
+    Work w;
+    // The schedule is borrowed from the communicator's cache: nothing else
+    // prepares a call of this communicator before this one has run.
+    Status st = calls[0].comm->prepareCall(calls[0].call, calls[0].key, &w.schedule, nullptr);
     if (!st.ok()) {
       calls[0].comm->fail(st, true);
       return st;
     }
-    Work w;
-    makeWork(calls[0], std::move(sched), &w);
+    makeWork(calls[0], &w);
     return hostExecutor().run(&w, 1);
   }
   // Schedules first. One that needs new connections sets them up with its
   // peers over the bootstrap, which waits for them to do the same; when one
   // thread drives several ranks (a group over several communicators), the
   // ranks that must connect do so on threads of their own.
-  std::vector<std::shared_ptr<const Schedule>> scheds(n);
+  std::vector<Work> work(n);
   std::vector<Status> sts(n);
   auto prep = [&](size_t i) {
     const CommCall& c = calls[i];
-    sts[i] = c.comm->prepareCall(c.call, c.key, &scheds[i]);
+    sts[i] = c.comm->prepareCall(c.call, c.key, &work[i].schedule, &work[i].keep);
   };
   // Calls still to build, per communicator: one thread per communicator
   // builds its calls in order (a communicator's schedule cache and
@@ -210,13 +212,12 @@ Status runHostCalls(const CommCall* calls, size_t n) {
     for (const auto& u : uncached) threads.emplace_back(prepAll, std::cref(u.second));
     for (std::thread& t : threads) t.join();
   }
-  std::vector<Work> work(n);
   for (size_t i = 0; i < n; ++i) {
     if (!sts[i].ok()) {
       calls[i].comm->fail(sts[i], true);
       return sts[i];
     }
-    makeWork(calls[i], scheds[i], &work[i]);
+    makeWork(calls[i], &work[i]);
   }
   return hostExecutor().run(work.data(), n);
 }

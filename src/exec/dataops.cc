@@ -15,16 +15,6 @@
 
 namespace hoccl {
 
-size_t dtypeSize(DType t) {
-  switch (t) {
-    case DType::Int8: case DType::Uint8: case DType::Float8e4m3: case DType::Float8e5m2: return 1;
-    case DType::Float16: case DType::Bfloat16: return 2;
-    case DType::Int32: case DType::Uint32: case DType::Float32: return 4;
-    case DType::Int64: case DType::Uint64: case DType::Float64: return 8;
-  }
-  return 0;
-}
-
 const char* dtypeName(DType t) {
   switch (t) {
     case DType::Int8: return "int8";

@@ -25,7 +25,15 @@ constexpr int kNumDTypes = 12;
 enum class RedOp : uint8_t { Sum = 0, Prod = 1, Max = 2, Min = 3, Avg = 4, PreMulSum = 5 };
 constexpr int kNumRedOps = 5;  // the reduce table's ops (PreMulSum uses Sum's)
 
-size_t dtypeSize(DType t);
+inline size_t dtypeSize(DType t) {  // on every call's path: inline
+  switch (t) {
+    case DType::Int8: case DType::Uint8: case DType::Float8e4m3: case DType::Float8e5m2: return 1;
+    case DType::Float16: case DType::Bfloat16: return 2;
+    case DType::Int32: case DType::Uint32: case DType::Float32: return 4;
+    case DType::Int64: case DType::Uint64: case DType::Float64: return 8;
+  }
+  return 0;
+}
 const char* dtypeName(DType t);  // nccl-tests spelling: int8 ... half float double bfloat16 f8e4m3 f8e5m2
 const char* redOpName(RedOp op); // sum prod max min avg
 

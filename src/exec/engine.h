@@ -70,8 +70,12 @@ class TaskOwner {
 // One validated, numbered call with its schedule, ready to run.
 struct Work {
   TaskOwner* owner = nullptr;
-  CollCall call;
-  std::shared_ptr<const Schedule> schedule;
+  const CollCall* call = nullptr;  // the caller's, alive until the call has run (or is queued)
+  const Schedule* schedule = nullptr;
+  // Owns the schedule where its communicator's cache might drop it first
+  // (a group prepares all its calls before any runs; the device executor
+  // keeps its plans); a lone host call borrows it from the cache.
+  std::shared_ptr<const Schedule> keep;
   size_t sliceBytes = 0;
   bool checkCalls = true;
   size_t directBytes = 0;  // slices this large go by reference where allowed

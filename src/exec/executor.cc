@@ -75,10 +75,10 @@ void ScratchPool::give(std::unique_ptr<char[]> buf, size_t cap) {
   idle_.emplace_back(cap, std::move(buf));
 }
 
-CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, Connections* links,
-                   ScratchPool* scratch, size_t sliceBytes, bool checkCalls, size_t directMinBytes)
+CollTask::CollTask(const CollCall& call, const Schedule& schedule, Connections* links, ScratchPool* scratch,
+                   size_t sliceBytes, bool checkCalls, size_t directMinBytes)
     : call_(call),
-      sched_(std::move(schedule)),
+      sched_(&schedule),
       links_(links),
       ops_(dataOps()),
       esize_(dtypeSize(call.dtype)),
@@ -97,7 +97,9 @@ CollTask::CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedul
       return;
     }
   }
-  if (sched_->stepCount() == 0) finish();
+  for (const Channel& ch : sched_->channels)
+    if (!ch.steps.empty()) return;
+  finish();  // nothing to do (one rank in place, or count 0)
 }
 
 char* CollTask::bufferAt(const Slice& s) {

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -94,11 +96,13 @@ std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, i
 
 class CollTask {
  public:
-  // `links`: the rank's connections (transport/connection.h). `scratch`:
-  // where the task takes its scratch from (null: it allocates its own).
-  // Slices of at least directMinBytes whose value stays put go by reference
-  // where the connection allows (0: never).
-  CollTask(const CollCall& call, std::shared_ptr<const Schedule> schedule, Connections* links, ScratchPool* scratch,
+  // `call` and `schedule` must outlive the task (the caller's Work holds
+  // them: a small call copies neither). `links`: the rank's connections
+  // (transport/connection.h). `scratch`: where the task takes its scratch
+  // from (null: it allocates its own). Slices of at least directMinBytes
+  // whose value stays put go by reference where the connection allows (0:
+  // never).
+  CollTask(const CollCall& call, const Schedule& schedule, Connections* links, ScratchPool* scratch,
            size_t sliceBytes, bool checkCalls, size_t directMinBytes);
   // Advances all channels as far as possible without waiting. Returns an
   // error for a mismatched message; sets *progressed if anything moved.
@@ -125,21 +129,29 @@ class CollTask {
     SendConn* sc = nullptr;
   };
   // Per-channel state, kept inside the task for up to four channels (the
-  // tuner's most), so a small call allocates nothing for it.
+  // tuner's most), so a small call allocates nothing for it; only the
+  // channels the schedule has are initialised.
   class ChannelStates {
    public:
     explicit ChannelStates(size_t n) : n_(n) {
-      if (n > kInline) heap_.resize(n);
+      if (n > kInline) heap_.reset(new ChannelState[n]);
+      p_ = n > kInline ? heap_.get() : reinterpret_cast<ChannelState*>(inline_);
+      if (n <= kInline)
+        for (size_t i = 0; i < n; ++i) new (&p_[i]) ChannelState();
     }
+    ChannelStates(const ChannelStates&) = delete;
+    ChannelStates& operator=(const ChannelStates&) = delete;
     size_t size() const { return n_; }
-    ChannelState& operator[](size_t i) { return n_ > kInline ? heap_[i] : inline_[i]; }
-    const ChannelState& operator[](size_t i) const { return n_ > kInline ? heap_[i] : inline_[i]; }
+    ChannelState& operator[](size_t i) { return p_[i]; }
+    const ChannelState& operator[](size_t i) const { return p_[i]; }
 
    private:
     static constexpr size_t kInline = 4;
+    static_assert(std::is_trivially_destructible_v<ChannelState>);
     size_t n_;
-    ChannelState inline_[kInline];
-    std::vector<ChannelState> heap_;
+    ChannelState* p_;
+    alignas(ChannelState) unsigned char inline_[kInline * sizeof(ChannelState)];
+    std::unique_ptr<ChannelState[]> heap_;
   };
   bool stepDone(int channel, int step) const;
   Status advance(int channel, bool* progressed);
@@ -149,8 +161,8 @@ class CollTask {
   Status directFailure(int peer) const;
   void finish();
 
-  CollCall call_;
-  std::shared_ptr<const Schedule> sched_;
+  const CollCall& call_;
+  const Schedule* sched_;
   Connections* links_;
   const DataOps& ops_;
   size_t esize_;

@@ -51,33 +51,31 @@ Status deadPeer(TaskOwner& o, const CollTask& t) {
 class HostExecutor : public Executor {
  public:
   Status run(const Work* work, size_t n) override {
+    if (n == 1 && work[0].call->op != RedOp::PreMulSum) {  // the common case: the task lives on the stack
+      const Work& w = work[0];
+      CollTask task(*w.call, *w.schedule, &w.owner->connections(), w.owner->scratchPool(), w.sliceBytes,
+                    w.checkCalls, w.directBytes);
+      CollTask* one = &task;
+      return progress(work, &one, 1);
+    }
     std::vector<ScratchPool::Lease> scaled;  // PreMulSum inputs, alive until the tasks end
     std::vector<CollCall> calls;             // PreMulSum calls, reading the scaled inputs
     auto callOf = [&](size_t i, Status* st) -> const CollCall* {
-      if (work[i].call.op != RedOp::PreMulSum) return &work[i].call;
+      if (work[i].call->op != RedOp::PreMulSum) return work[i].call;
       if (calls.empty()) calls.reserve(n);
-      calls.push_back(work[i].call);
+      calls.push_back(*work[i].call);
       *st = preMultiply(work[i], &calls.back(), &scaled);
       if (!st->ok()) work[i].owner->recordFailure(*st, true);
       return &calls.back();
     };
     Status st;
-    if (n == 1) {  // the common case: the task lives on the stack
-      const CollCall* call = callOf(0, &st);
-      if (!st.ok()) return st;
-      const Work& w = work[0];
-      CollTask task(*call, w.schedule, &w.owner->connections(), w.owner->scratchPool(), w.sliceBytes, w.checkCalls,
-                    w.directBytes);
-      CollTask* one = &task;
-      return progress(work, &one, 1);
-    }
     std::vector<std::unique_ptr<CollTask>> tasks;
     std::vector<CollTask*> ptrs;
     for (size_t i = 0; i < n; ++i) {
       const CollCall* call = callOf(i, &st);
       if (!st.ok()) return st;
       const Work& w = work[i];
-      tasks.push_back(std::make_unique<CollTask>(*call, w.schedule, &w.owner->connections(), w.owner->scratchPool(),
+      tasks.push_back(std::make_unique<CollTask>(*call, *w.schedule, &w.owner->connections(), w.owner->scratchPool(),
                                                  w.sliceBytes, w.checkCalls, w.directBytes));
       ptrs.push_back(tasks.back().get());
     }

@@ -80,6 +80,7 @@ class Links : public Connections {
   void broadcastAbort(int code, const std::string& msg) { shm_->broadcastAbort(code, msg); }
   // An abort a local peer recorded for this rank, if any (cheap: every poll).
   bool abortNotice(int* code, std::string* msg) const { return shm_->abortNotice(code, msg); }
+  bool abortFlagged() const { return shm_->abortFlagged(); }
   // Whether local `peer`'s process is gone (see ShmDomain::exited).
   bool localPeerExited(int peer, bool unfreedOnly, int* pid) {
     return isLocal_[peer] && shm_->exited(peer, unfreedOnly, pid);

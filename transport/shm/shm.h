@@ -98,6 +98,9 @@ class ShmDomain {
   bool exited(int rank, bool unfreedOnly, int* pid);
   // The abort a local peer recorded in this rank's control block, if any.
   bool abortNotice(int* code, std::string* msg) const;
+  // Whether a peer has posted an abort notice (abortNotice reads it): one
+  // load, for the progress loop's every pass.
+  bool abortFlagged() const { return self_ && self_->aborted.load(std::memory_order_acquire) == 1; }
 
   // Sets up the missing connections in `edges` (pairwise with the peers,
   // over `oob`). Idempotent.

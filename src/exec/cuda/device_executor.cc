@@ -354,12 +354,12 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
   HOCCL_TRY(flattenSchedule(*w.schedule, &plan));
   const std::vector<uint8_t> image = plan.image();
   RankPlan rp;
-  out->sliceElems = slotBytes_ / dtypeSize(w.call.dtype);
+  out->sliceElems = slotBytes_ / dtypeSize(w.call->dtype);
   HOCCL_TRY(readRankPlan(image, rank_, nranks_, out->sliceElems, &rp));
   HOCCL_TRY(connect(rp.edges));
   std::vector<DevPtr> table;
   for (const PlanEdge& e : rp.edges) table.push_back(conns_.at(std::make_tuple(e.from, e.to, e.link)));
-  out->sched = w.schedule;
+  out->sched = w.keep;
   out->nchannels = rp.plan.header.nchannels;
   HOCCL_TRY(alloc(image.size(), &out->image, out));
   HOCCL_TRY(upload(out->image, image.data(), image.size(), "cuMemcpyHtoDAsync(plan)"));
@@ -371,7 +371,7 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
   const std::vector<uint64_t> zeros(out->nchannels + 1, 0);
   HOCCL_TRY(upload(out->stepsDone, zeros.data(), zeros.size() * sizeof(uint64_t), "cuMemcpyHtoDAsync(steps done)"));
   if (rp.plan.header.scratchCount)
-    HOCCL_TRY(alloc(rp.plan.header.scratchCount * dtypeSize(w.call.dtype), &out->scratch, out));
+    HOCCL_TRY(alloc(rp.plan.header.scratchCount * dtypeSize(w.call->dtype), &out->scratch, out));
   // No rank launches this schedule before every rank has set it up. The
   // driver calls above (cuMemAlloc, the synchronous copies) may wait for
   // the whole device to go idle; a peer's launch of this schedule, already
@@ -383,8 +383,8 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
 Status DeviceExecutor::enqueue(const Work& w) {
   CtxScope scope(*this);
   CuHandle fn = nullptr;
-  HOCCL_TRY(kernel(w.call.dtype, w.call.op, &fn));
-  auto it = plans_.find(w.schedule.get());
+  HOCCL_TRY(kernel(w.call->dtype, w.call->op, &fn));
+  auto it = plans_.find(w.schedule);
   if (it == plans_.end()) {
     if (plans_.size() >= planCap()) HOCCL_TRY(evictPlan());
     PlanRes res;
@@ -393,12 +393,12 @@ Status DeviceExecutor::enqueue(const Work& w) {
       freePlan(&res);
       return st;
     }
-    it = plans_.emplace(w.schedule.get(), std::move(res)).first;
+    it = plans_.emplace(w.schedule, std::move(res)).first;
   }
   PlanRes& p = it->second;
   p.lastUse = ++launches_;
   if (p.nchannels == 0) return Status();  // nothing moves (one rank, or count 0)
-  CuHandle stream = w.call.stream;
+  CuHandle stream = w.call->stream;
   // Captured into a CUDA graph, the launch and what orders it are nodes of
   // the graph; the event that orders this communicator's launches stays
   // outside it (external wait and record nodes), so that launches outside
@@ -416,13 +416,13 @@ Status DeviceExecutor::enqueue(const Work& w) {
     HOCCL_TRY(cuCheck(api_.streamWaitEvent(stream, last_, captured ? kEventWaitExternal : 0), "cuStreamWaitEvent"));
   InterpArgs a{};
   a.image = reinterpret_cast<const uint8_t*>(p.image);
-  a.input = const_cast<char*>(static_cast<const char*>(w.call.sendbuff));
-  a.output = static_cast<char*>(w.call.recvbuff);
+  a.input = const_cast<char*>(static_cast<const char*>(w.call->sendbuff));
+  a.output = static_cast<char*>(w.call->recvbuff);
   a.scratch = reinterpret_cast<char*>(p.scratch);
   a.conns = reinterpret_cast<DevConnMem* const*>(p.conns);
   a.stepsDone = reinterpret_cast<uint64_t*>(p.stepsDone);
   a.control = reinterpret_cast<DevControl*>(controlDev_);
-  a.call = callHash(uint8_t(w.call.coll), w.call.count, w.call.dtype, w.call.op, w.call.root, w.call.opSeq);
+  a.call = callHash(uint8_t(w.call->coll), w.call->count, w.call->dtype, w.call->op, w.call->root, w.call->opSeq);
   a.sliceElems = p.sliceElems;
   a.timeoutNs = uint64_t(timeoutSec_ * 1e9);
   a.flags = oneGpu_ ? kArgOneGpu : 0;

@@ -90,7 +90,7 @@ class DeviceExecutor {
   // True if running a call of `sched` will first set it up (connections
   // exchanged with peers: every rank must reach its call).
   bool needsSetup(const Schedule* sched) const { return plans_.count(sched) == 0; }
-  // Queues the call on w.call.stream after this communicator's previous
+  // Queues the call on w.call->stream after this communicator's previous
   // launches and returns. Setup errors return here; what happens on the
   // device is for poll().
   Status enqueue(const Work& w);
