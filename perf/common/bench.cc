@@ -428,10 +428,14 @@ class Runner {
       if (firstStart < 0) firstStart = t0;
       blockOrder[j][k] = ran++;
       blockStart[j][k] = (t0 - firstStart) * 1e6;
+      // As nccl-tests: a group only around aggregated calls (-m > 1); a
+      // single call per iteration is made on its own.
+      const bool grouped = o_.aggIters > 1;
       for (int it = 0; it < n; ++it) {
-        be.aggregateBegin();
+        if (grouped) be.aggregateBegin();
         for (int a = 0; a < o_.aggIters; ++a)
           if (!call(be, t, op, root, s, send, recv)) return false;
+        if (!grouped) continue;
         std::string err = be.aggregateEnd();
         if (!err.empty()) return fail(err);
       }

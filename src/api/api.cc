@@ -1,6 +1,7 @@
 // The C API: argument checks, error reporting, and dispatch to the core.
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "hoccl.h"
@@ -177,8 +178,8 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   // Inside a group the call is checked straight into its place in the
   // group's queue (and taken out again if it fails).
   const bool grouped = groupActive();
-  CommCall alone;
-  CommCall& one = grouped ? groupSlot() : alone;
+  std::optional<CommCall> alone;
+  CommCall& one = grouped ? groupSlot() : alone.emplace();
   one.comm = comm;
   CommUse use;
   Status st = enterComm(comm, &use, collName(coll));

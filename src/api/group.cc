@@ -1,5 +1,6 @@
 // hocclGroupStart/End: calls made in between are queued and run together,
 // so one thread can drive several communicators (or ranks) at once.
+#include <memory>
 #include <vector>
 
 #include "src/api/api_internal.h"
@@ -10,27 +11,39 @@ using namespace hoccl;
 namespace hoccl {
 namespace {
 HOCCL_THREAD_LOCAL int groupDepth = 0;
-HOCCL_THREAD_LOCAL std::vector<CommCall> pending;
-HOCCL_THREAD_LOCAL std::vector<CommCall> pendingPeers;  // one SendRecv call per communicator
+struct Queues {
+  std::vector<CommCall> pending;
+  std::vector<CommCall> pendingPeers;  // one SendRecv call per communicator
+};
+// A thread_local with a constructor is reached through a wrapper that
+// calls __tls_get_addr on every access; a plain pointer is not. The owner
+// (touched once per thread) frees the queues when the thread exits.
+HOCCL_THREAD_LOCAL Queues* queues = nullptr;
+thread_local std::unique_ptr<Queues> queuesOwner;
+Queues& q() {
+  if (!queues) {
+    queuesOwner = std::make_unique<Queues>();
+    queues = queuesOwner.get();
+  }
+  return *queues;
+}
 }  // namespace
 
 bool groupActive() { return groupDepth > 0; }
 
-void groupEnqueue(CommCall&& call) {
-  pending.push_back(std::move(call));
-}
+void groupEnqueue(CommCall&& call) { q().pending.push_back(std::move(call)); }
 
-CommCall& groupSlot() { return pending.emplace_back(); }
-void groupDropSlot() { pending.pop_back(); }
+CommCall& groupSlot() { return q().pending.emplace_back(); }
+void groupDropSlot() { q().pending.pop_back(); }
 
 void groupEnqueuePeer(hocclComm* comm, const PeerPart& part) {
-  for (CommCall& c : pendingPeers) {
+  for (CommCall& c : q().pendingPeers) {
     if (c.comm == comm) {
       c.call.parts.push_back(part);
       return;
     }
   }
-  pendingPeers.push_back(peerCall(comm, part));
+  q().pendingPeers.push_back(peerCall(comm, part));
 }
 
 }  // namespace hoccl
@@ -48,9 +61,10 @@ hocclResult_t hocclGroupEnd(void) {
   if (--groupDepth > 0) return hocclSuccess;
   // The queue keeps its capacity from one group to the next: a group of one
   // call per iteration (a benchmark, a training step) allocates nothing here.
-  std::vector<CommCall>& calls = pending;
-  for (CommCall& c : pendingPeers) calls.push_back(std::move(c));
-  pendingPeers.clear();
+  Queues& queued = q();
+  std::vector<CommCall>& calls = queued.pending;
+  for (CommCall& c : queued.pendingPeers) calls.push_back(std::move(c));
+  queued.pendingPeers.clear();
   struct Clear {
     std::vector<CommCall>& v;
     ~Clear() { v.clear(); }

@@ -145,22 +145,22 @@ Status checkComm(hocclComm* comm, const char* fn) {
   return checkLive(comm, fn);
 }
 
-Status enterComm(hocclComm* comm, CommUse* use, const char* fn) {
+namespace {
+
+// enterComm when the communicator is not known live, or every slot is taken.
+__attribute__((noinline)) Status enterSlowly(hocclComm* comm, CommUse* use, const char* fn, int i) {
   Hazards* h = myHazards;
   if (!h) h = myHazards = threadHazards.h = claimHazards();
-  const unsigned free = ~slotsUsed & ((1u << Hazards::kSlots) - 1);
-  if (free && comm) {
-    const int i = __builtin_ctz(free);
-    h->slot[i].store(comm, std::memory_order_relaxed);
-    lightFence();
-    if (comm == knownLive && removals.load(std::memory_order_relaxed) == knownRemovals) {
-      slotsUsed |= 1u << i;
-      use->comm = comm;
-      use->slot = i;
-      return Status();
+  if (i < 0) {
+    const unsigned free = ~slotsUsed & ((1u << Hazards::kSlots) - 1);
+    i = free && comm ? __builtin_ctz(free) : -1;
+    if (i >= 0) {
+      h->slot[i].store(comm, std::memory_order_relaxed);
+      lightFence();
     }
-    // Not known live (or something was removed since): ask the registry,
-    // holding the slot so that the answer stays true.
+  }
+  if (i >= 0) {
+    // Ask the registry, holding the slot so that the answer stays true.
     std::lock_guard<std::mutex> lock(registryMutex);
     Status st = checkLive(comm, fn);
     if (!st.ok()) {
@@ -180,6 +180,22 @@ Status enterComm(hocclComm* comm, CommUse* use, const char* fn) {
   comm->inFlight.fetch_add(1);
   use->comm = comm;
   use->slot = -1;
+  return Status();
+}
+
+}  // namespace
+
+Status enterComm(hocclComm* comm, CommUse* use, const char* fn) {
+  Hazards* h = myHazards;
+  const unsigned free = ~slotsUsed & ((1u << Hazards::kSlots) - 1);
+  if (!h || !free || !comm || comm != knownLive) return enterSlowly(comm, use, fn, -1);
+  const int i = __builtin_ctz(free);
+  h->slot[i].store(comm, std::memory_order_relaxed);
+  lightFence();
+  if (removals.load(std::memory_order_relaxed) != knownRemovals) return enterSlowly(comm, use, fn, i);
+  slotsUsed |= 1u << i;
+  use->comm = comm;
+  use->slot = i;
   return Status();
 }
 

@@ -131,11 +131,18 @@ void setLogRank(int rank) { tlsRank = rank; }
 void setLogSink(LogSink sink, LogLevel level) {
   sinkLevel = static_cast<int>(level);
   sinkFn = sink;
+  traceMayLog.store(true, std::memory_order_relaxed);  // the next check decides again
 }
 
+std::atomic<bool> traceMayLog{true};
+
 bool logEnabled(LogLevel level, uint32_t subsys) {
-  if (sinkFn.load(std::memory_order_relaxed)) return static_cast<int>(level) <= sinkLevel.load();
+  if (sinkFn.load(std::memory_order_relaxed)) {
+    if (sinkLevel.load() < static_cast<int>(LogLevel::Trace)) traceMayLog.store(false, std::memory_order_relaxed);
+    return static_cast<int>(level) <= sinkLevel.load();
+  }
   const LogState& s = state();
+  if (s.level < LogLevel::Trace) traceMayLog.store(false, std::memory_order_relaxed);
   return static_cast<int>(level) <= static_cast<int>(s.level) && (s.subsys & subsys) != 0;
 }
 

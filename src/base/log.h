@@ -2,6 +2,7 @@
 // HOCCL_DEBUG_FILE the destination. Quiet unless asked.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -21,6 +22,9 @@ enum Subsys : uint32_t {
 };
 
 bool logEnabled(LogLevel level, uint32_t subsys);
+// False once logEnabled has found trace lines off (the trace lines on
+// every call's path then cost one load); set again by setLogSink.
+extern std::atomic<bool> traceMayLog;
 void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
@@ -47,4 +51,8 @@ void setLogSink(LogSink sink, LogLevel level);
   } while (0)
 #define HWARN(subsys, ...) HOCCL_LOG(::hoccl::LogLevel::Warn, subsys, __VA_ARGS__)
 #define HINFO(subsys, ...) HOCCL_LOG(::hoccl::LogLevel::Info, subsys, __VA_ARGS__)
-#define HTRACE(subsys, ...) HOCCL_LOG(::hoccl::LogLevel::Trace, subsys, __VA_ARGS__)
+#define HTRACE(subsys, ...)                                                    \
+  do {                                                                         \
+    if (::hoccl::traceMayLog.load(std::memory_order_relaxed))                  \
+      HOCCL_LOG(::hoccl::LogLevel::Trace, subsys, __VA_ARGS__);                \
+  } while (0)

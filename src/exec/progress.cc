@@ -55,6 +55,8 @@ class HostExecutor : public Executor {
       const Work& w = work[0];
       CollTask task(*w.call, *w.schedule, &w.owner->connections(), w.owner->scratchPool(), w.sliceBytes,
                     w.checkCalls, w.directBytes);
+      Status st;
+      if (quickly(w.owner, task, &st)) return st;
       CollTask* one = &task;
       return progress(work, &one, 1);
     }
@@ -102,6 +104,37 @@ class HostExecutor : public Executor {
   static Status fail(TaskOwner* o, const Status& st, bool tellPeers) {
     o->recordFailure(st, tellPeers);
     return st;
+  }
+
+  // One call, first without the general loop's bookkeeping: a small call is
+  // usually done within a few passes and a short spin. True if it ended
+  // (*st says how); false hands it to progress(), which also sleeps, times
+  // out and reports aborts and dead peers.
+  static bool quickly(TaskOwner* o, CollTask& t, Status* st) {
+    const ProgressPolicy& policy = o->progressPolicy();
+    const int spinCap = policy.spinIters < 256 ? policy.spinIters : 256;
+    for (int spins = 0; spins < spinCap;) {
+      if (o->abortPending()) return false;
+      Status s = o->peerAbort(false);
+      if (!s.ok()) {
+        *st = fail(o, s, false);
+        return true;
+      }
+      bool moved = false;
+      s = t.progress(&moved);
+      if (!s.ok()) {
+        *st = fail(o, s, true);
+        return true;
+      }
+      if (t.done()) return true;
+      if (moved) continue;
+      ++spins;
+      if (policy.yieldWhileSpinning) sched_yield();
+#if defined(__x86_64__)
+      else __builtin_ia32_pause();
+#endif
+    }
+    return false;
   }
 
   static Status progress(const Work* work, CollTask* const* tasks, size_t ntasks) {
