@@ -151,6 +151,10 @@ HOCCL_API hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks,
 HOCCL_API hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm,
                                        hocclConfig_t* config);
 HOCCL_API hocclResult_t hocclCommFinalize(hocclComm_t comm);
+/* Destroy frees comm once no call on another thread uses it (waiting up to
+ * 1 s; a communicator still in use after that is leaked, with a warning).
+ * Abort also stops such a call: it returns an error within about 1 s. A
+ * handle used after either is refused as "not a live communicator". */
 HOCCL_API hocclResult_t hocclCommDestroy(hocclComm_t comm);
 HOCCL_API hocclResult_t hocclCommAbort(hocclComm_t comm);
 HOCCL_API hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError);

@@ -56,9 +56,10 @@ class HostExecutor : public Executor {
       CollTask task(*w.call, *w.schedule, &w.owner->connections(), w.owner->scratchPool(), w.sliceBytes,
                     w.checkCalls, w.directBytes);
       Status st;
-      if (quickly(w.owner, task, &st)) return st;
+      int spun = 0;
+      if (quickly(w.owner, task, &st, &spun)) return st;
       CollTask* one = &task;
-      return progress(work, &one, 1);
+      return progress(work, &one, 1, spun);
     }
     std::vector<ScratchPool::Lease> scaled;  // PreMulSum inputs, alive until the tasks end
     std::vector<CollCall> calls;             // PreMulSum calls, reading the scaled inputs
@@ -109,11 +110,12 @@ class HostExecutor : public Executor {
   // One call, first without the general loop's bookkeeping: a small call is
   // usually done within a few passes and a short spin. True if it ended
   // (*st says how); false hands it to progress(), which also sleeps, times
-  // out and reports aborts and dead peers.
-  static bool quickly(TaskOwner* o, CollTask& t, Status* st) {
+  // out and reports aborts and dead peers (*spun: the idle polls so far,
+  // which count towards HOCCL_SPIN).
+  static bool quickly(TaskOwner* o, CollTask& t, Status* st, int* spun) {
     const ProgressPolicy& policy = o->progressPolicy();
     const int spinCap = policy.spinIters < 256 ? policy.spinIters : 256;
-    for (int spins = 0; spins < spinCap;) {
+    for (int& spins = *spun; spins < spinCap;) {
       if (o->abortPending()) return false;
       Status s = o->peerAbort(false);
       if (!s.ok()) {
@@ -127,7 +129,10 @@ class HostExecutor : public Executor {
         return true;
       }
       if (t.done()) return true;
-      if (moved) continue;
+      if (moved) {
+        spins = 0;
+        continue;
+      }
       ++spins;
       if (policy.yieldWhileSpinning) sched_yield();
 #if defined(__x86_64__)
@@ -137,7 +142,7 @@ class HostExecutor : public Executor {
     return false;
   }
 
-  static Status progress(const Work* work, CollTask* const* tasks, size_t ntasks) {
+  static Status progress(const Work* work, CollTask* const* tasks, size_t ntasks, int spun = 0) {
     if (ntasks == 0) return Status();
     TaskOwner* first = work[0].owner;
     bool multiComm = false;
@@ -147,7 +152,7 @@ class HostExecutor : public Executor {
     // something), and when the peers' health was last checked: the clock
     // is read only once polls stop moving, not on every call.
     double lastProgress = -1, lastHealthCheck = -1;
-    int spins = 0;
+    int spins = spun;
     // Calls on one communicator share its connections, so they run one
     // after another; calls on different communicators run together.
     // (On the stack for the usual handful of calls: a call allocates nothing.)
