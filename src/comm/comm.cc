@@ -306,7 +306,7 @@ Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, cons
 
 Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, const Schedule** out,
                           std::shared_ptr<const Schedule>* keep) {
-  const ScheduleCacheKey k{static_cast<int>(key0.coll), key0.count, key0.root, key0.inPlace, key0.maxStepCount, esize};
+  const ScheduleCacheKey k = cacheKey(key0, esize);
   if (k != lastKey || !lastSchedule) {
     auto it = schedules.find(k);
     if (it == schedules.end()) {

@@ -84,7 +84,12 @@ struct hocclComm : public hoccl::TaskOwner {
   std::mutex errMutex;
   std::string lastError;
 
+  // What a cached schedule depends on besides the communicator (esize: the
+  // element size); the host and the device caches share it.
   using ScheduleCacheKey = std::tuple<int, uint64_t, int, bool, uint64_t, size_t>;
+  static ScheduleCacheKey cacheKey(const hoccl::ScheduleKey& key, size_t esize) {
+    return {static_cast<int>(key.coll), key.count, key.root, key.inPlace, key.maxStepCount, esize};
+  }
   std::map<ScheduleCacheKey, std::shared_ptr<const hoccl::Schedule>> schedules;
   // The entry the last cached call used: a loop of one call finds it
   // without a lookup.
@@ -114,8 +119,7 @@ struct hocclComm : public hoccl::TaskOwner {
   std::unique_ptr<hoccl::cuda::DeviceExecutor> device;
   std::atomic<hoccl::cuda::DeviceExecutor*> devicePublished{nullptr};
   hoccl::cuda::DeviceExecutor* deviceExecutor() const { return devicePublished.load(std::memory_order_acquire); }
-  std::map<std::tuple<int, uint64_t, int, bool, uint64_t, size_t>, std::shared_ptr<const hoccl::Schedule>>
-      deviceSchedules;
+  std::map<ScheduleCacheKey, std::shared_ptr<const hoccl::Schedule>> deviceSchedules;
   // The schedule of a call on device buffers, and the device executor
   // (made now if this is the communicator's first such call).
   hoccl::Status prepareDevice(const hoccl::CollCall& call, const hoccl::ScheduleKey& key,
@@ -151,8 +155,7 @@ struct hocclComm : public hoccl::TaskOwner {
   }
   bool hasSchedule(const hoccl::ScheduleKey& key, size_t esize) const {
     if (!cachedKind(key.coll)) return false;
-    return schedules.count(std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace,
-                                           key.maxStepCount, esize)) != 0;
+    return schedules.count(cacheKey(key, esize)) != 0;
   }
   // Records a fatal error and, the first time, tells the other ranks (local
   // ones through their control blocks, the others through the bootstrap), so

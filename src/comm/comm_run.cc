@@ -53,7 +53,7 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
     devicePublished.store(device.get(), std::memory_order_release);
   }
   const size_t esize = dtypeSize(call.dtype);
-  auto k = std::make_tuple(static_cast<int>(key.coll), key.count, key.root, key.inPlace, key.maxStepCount, esize);
+  const ScheduleCacheKey k = cacheKey(key, esize);
   auto it = deviceSchedules.find(k);
   if (it == deviceSchedules.end() && deviceSchedules.size() >= 256) deviceSchedules.clear();  // as prepare()'s
   if (it == deviceSchedules.end())
