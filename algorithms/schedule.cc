@@ -206,6 +206,14 @@ class SpanSet {
   std::map<int64_t, std::map<uint64_t, uint64_t>> m_;
 };
 
+// A step lending its src whose own copy to dst lands on part of src (not
+// exactly on it) changes the lent value while the receiver may read it.
+bool ownCopyClobbers(const ScheduleKey& k, const Step& st) {
+  if (lentValue(st) != &st.src || !st.dst.present()) return false;
+  const MemSpan a = memorySpan(k, st.src, st.count), b = memorySpan(k, st.dst, st.count);
+  return a.space == b.space && a.begin < b.end && b.begin < a.end && a.begin != b.begin;
+}
+
 }  // namespace
 
 // O(steps log steps): schedules of HO-Ring at P = 256 have tens of
@@ -223,10 +231,10 @@ void markStableValues(Schedule* s) {
     for (size_t j = steps.size(); j-- > 0;) {
       Step& st = steps[j];
       st.stable = false;
-      const Slice* where = st.dst.present() ? &st.dst : (st.recvPeer < 0 && st.src.present() ? &st.src : nullptr);
+      const Slice* where = lentValue(st);
       if (st.sendPeer >= 0 && st.count && where) {
         const MemSpan v = memorySpan(k, *where, st.count);
-        bool clobbered = later.overlaps(v);
+        bool clobbered = later.overlaps(v) || ownCopyClobbers(k, st);
         for (size_t d = 0; d < nch && !clobbered; ++d) clobbered = d != c && written[d].overlaps(v);
         st.stable = !clobbered;
       }

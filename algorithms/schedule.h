@@ -82,6 +82,16 @@ struct Step {
 };
 const char* stepKindName(const Step& s);
 
+// Where the value a sending step produces lives in this rank's buffers,
+// which is what a stable step lends by reference: src for a step that
+// receives and reduces nothing (copySend lends it before its own copy to
+// dst, so the receiver starts sooner), else dst; null when the value is
+// built in the send slot.
+inline const Slice* lentValue(const Step& s) {
+  if (s.recvPeer < 0 && !s.reduce && s.src.present()) return &s.src;
+  return s.dst.present() ? &s.dst : nullptr;
+}
+
 // Channels run concurrently; the steps of one channel run in order. A
 // channel's messages travel on the connections of its link, which is its
 // own index unless `link` says otherwise: a message sent by a channel of
@@ -155,9 +165,9 @@ struct MemSpan {
 MemSpan memorySpan(const ScheduleKey& k, const Slice& sl, uint64_t count);
 
 // Sets Step::stable on every sending step whose value lives in the
-// caller's buffers (dst, or src of a step that receives nothing) and is
-// not written by any later step of its channel or any step of another
-// channel, with in-place aliasing taken into account.
+// caller's buffers (lentValue) and is not written by any later step of its
+// channel or any step of another channel, nor by the step's own copy when
+// that lands on part of it, with in-place aliasing taken into account.
 void markStableValues(Schedule* s);
 
 // Number of elements in the input and output buffers a rank passes for a key.

@@ -6,8 +6,9 @@
 // without waiting; only the end of the call waits until every lent slot is
 // released. So a value lent at step S and consumed by step R of another
 // rank must not change between S and the end of R:
-//   - S's value must live in the sender's buffers: its dst, or the src of
-//     a step that receives nothing (otherwise it is built in the send slot);
+//   - S's value must live in the sender's buffers (lentValue: the src of a
+//     step that receives and reduces nothing, lent before its copy to dst,
+//     else its dst; otherwise it is built in the send slot);
 //   - every step W of the sender that writes memory overlapping it must be
 //     complete before S starts, or start only after R is complete.
 // Orders are the ones the executor guarantees whatever the timing: the
@@ -109,7 +110,7 @@ class StableCheck {
           err_ = where(r, c, i) + ": marked stable but sends nothing";
           return;
         }
-        const Slice* value = s.dst.present() ? &s.dst : s.recvPeer < 0 ? &s.src : nullptr;
+        const Slice* value = lentValue(s);
         if (!value) {
           err_ = where(r, c, i) + ": marked stable, but its value is built in the send slot, not in this "
                                   "rank's buffers, so it cannot be lent by reference";
@@ -122,7 +123,14 @@ class StableCheck {
         Write lo{{v.store, v.begin > longest ? v.begin - longest : 0, 0}, 0, 0};
         for (auto it = std::lower_bound(writes.begin(), writes.end(), lo, before);
              it != writes.end() && it->sp.store == v.store && it->sp.begin < v.end; ++it) {
-          if (it->sp.end <= v.begin || (it->c == c && it->i <= i)) continue;
+          if (it->sp.end <= v.begin || (it->c == c && it->i < i)) continue;
+          if (it->c == c && it->i == i) {
+            // The step's own copy: harmless when it lands exactly on the
+            // value or the value is that copy (dst).
+            if (value == &s.dst || (it->sp.begin == v.begin && it->sp.store == v.store)) continue;
+            err_ = where(r, c, i) + ": marked stable, but its own copy to dst overwrites part of the src it lends";
+            return;
+          }
           conflicts_.push_back({lend, t_.first[r][it->c] + static_cast<uint32_t>(it->i), t_.receiver[lend], r, c,
                                 it->c, i, it->i});
         }
@@ -154,7 +162,7 @@ class StableCheck {
       if (startMask(x.lend) & b) continue;            // written before the value was lent
       if (startMask(x.write) & (b << 1)) continue;    // written after the receiver consumed it
       const Step& s = step(x.rank, x.lendCh, x.lendStep);
-      const Slice& v = s.dst.present() ? s.dst : s.src;
+      const Slice& v = *lentValue(s);
       err_ = cat(where(x.rank, x.writeCh, x.writeStep), " may overwrite ", bufName(v.buf), "[", v.offset, "+",
                  s.count, "], which ", where(x.rank, x.lendCh, x.lendStep), " lends by reference (stable) to rank ",
                  s.sendPeer, ", before ",

@@ -226,7 +226,7 @@ std::string runExecutor(const Case& c, const std::vector<Schedule>& scheds, std:
     call.op = c.op;
     call.root = c.root;
     call.opSeq = 1;
-    tasks.push_back(std::make_unique<CollTask>(call, scheds[r], net.rank(r), nullptr, c.slotBytes, true, 0));
+    tasks.push_back(std::make_unique<CollTask>(call, scheds[r], net.rank(r), nullptr, c.slotBytes, true, 0, 0));
   }
   for (;;) {
     bool all = true, moved = false;

@@ -76,12 +76,20 @@ void expectAllZero(const Outcome& o) {
   for (size_t r = 0; r < o.exitCodes.size(); ++r) EXPECT_EQ(o.exitCodes[r], 0) << "rank " << r;
 }
 
+// By default (HOCCL_CMA=auto) the all-gathers of 65537 elements, up to
+// 1 MiB, send their slices by reference and read them with
+// process_vm_readv; the reductions copy through shared memory.
 TEST(MultiProcess, TwoRanksEveryTypeAndOp) { expectAllZero(launch("full", 2, 300)); }
 TEST(MultiProcess, FourRanksEveryTypeAndOp) { expectAllZero(launch("full", 4, 400)); }
 
-// Slices sent by reference and read with process_vm_readv (off by default).
+// Every call's slices by reference, the reductions' too.
 TEST(MultiProcess, CrossMemoryAttachEveryTypeAndOp) {
   expectAllZero(launch("full", 2, 300, {{"HOCCL_CMA=1"}, {"HOCCL_CMA=1"}}));
+}
+
+// No call's slices by reference: everything through shared memory.
+TEST(MultiProcess, SharedMemoryCopiesOnlyEveryTypeAndOp) {
+  expectAllZero(launch("full", 2, 300, {{"HOCCL_CMA=0"}, {"HOCCL_CMA=0"}}));
 }
 
 TEST(MultiProcess, MismatchedCountsFailOnBothRanks) {

@@ -72,16 +72,18 @@ TEST(ZeroCount, StepKinds) {
 
 // ------------------------------------------------------------ stable values
 
-// Broadcast of 4 elements from rank 0 to rank 1. Rank 0 copies its input to
-// its output and sends it from there (stable: by reference), then writes its
-// output again; `order` says what orders that write after rank 1's receive:
+// Broadcast of 4 elements from rank 0 to rank 1, in place unless said.
+// Rank 0 copies its input to its output and sends it (stable: it lends its
+// input by reference), then writes its output again, which in place is the
+// lent input; `order` says what orders that write after rank 1's receive:
 // 0 nothing, 1 an empty message from rank 1, 2 a dependency on the sending
 // step only, 3 a dependency on the step that receives rank 1's message.
-std::vector<Schedule> lendThenWrite(int order, bool stable = true) {
+std::vector<Schedule> lendThenWrite(int order, bool stable = true, bool inPlace = true) {
   std::vector<Schedule> all(2);
   for (int r = 0; r < 2; ++r) {
     all[r].key = makeKey(CollKind::Broadcast, 2, 4);
     all[r].key.rank = r;
+    all[r].key.inPlace = inPlace;
     all[r].channels.resize(2);
   }
   std::vector<Step>& root = all[0].channels[0].steps;
@@ -105,11 +107,34 @@ std::vector<Schedule> lendThenWrite(int order, bool stable = true) {
 
 TEST(Stable, OverwriteBeforeTheReceiverConsumedIsCaught) {
   expectError(lendThenWrite(0),
-              "rank 0 ch 0 step 1 (copy n 4) may overwrite Output[0+4], which rank 0 ch 0 step 0 (copySend n 4) lends "
+              "rank 0 ch 0 step 1 (copy n 4) may overwrite Input[0+4], which rank 0 ch 0 step 0 (copySend n 4) lends "
               "by reference (stable) to rank 1, before rank 1 ch 0 step 0 (recv n 4) has consumed it");
-  expectError(lendThenWrite(2), "rank 0 ch 1 step 0 (copy n 4) may overwrite Output[0+4]");
+  expectError(lendThenWrite(2), "rank 0 ch 1 step 0 (copy n 4) may overwrite Input[0+4]");
   // Not sent by reference: the value is copied when sent.
   EXPECT_TRUE(verifySchedules(lendThenWrite(0, false)).ok);
+  // Out of place a copySend lends its input, not the copy it makes, so
+  // writing the output again does not touch the lent value.
+  EXPECT_TRUE(verifySchedules(lendThenWrite(0, true, false)).ok);
+}
+
+// A copySend lends src before its own copy to dst, so that copy must not
+// land on part of src; landing exactly on it (in-place all-gather's own
+// block) is harmless.
+TEST(Stable, OwnCopyOverPartOfTheLentSourceIsNotStable) {
+  Schedule s;
+  s.key = makeKey(CollKind::AllGather, 2, 4);
+  s.key.inPlace = true;  // rank 0's Input is Output[0, 4)
+  s.channels.resize(1);
+  s.channels[0].steps.push_back(makeStep(-1, 1, false, {Buf::Input, 0}, {Buf::Output, 2}, 4));
+  markStableValues(&s);
+  EXPECT_FALSE(s.channels[0].steps[0].stable);
+  s.channels[0].steps[0].dst = {Buf::Output, 0};
+  markStableValues(&s);
+  EXPECT_TRUE(s.channels[0].steps[0].stable);
+  s.key.inPlace = false;  // apart
+  s.channels[0].steps[0].dst = {Buf::Output, 2};
+  markStableValues(&s);
+  EXPECT_TRUE(s.channels[0].steps[0].stable);
 }
 
 TEST(Stable, OverwriteAfterTheReceiverConsumedIsAccepted) {

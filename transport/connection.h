@@ -44,6 +44,8 @@ struct DirectRef {
   uint64_t address;  // in the sender's address space
 };
 
+enum class DirectPath : uint8_t { None, Mapped, Fetched };
+
 class SendConn {
  public:
   virtual ~SendConn() = default;
@@ -54,9 +56,10 @@ class SendConn {
   virtual void post() = 0;
   virtual size_t slotBytes() const = 0;
   virtual int peer() const = 0;
-  // True if the receiver can read this rank's memory (same process, or
-  // cross-memory attach allowed), so a slot may carry a DirectRef.
-  virtual bool direct() const { return false; }
+  // How the receiver can read this rank's memory, if it can, so that a slot
+  // may carry a DirectRef: Mapped (same process: in place), Fetched
+  // (cross-memory attach: it copies it out once, with a system call).
+  virtual DirectPath direct() const { return DirectPath::None; }
   // True once the receiver has released every slot posted so far.
   virtual bool drained() const { return true; }
   // Why the connection can no longer make progress (a dead peer, a reset

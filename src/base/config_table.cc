@@ -354,10 +354,21 @@ std::vector<SettingDecl> makeTable() {
        field<uint64_t>(&S::directBytes,
                        integerIn<uint64_t>(0, 1ll << 30, "a byte count >= 0 (K/M suffixes allowed; 0 = off)")),
        kPerRank},
-      {"HOCCL_CMA", "0",
-       "1: processes on one node read each other's buffers with process_vm_readv for slices sent by "
-       "reference. Off by default: slower than copies through shared memory on 2-core VMs.",
-       field<bool>(&S::crossMemoryAttach, zeroOrOne()), kPerRank},
+      {"HOCCL_CMA", "auto",
+       "Processes on one node read each other's buffers with process_vm_readv for slices sent by "
+       "reference (one copy instead of two through shared memory): auto for calls that reduce nothing "
+       "(all-gather, broadcast, all-to-all, send/recv), where it is faster; 1 for every call (a reduction "
+       "gains no copy and pays the system call); 0 never. Where the kernel refuses (ptrace policy) it "
+       "is not used.",
+       field<int>(&S::crossMemoryAttach,
+                  [](const std::string& v, int* out) -> std::string {
+                    if (strcasecmp(v.c_str(), "auto") == 0) *out = -1;
+                    else if (v == "0" || v == "1") *out = v[0] - '0';
+                    else return "auto, 0 or 1";
+                    return "";
+                  },
+                  [](const int& m) { return m < 0 ? std::string("auto") : std::to_string(m); }),
+       kPerRank},
       {"HOCCL_DEVICE_CHANNELS", "auto",
        "Most channels (one CTA each) a collective on device buffers uses: auto sizes them by the "
        "message and caps them so every rank's CTAs fit on their GPU at once; a number fixes it (still "

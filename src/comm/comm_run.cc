@@ -99,6 +99,7 @@ void makeWork(CommCall& c, Work* w) {
   w->sliceBytes = comm->settings.sliceBytes;
   w->checkCalls = comm->settings.checkCalls;
   w->directBytes = comm->settings.directBytes;
+  w->cma = comm->settings.crossMemoryAttach;
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ struct Work {
   size_t sliceBytes = 0;
   bool checkCalls = true;
   size_t directBytes = 0;  // slices this large go by reference where allowed
+  int cma = 0;             // HOCCL_CMA: to other processes too (CollTask)
 };
 
 class Executor {

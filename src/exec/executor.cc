@@ -75,8 +75,27 @@ void ScratchPool::give(std::unique_ptr<char[]> buf, size_t cap) {
   idle_.emplace_back(cap, std::move(buf));
 }
 
+namespace {
+
+// HOCCL_CMA=auto lends across processes for calls that reduce nothing, up
+// to 1 MiB in their larger buffer. Measured on 2-core VMs (docs/algorithms.md):
+// one copy instead of two is 1.4-2.4x faster there at 128 KiB-1 MiB, but
+// larger calls split two copies over two cores as fast, and then the
+// receiver's system calls and page pinning make it slower (up to 2x for
+// broadcast and send/recv at 8 MiB). A reduction gains no copy at all.
+constexpr uint64_t kAutoFetchedMaxBytes = 1 << 20;
+
+bool autoFetchedRefs(const CollCall& call, const ScheduleKey& k, size_t esize) {
+  if (k.coll == CollKind::AllReduce || k.coll == CollKind::ReduceScatter || k.coll == CollKind::Reduce) return false;
+  uint64_t bytes = std::max(inputCount(k), outputCount(k)) * esize;
+  for (const PeerPart& p : call.parts) bytes = std::max<uint64_t>(bytes, p.count * dtypeSize(p.dtype));
+  return bytes <= kAutoFetchedMaxBytes;
+}
+
+}  // namespace
+
 CollTask::CollTask(const CollCall& call, const Schedule& schedule, Connections* links, ScratchPool* scratch,
-                   size_t sliceBytes, bool checkCalls, size_t directMinBytes)
+                   size_t sliceBytes, bool checkCalls, size_t directMinBytes, int cma)
     : call_(call),
       sched_(&schedule),
       links_(links),
@@ -85,6 +104,7 @@ CollTask::CollTask(const CollCall& call, const Schedule& schedule, Connections* 
       sliceElems_(std::max<uint64_t>(1, sliceBytes / dtypeSize(call.dtype))),
       checkCalls_(checkCalls),
       directMinBytes_(directMinBytes),
+      fetchedRefs_(cma > 0 || (cma < 0 && autoFetchedRefs(call, schedule.key, esize_))),
       chans_(sched_->channels.size()) {
   if (sched_->scratchCount) {
     const size_t bytes = sched_->scratchCount * esize_;
@@ -224,7 +244,11 @@ Status CollTask::advance(int c, bool* progressed) {
     char* dst = s.dst.present() ? bufferAt(s.dst) + cs.done * esize_ : nullptr;
     // A large slice whose value stays put in this rank's buffers is sent
     // as a reference: the receiver copies it once, straight from here.
-    const bool sendRef = sc && s.stable && directMinBytes_ && bytes >= directMinBytes_ && sc->direct();
+    bool sendRef = sc && s.stable && directMinBytes_ && bytes >= directMinBytes_;
+    if (sendRef) {
+      const DirectPath path = sc->direct();
+      sendRef = path == DirectPath::Mapped || (path == DirectPath::Fetched && fetchedRefs_);
+    }
     const bool recvRef = rc && (rh->flags & kSlotDirect);
     DirectRef ref{};
     if (recvRef) {
@@ -257,8 +281,9 @@ Status CollTask::advance(int c, bool* progressed) {
       reduce(dst, src, dst, n);
       value = dst;
     } else {
-      if (dst && dst != src && bytes) copyBytes(dst, src, bytes);
-      value = dst ? dst : src;
+      // A plain copy: the value is src. It is sent (or lent) first and
+      // copied to dst after, so the receiver starts on it sooner.
+      value = src;
     }
     if (sc) {
       uint8_t flags = 0;
@@ -286,6 +311,7 @@ Status CollTask::advance(int c, bool* progressed) {
       sh->sender = sched_->key.rank;
       sc->post();
     }
+    if (!rc && !s.reduce && dst && dst != src && bytes) copyBytes(dst, src, bytes);
     if (recvRef) HOCCL_TSAN_RELEASE(ref.address);  // our reads, before the sender reuses it
     if (rc) rc->release();
     *progressed = true;

@@ -101,9 +101,11 @@ class CollTask {
   // (transport/connection.h). `scratch`: where the task takes its scratch
   // from (null: it allocates its own). Slices of at least directMinBytes
   // whose value stays put go by reference where the connection allows (0:
-  // never).
+  // never); to another process (DirectPath::Fetched) only if `cma` is 1, or
+  // -1 (auto) and the call reduces nothing: a reduction then only swaps
+  // the sender's copy for the receiver's system call.
   CollTask(const CollCall& call, const Schedule& schedule, Connections* links, ScratchPool* scratch,
-           size_t sliceBytes, bool checkCalls, size_t directMinBytes);
+           size_t sliceBytes, bool checkCalls, size_t directMinBytes, int cma);
   // Advances all channels as far as possible without waiting. Returns an
   // error for a mismatched message; sets *progressed if anything moved.
   Status progress(bool* progressed);
@@ -169,6 +171,7 @@ class CollTask {
   uint64_t sliceElems_;
   bool checkCalls_;
   size_t directMinBytes_;
+  bool fetchedRefs_;  // references may go to another process
   ChannelStates chans_;
   ScratchPool::Lease scratch_;
   Status setupError_;  // scratch could not be allocated: progress() returns it

@@ -54,7 +54,7 @@ class HostExecutor : public Executor {
     if (n == 1 && work[0].call->op != RedOp::PreMulSum) {  // the common case: the task lives on the stack
       const Work& w = work[0];
       CollTask task(*w.call, *w.schedule, &w.owner->connections(), w.owner->scratchPool(), w.sliceBytes,
-                    w.checkCalls, w.directBytes);
+                    w.checkCalls, w.directBytes, w.cma);
       Status st;
       int spun = 0;
       if (quickly(w.owner, task, &st, &spun)) return st;
@@ -79,7 +79,7 @@ class HostExecutor : public Executor {
       if (!st.ok()) return st;
       const Work& w = work[i];
       tasks.push_back(std::make_unique<CollTask>(*call, *w.schedule, &w.owner->connections(), w.owner->scratchPool(),
-                                                 w.sliceBytes, w.checkCalls, w.directBytes));
+                                                 w.sliceBytes, w.checkCalls, w.directBytes, w.cma));
       ptrs.push_back(tasks.back().get());
     }
     return progress(work, ptrs.data(), n);

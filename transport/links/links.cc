@@ -20,7 +20,7 @@ Status Links::create(OutOfBand& oob, const Settings& s, const LinksOptions& opt,
   so.rank = opt.rank;
   so.slotBytes = s.sliceBytes;
   so.slots = s.slots;
-  so.crossMemoryAttach = s.crossMemoryAttach;
+  so.crossMemoryAttach = s.crossMemoryAttach != 0;
   HOCCL_TRY(ShmDomain::create(oob, so, localRanks, &l->shm_));
   l->bell_ = std::make_unique<LinksDoorbell>(l->shm_->doorbell());
   if (anyRemote) {

@@ -32,22 +32,25 @@ struct EdgeHeader {
   uint64_t slotBytes;
   int32_t sender;
   int32_t receiver;
-  uint32_t directOk;  // the receiver can read the sender's memory
+  uint32_t directOk;  // DirectPath: how the receiver can read the sender's memory
 };
 static_assert(sizeof(EdgeHeader) <= kEdgeHeaderBytes);
 
 constexpr uint64_t kProbeValue = 0x484f43434d413031ull;  // "HOCCMA01"
 
-// Whether this process can read `owner`'s memory: the same process, or
-// process_vm_readv permitted (same user, ptrace policy allows).
-bool canReadMemoryOf(const ControlBlock* owner, bool crossMemoryAttach) {
-  if (owner->pid == getpid()) return true;
-  if (!crossMemoryAttach) return false;
+// How this process can read `owner`'s memory: mapped in the same process,
+// or fetched with process_vm_readv where permitted (same user, ptrace policy
+// allows).
+DirectPath canReadMemoryOf(const ControlBlock* owner, bool crossMemoryAttach) {
+  if (owner->pid == getpid()) return DirectPath::Mapped;
+  if (!crossMemoryAttach) return DirectPath::None;
   uint64_t value = 0;
   iovec local{&value, sizeof value};
   iovec remote{reinterpret_cast<void*>(owner->selfAddress + offsetof(ControlBlock, probeValue)), sizeof value};
   return process_vm_readv(owner->pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof value) &&
-         value == kProbeValue;
+                 value == kProbeValue
+             ? DirectPath::Fetched
+             : DirectPath::None;
 }
 
 size_t slotStride(size_t slotBytes) { return sizeof(SlotHeader) + slotBytes; }
@@ -135,7 +138,7 @@ class ShmSend : public SendConn {
   }
   size_t slotBytes() const override { return e_->slotBytes; }
   int peer() const override { return peer_; }
-  bool direct() const override { return e_->directOk != 0; }
+  DirectPath direct() const override { return static_cast<DirectPath>(e_->directOk); }
   bool drained() const override { return e_->tail.load(std::memory_order_acquire) == head_; }
 
  private:
@@ -311,6 +314,7 @@ Status ShmDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
   size_t bytes = kEdgeHeaderBytes + static_cast<size_t>(opt_.slots) * slotStride(opt_.slotBytes);
   // Receivers create their segments first (no waiting), then senders wait
   // for each receiver's "ready": no pair can wait on each other.
+  size_t fetched = 0;  // incoming connections this rank reads with process_vm_readv
   for (const EdgeRequest& e : edges) {
     if (e.send || recvs_.count({e.peer, e.channel})) continue;
     ControlBlock* peerCtl = control(e.peer);
@@ -326,7 +330,8 @@ Status ShmDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
     h->slotBytes = opt_.slotBytes;
     h->sender = e.peer;
     h->receiver = opt_.rank;
-    h->directOk = canReadMemoryOf(peerCtl, opt_.crossMemoryAttach) ? 1 : 0;
+    h->directOk = static_cast<uint32_t>(canReadMemoryOf(peerCtl, opt_.crossMemoryAttach));
+    fetched += h->directOk == static_cast<uint32_t>(DirectPath::Fetched);
     recvs_[{e.peer, e.channel}] = std::make_unique<ShmRecv>(h, peerCtl, e.peer);
     HOCCL_TRY(oob.send(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), name.data(), name.size()));
   }
@@ -348,7 +353,8 @@ Status ShmDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
       return errorf(hocclInternalError, "shared segment %s does not match this connection", name.c_str());
     sends_[{e.peer, e.channel}] = std::make_unique<ShmSend>(h, peerCtl, e.peer);
   }
-  HINFO(kSubShm, "rank %d: %zu shared-memory connections", opt_.rank, sends_.size() + recvs_.size());
+  HINFO(kSubShm, "rank %d: %zu shared-memory connections; %zu incoming read across processes (HOCCL_CMA)",
+        opt_.rank, sends_.size() + recvs_.size(), fetched);
   return Status();
 }
 

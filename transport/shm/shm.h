@@ -57,9 +57,8 @@ struct ShmOptions {
   int rank = 0;
   size_t slotBytes = 128 << 10;
   int slots = 8;
-  // Let processes read each other's buffers (process_vm_readv). Off by
-  // default: slower than two copies through shared slots on the machines
-  // we measured (pinning pages costs more than the copy it saves).
+  // Let processes read each other's buffers (process_vm_readv), where the
+  // kernel allows it; the executor decides which calls use it (HOCCL_CMA).
   bool crossMemoryAttach = false;
 };
 
