@@ -347,19 +347,19 @@ std::vector<SettingDecl> makeTable() {
        "1: every message carries the collective's signature, so calls that differ across ranks "
        "are reported instead of corrupting data.",
        field<bool>(&S::checkCalls, zeroOrOne()), kAllRanks},
-      {"HOCCL_DIRECT_BYTES", "32K",
-       "Slices of at least this many bytes travel by reference between ranks of one process (and of "
-       "one node with HOCCL_CMA=1): the receiver copies them once from the sender's buffer. 0 turns "
-       "it off.",
+      {"HOCCL_DIRECT_BYTES", "16K",
+       "Slices of at least this many bytes travel by reference between ranks of one process (and "
+       "between processes of one node as HOCCL_CMA says): the receiver copies them once from the "
+       "sender's buffer. 0 turns it off.",
        field<uint64_t>(&S::directBytes,
                        integerIn<uint64_t>(0, 1ll << 30, "a byte count >= 0 (K/M suffixes allowed; 0 = off)")),
        kPerRank},
       {"HOCCL_CMA", "auto",
        "Processes on one node read each other's buffers with process_vm_readv for slices sent by "
        "reference (one copy instead of two through shared memory): auto for calls that reduce nothing "
-       "(all-gather, broadcast, all-to-all, send/recv), where it is faster; 1 for every call (a reduction "
-       "gains no copy and pays the system call); 0 never. Where the kernel refuses (ptrace policy) it "
-       "is not used.",
+       "(all-gather, broadcast, all-to-all, send/recv) up to 1 MiB, slices of at least 32 KiB, where it "
+       "is faster; 1 for every call and every slice HOCCL_DIRECT_BYTES allows (a reduction gains no copy "
+       "and pays the system call); 0 never. Where the kernel refuses (ptrace policy) it is not used.",
        field<int>(&S::crossMemoryAttach,
                   [](const std::string& v, int* out) -> std::string {
                     if (strcasecmp(v.c_str(), "auto") == 0) *out = -1;

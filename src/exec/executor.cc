@@ -78,18 +78,23 @@ void ScratchPool::give(std::unique_ptr<char[]> buf, size_t cap) {
 namespace {
 
 // HOCCL_CMA=auto lends across processes for calls that reduce nothing, up
-// to 1 MiB in their larger buffer. Measured on 2-core VMs (docs/algorithms.md):
-// one copy instead of two is 1.4-2.4x faster there at 128 KiB-1 MiB, but
-// larger calls split two copies over two cores as fast, and then the
-// receiver's system calls and page pinning make it slower (up to 2x for
-// broadcast and send/recv at 8 MiB). A reduction gains no copy at all.
+// to 1 MiB in their larger buffer, slices of at least 32 KiB. Measured on
+// 2-core VMs (docs/algorithms.md): one copy instead of two is 1.4-2.4x
+// faster there at 128 KiB-1 MiB, but larger calls split two copies over
+// two cores as fast, and then the receiver's system calls and page pinning
+// make it slower (up to 2x for broadcast and send/recv at 8 MiB); 16 KiB
+// slices were slower with 4 ranks on 2 cores. A reduction gains no copy.
 constexpr uint64_t kAutoFetchedMaxBytes = 1 << 20;
+constexpr size_t kAutoFetchedMinSlice = 32 << 10;
 
-bool autoFetchedRefs(const CollCall& call, const ScheduleKey& k, size_t esize) {
-  if (k.coll == CollKind::AllReduce || k.coll == CollKind::ReduceScatter || k.coll == CollKind::Reduce) return false;
+// The smallest slice lent to another process (SIZE_MAX: none).
+size_t fetchedMinSlice(int cma, const CollCall& call, const ScheduleKey& k, size_t esize) {
+  if (cma > 0) return 0;  // HOCCL_DIRECT_BYTES alone decides
+  if (cma == 0) return SIZE_MAX;
+  if (k.coll == CollKind::AllReduce || k.coll == CollKind::ReduceScatter || k.coll == CollKind::Reduce) return SIZE_MAX;
   uint64_t bytes = std::max(inputCount(k), outputCount(k)) * esize;
   for (const PeerPart& p : call.parts) bytes = std::max<uint64_t>(bytes, p.count * dtypeSize(p.dtype));
-  return bytes <= kAutoFetchedMaxBytes;
+  return bytes <= kAutoFetchedMaxBytes ? kAutoFetchedMinSlice : SIZE_MAX;
 }
 
 }  // namespace
@@ -104,7 +109,7 @@ CollTask::CollTask(const CollCall& call, const Schedule& schedule, Connections* 
       sliceElems_(std::max<uint64_t>(1, sliceBytes / dtypeSize(call.dtype))),
       checkCalls_(checkCalls),
       directMinBytes_(directMinBytes),
-      fetchedRefs_(cma > 0 || (cma < 0 && autoFetchedRefs(call, schedule.key, esize_))),
+      fetchedMinSlice_(fetchedMinSlice(cma, call, schedule.key, esize_)),
       chans_(sched_->channels.size()) {
   if (sched_->scratchCount) {
     const size_t bytes = sched_->scratchCount * esize_;
@@ -247,7 +252,7 @@ Status CollTask::advance(int c, bool* progressed) {
     bool sendRef = sc && s.stable && directMinBytes_ && bytes >= directMinBytes_;
     if (sendRef) {
       const DirectPath path = sc->direct();
-      sendRef = path == DirectPath::Mapped || (path == DirectPath::Fetched && fetchedRefs_);
+      sendRef = path == DirectPath::Mapped || (path == DirectPath::Fetched && bytes >= fetchedMinSlice_);
     }
     const bool recvRef = rc && (rh->flags & kSlotDirect);
     DirectRef ref{};

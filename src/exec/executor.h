@@ -102,8 +102,9 @@ class CollTask {
   // from (null: it allocates its own). Slices of at least directMinBytes
   // whose value stays put go by reference where the connection allows (0:
   // never); to another process (DirectPath::Fetched) only if `cma` is 1, or
-  // -1 (auto) and the call reduces nothing: a reduction then only swaps
-  // the sender's copy for the receiver's system call.
+  // -1 (auto) where that pays: calls that reduce nothing (a reduction only
+  // swaps the sender's copy for the receiver's system call), up to 1 MiB,
+  // slices of at least 32 KiB.
   CollTask(const CollCall& call, const Schedule& schedule, Connections* links, ScratchPool* scratch,
            size_t sliceBytes, bool checkCalls, size_t directMinBytes, int cma);
   // Advances all channels as far as possible without waiting. Returns an
@@ -171,7 +172,7 @@ class CollTask {
   uint64_t sliceElems_;
   bool checkCalls_;
   size_t directMinBytes_;
-  bool fetchedRefs_;  // references may go to another process
+  size_t fetchedMinSlice_;  // the smallest slice lent to another process (SIZE_MAX: none)
   ChannelStates chans_;
   ScratchPool::Lease scratch_;
   Status setupError_;  // scratch could not be allocated: progress() returns it
