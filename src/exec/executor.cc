@@ -87,7 +87,8 @@ namespace {
 constexpr uint64_t kAutoFetchedMaxBytes = 1 << 20;
 constexpr size_t kAutoFetchedMinSlice = 32 << 10;
 
-// The smallest slice lent to another process (SIZE_MAX: none).
+// The smallest slice lent to another process (SIZE_MAX: none). Asked only
+// for a slice that could go by reference, so small calls never pay for it.
 size_t fetchedMinSlice(int cma, const CollCall& call, const ScheduleKey& k, size_t esize) {
   if (cma > 0) return 0;  // HOCCL_DIRECT_BYTES alone decides
   if (cma == 0) return SIZE_MAX;
@@ -109,7 +110,7 @@ CollTask::CollTask(const CollCall& call, const Schedule& schedule, Connections* 
       sliceElems_(std::max<uint64_t>(1, sliceBytes / dtypeSize(call.dtype))),
       checkCalls_(checkCalls),
       directMinBytes_(directMinBytes),
-      fetchedMinSlice_(fetchedMinSlice(cma, call, schedule.key, esize_)),
+      cma_(cma),
       chans_(sched_->channels.size()) {
   if (sched_->scratchCount) {
     const size_t bytes = sched_->scratchCount * esize_;
@@ -252,7 +253,8 @@ Status CollTask::advance(int c, bool* progressed) {
     bool sendRef = sc && s.stable && directMinBytes_ && bytes >= directMinBytes_;
     if (sendRef) {
       const DirectPath path = sc->direct();
-      sendRef = path == DirectPath::Mapped || (path == DirectPath::Fetched && bytes >= fetchedMinSlice_);
+      sendRef = path == DirectPath::Mapped ||
+                (path == DirectPath::Fetched && bytes >= fetchedMinSlice(cma_, call_, sched_->key, esize_));
     }
     const bool recvRef = rc && (rh->flags & kSlotDirect);
     DirectRef ref{};
@@ -263,6 +265,7 @@ Status CollTask::advance(int c, bool* progressed) {
     // The value this step produces lands first where it must be stored
     // (dst, else the send slot); a send then copies it from there.
     const char* value;
+    bool copyAfterSend = false;  // a plain copy to dst, made once the value has left
     if (rc && s.reduce) {
       const void* in = rdata;
       if (recvRef && !(in = rc->mapDirect(ref))) {
@@ -289,6 +292,7 @@ Status CollTask::advance(int c, bool* progressed) {
       // A plain copy: the value is src. It is sent (or lent) first and
       // copied to dst after, so the receiver starts on it sooner.
       value = src;
+      copyAfterSend = dst && dst != src && bytes;
     }
     if (sc) {
       uint8_t flags = 0;
@@ -316,7 +320,7 @@ Status CollTask::advance(int c, bool* progressed) {
       sh->sender = sched_->key.rank;
       sc->post();
     }
-    if (!rc && !s.reduce && dst && dst != src && bytes) copyBytes(dst, src, bytes);
+    if (copyAfterSend) copyBytes(dst, src, bytes);
     if (recvRef) HOCCL_TSAN_RELEASE(ref.address);  // our reads, before the sender reuses it
     if (rc) rc->release();
     *progressed = true;

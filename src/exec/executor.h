@@ -172,7 +172,7 @@ class CollTask {
   uint64_t sliceElems_;
   bool checkCalls_;
   size_t directMinBytes_;
-  size_t fetchedMinSlice_;  // the smallest slice lent to another process (SIZE_MAX: none)
+  int cma_;  // HOCCL_CMA: which slices may be lent to another process
   ChannelStates chans_;
   ScratchPool::Lease scratch_;
   Status setupError_;  // scratch could not be allocated: progress() returns it
