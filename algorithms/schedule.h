@@ -25,6 +25,10 @@ enum class CollKind : uint8_t {
   AllToAllv = 6,  // per-peer counts and displacements (ScheduleKey::vlayout)
   SendRecv = 7,   // a group's hocclSend/hocclRecv on one communicator
 };
+// The collectives that combine values with a reduction operator.
+inline bool collReduces(CollKind k) {
+  return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::Reduce;
+}
 inline const char* collName(CollKind k) {  // on every call's path: inline
   switch (k) {
     case CollKind::AllReduce: return "AllReduce";

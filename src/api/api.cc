@@ -109,7 +109,7 @@ Status checkCollective(hocclComm* comm, CollKind coll, const void* sendbuff, voi
   const char* fn = collName(coll);
   HOCCL_TRY(checkUsable(comm, fn));
   HOCCL_TRY(checkDatatype(fn, dtype));
-  bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
+  bool reduces = collReduces(coll);
   if (reduces && op < 0)
     return errorf(hocclInvalidArgument, "%s: op %d is not a valid hocclRedOp_t (0..%d or an op made by "
                   "hocclRedOpCreatePreMulSum)", fn, op, hocclNumOps - 1);

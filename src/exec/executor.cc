@@ -15,7 +15,7 @@ std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, i
     snprintf(buf, sizeof buf, "hocclSend/hocclRecv group");
     return buf;
   }
-  bool reduces = coll == CollKind::AllReduce || coll == CollKind::ReduceScatter || coll == CollKind::Reduce;
+  bool reduces = collReduces(coll);
   bool rooted = coll == CollKind::Broadcast || coll == CollKind::Reduce;
   int n = snprintf(buf, sizeof buf, "%s(count=%llu, %s", collName(coll),
                    static_cast<unsigned long long>(count), dtypeName(dtype));
@@ -92,7 +92,7 @@ constexpr size_t kAutoFetchedMinSlice = 32 << 10;
 size_t fetchedMinSlice(int cma, const CollCall& call, const ScheduleKey& k, size_t esize) {
   if (cma > 0) return 0;  // HOCCL_DIRECT_BYTES alone decides
   if (cma == 0) return SIZE_MAX;
-  if (k.coll == CollKind::AllReduce || k.coll == CollKind::ReduceScatter || k.coll == CollKind::Reduce) return SIZE_MAX;
+  if (collReduces(k.coll)) return SIZE_MAX;
   uint64_t bytes = std::max(inputCount(k), outputCount(k)) * esize;
   for (const PeerPart& p : call.parts) bytes = std::max<uint64_t>(bytes, p.count * dtypeSize(p.dtype));
   return bytes <= kAutoFetchedMaxBytes ? kAutoFetchedMinSlice : SIZE_MAX;
