@@ -87,6 +87,8 @@ std::map<std::string, std::string> badValues(const Scratch& s) {
       {"HOCCL_SOCKET_IFNAME", "eth0,,ib0"},
       {"HOCCL_TOPO_FILE", s.dir + "/missing.json"},
       {"HOCCL_TOPO_DUMP_FILE", s.dir},
+      {"HOCCL_TOPO_PROBE", "yes"},
+      {"HOCCL_TOPO_PROBE_DIR", s.file},
       {"HOCCL_SOCKET_NSTREAMS", "17"},
       {"HOCCL_NET", "rdma"},
       {"HOCCL_IB_HCA", "mlx5_0:zero"},
@@ -145,6 +147,9 @@ TEST(SettingsCheck, DefaultsAndGoodValuesLoad) {
       {"HOCCL_HOSTID", "node-07:a1b2"},
       {"HOCCL_TUNER_RULES", scratch.file},
       {"HOCCL_TOPO_DUMP_FILE", scratch.dir + "/dump.json"},
+      {"HOCCL_TOPO_PROBE", "1"},
+      {"HOCCL_TOPO_PROBE_DIR", scratch.dir},
+      {"HOCCL_TOPO_PROBE_DIR", scratch.dir + "/not-yet"},
   };
   for (const auto& [name, value] : good) {
     ScopedEnv env(name, value);

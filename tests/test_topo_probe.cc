@@ -1,5 +1,5 @@
 // hoccl-topo probe's plan and conclusions, driven by a simulated network of
-// leaf switches (tools/probe/probe_plan.h). The real measurements run on the
+// leaf switches (src/topo/probe/probe_plan.h). The real measurements run on the
 // emulated cluster (tests/cluster/probe.sh).
 #include <gtest/gtest.h>
 
@@ -12,7 +12,8 @@
 
 #include "src/topo/topology.h"
 #include "src/tune/tuner.h"
-#include "tools/probe/probe_plan.h"
+#include "src/topo/probe/probe_plan.h"
+#include "tools/probe/probe_sim.h"
 
 using namespace hoccl;
 using namespace hoccl::probe;

@@ -40,6 +40,8 @@ struct Settings {
   int ibRetryCnt = 7;                    // HOCCL_IB_RETRY_CNT
   std::string topoFile;                  // HOCCL_TOPO_FILE
   std::string topoDumpFile;              // HOCCL_TOPO_DUMP_FILE
+  bool topoProbe = false;                // HOCCL_TOPO_PROBE
+  std::string topoProbeDir;              // HOCCL_TOPO_PROBE_DIR (empty: one per job, if the job is named)
   std::string tuneFile;                  // HOCCL_TUNE_FILE
   int connectRetries = 0;                // HOCCL_CONNECT_RETRIES
   bool checkCalls = true;                // HOCCL_CHECK_CALLS

@@ -206,6 +206,13 @@ std::string writableFileName(const std::string& v) {
   return "";
 }
 
+// A directory hoccl creates or reuses: anything but an existing non-directory.
+std::string directoryName(const std::string& v) {
+  struct stat st;
+  if (!v.empty() && stat(v.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) return "a directory (a file has that name)";
+  return "";
+}
+
 std::string debugFile(const std::string& v) { return checkLogFilePattern(v); }
 
 // ---- The logger's settings ---------------------------------------------------
@@ -281,6 +288,17 @@ std::vector<SettingDecl> makeTable() {
        field<std::string>(&S::topoFile, textWhere(readableFile)), kPerRank},
       {"HOCCL_TOPO_DUMP_FILE", "", "Rank 0 writes the whole system here, in the topology file format.",
        field<std::string>(&S::topoDumpFile, textWhere(writableFileName)), kPerRank},
+      {"HOCCL_TOPO_PROBE", "0",
+       "1: a communicator spanning nodes, given no HOCCL_TOPO_FILE or HOCCL_TUNE_FILE, measures the network "
+       "at set-up as `hoccl-topo probe` does (leaf groups, link and uplink rates, queues; about 20 s for 4 "
+       "nodes) and uses the result as those files. Measured once per job: later communicators reuse it "
+       "(docs/topology-file.md).",
+       field<bool>(&S::topoProbe, zeroOrOne()), kAllRanks},
+      {"HOCCL_TOPO_PROBE_DIR", "",
+       "Where HOCCL_TOPO_PROBE keeps its result (topology.json, tune.conf), per node: reused when it names "
+       "every node of a communicator, else measured again and replaced. Unset: a directory per job under "
+       "$TMPDIR (or /tmp) when Slurm, torchrun (--rdzv_id), Open MPI or PMIx names the job, else none.",
+       field<std::string>(&S::topoProbeDir, textWhere(directoryName)), kPerRank},
       {"HOCCL_SOCKET_NSTREAMS", "1",
        "TCP streams per network connection (1-16); large messages are split across them. One is the default: "
        "HO-Ring's rails already run many connections at once, and extra streams over a shaped or shared link "

@@ -46,8 +46,9 @@ Status makeTuner(hocclComm* c, double ranksPerCore) {
   tune::LinkModel links;
   tune::TuneFile file;
   uint64_t hash = 0;
-  if (!c->settings.tuneFile.empty()) {
-    HOCCL_TRY(tune::loadTuneFile(c->settings.tuneFile, links, &file));
+  if (!c->settings.tuneFile.empty() || c->probed) {
+    if (!c->settings.tuneFile.empty()) HOCCL_TRY(tune::loadTuneFile(c->settings.tuneFile, links, &file));
+    else HOCCL_TRY(tune::parseTuneFile(c->probed->tune, c->probed->from, links, &file).context("HOCCL_TOPO_PROBE"));
     for (const tune::TuneRule& r : file.rules)
       hash = hash * 1000003u + (uint64_t(r.coll) << 56) + r.lo * 31 + r.hi * 7 + uint64_t(r.algo) * 131 +
              uint64_t(r.channels) * 17 + uint64_t(r.chunks);
@@ -208,6 +209,7 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
   c->rank = newRank;
   c->nranks = static_cast<int>(table.size());
   c->hostId = parent->hostId;
+  c->probed = parent->probed;  // a split measures nothing its parent measured
   uint64_t seed[3] = {parent->commHash, static_cast<uint64_t>(generation), static_cast<uint64_t>(color)};
   c->commHash = fnv1a64(seed, sizeof seed);
   HOCCL_TRY(Bootstrap::fromTable(c->commHash, newRank, std::move(table), std::move(listener),

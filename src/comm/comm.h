@@ -33,6 +33,14 @@ void setThreadHostIdOverride(const std::string& id);
 // The physical machine: the kernel's boot id (emulated nodes share it).
 std::string localMachineId();
 
+// A measured network (HOCCL_TOPO_PROBE), as the files it stands in for.
+struct ProbedFiles {
+  std::string topo;             // HOCCL_TOPO_FILE's format
+  std::string tune;             // HOCCL_TUNE_FILE's format
+  std::string from;             // where it came from, for messages
+  std::set<std::string> hosts;  // the nodes it describes (host ids)
+};
+
 }  // namespace hoccl
 
 struct hocclComm : public hoccl::TaskOwner {
@@ -53,6 +61,9 @@ struct hocclComm : public hoccl::TaskOwner {
   std::vector<bool> isLocal;              // per rank: same node as this one
   hoccl::topo::System system;             // every node, switch and rank
   std::shared_ptr<const hoccl::Grouping> grouping;  // node of each rank, switch of each node
+  // HOCCL_TOPO_PROBE's result, used where no HOCCL_TOPO_FILE / HOCCL_TUNE_FILE
+  // is given; null without it (comm_probe.cc).
+  std::shared_ptr<const hoccl::ProbedFiles> probed;
   const hoccl::AlgoInfo* algo = nullptr;  // HOCCL_ALGO, or null for auto
   std::unique_ptr<hoccl::tune::Tuner> tuner;
   std::set<std::pair<int, int>> loggedChoices;  // (collective, log2 of bytes) already logged
@@ -191,6 +202,11 @@ namespace hoccl {
 
 // Fills comm->system (collective over the bootstrap; comm_topo.cc).
 Status buildSystem(hocclComm* comm);
+// HOCCL_TOPO_PROBE: sets comm->probed, measured or reused, for the nodes
+// of `sys` (collective over the bootstrap; comm_probe.cc).
+Status probeTopology(hocclComm* comm, const topo::System& sys);
+// How many times this process took part in measuring (tests).
+int probesMeasuredForTesting();
 
 // Initialises a new communicator `c` (collective over the ranks of the
 // unique id). On error the caller frees c.

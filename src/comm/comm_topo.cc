@@ -1,6 +1,7 @@
 // The communicator's view of the whole system: each rank's node, discovered
 // once per process and exchanged over the bootstrap, then the topology file
-// (HOCCL_TOPO_FILE) applied, then dumped if HOCCL_TOPO_DUMP_FILE asks.
+// (HOCCL_TOPO_FILE, else what HOCCL_TOPO_PROBE measured) applied, then
+// dumped if HOCCL_TOPO_DUMP_FILE asks.
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,11 +66,16 @@ Status buildSystem(hocclComm* c) {
     sys.ranks[r].pid = boot.table()[r].pid;
   }
 
+  HOCCL_TRY(probeTopology(c, sys));
   const std::string& file = c->settings.topoFile;
   if (!file.empty()) {
     topo::TopoOverrides o;
     HOCCL_TRY(topo::loadOverridesFile(file, topo::isSlurmTopologyPath(file), &o).context("HOCCL_TOPO_FILE"));
     HOCCL_TRY(topo::applyOverrides(o, &sys).context("HOCCL_TOPO_FILE " + file));
+  } else if (c->probed) {
+    topo::TopoOverrides o;
+    HOCCL_TRY(topo::parseTopoFile(c->probed->topo, c->probed->from, &o).context("HOCCL_TOPO_PROBE"));
+    HOCCL_TRY(topo::applyOverrides(o, &sys).context("HOCCL_TOPO_PROBE " + c->probed->from));
   }
   // What hierarchical schedules need of it: node per rank, switch per node.
   auto g = std::make_shared<Grouping>();

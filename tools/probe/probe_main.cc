@@ -17,8 +17,9 @@
 #include "src/base/socket.h"
 #include "src/topo/topology.h"
 #include "perf/common/launcher_env.h"
-#include "tools/probe/probe_agent.h"
-#include "tools/probe/probe_plan.h"
+#include "src/topo/probe/probe_plan.h"
+#include "src/topo/probe/probe_run.h"
+#include "tools/probe/probe_sim.h"
 
 using namespace hoccl;
 using namespace hoccl::probe;
@@ -107,17 +108,6 @@ int printPlan(int n, int leaves, const Options& o) {
   return 0;
 }
 
-struct NodeHello {
-  char host[160];
-  SockAddr addr;
-  int32_t mtu;
-};
-struct WireReport {
-  Report r;
-  int32_t failed;
-  char error[300];
-};
-
 Status localAddress(SockAddr* out, std::string* ifname) {
   const char* rule = getenv("HOCCL_SOCKET_IFNAME");
   if (rule && *rule) return chooseLocalAddress(rule, out, ifname);
@@ -190,6 +180,7 @@ int probeMain(int argc, char** argv) {
   // The probe is the topology's source: a file given for the job is not
   // read (a wrong one must not stop the measurement).
   unsetenv("HOCCL_TOPO_FILE");
+  unsetenv("HOCCL_TOPO_PROBE");  // nor measured twice
   hocclUniqueId id;
   hocclComm_t world = nullptr, lead = nullptr;
   if (hocclGetUniqueId(&id) != hocclSuccess || hocclCommInitRank(&world, size, id, rank) != hocclSuccess) {
@@ -219,62 +210,42 @@ int probeMain(int argc, char** argv) {
   if (writer && mkdir(outDir.c_str(), 0755) != 0 &&
       (errno != EEXIST || stat(outDir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)))
     return fail("cannot create the directory " + outDir + ": " + (errno == EEXIST ? "a file has that name" : strerror(errno)));
-  Agent agent;
-  SockAddr local4;
+  Session session;
+  session.slot = session.node = me;
+  session.slots = session.nodes = nnodes;
   std::string ifname;
-  Status st = localAddress(&local4, &ifname);
-  if (st.ok()) local4.setPort(0), st = agent.start(local4);
+  Status st = localAddress(&session.listen, &ifname);
   if (!st.ok()) return fail(st.message());
-  NodeHello hello{};
+  session.listen.setPort(0);
   const char* hostId = getenv("HOCCL_HOSTID");
   char host[160] = {0};
   gethostname(host, sizeof host - 1);
-  snprintf(hello.host, sizeof hello.host, "%s", hostId && *hostId ? hostId : host);
-  hello.addr = agent.address();
-  hello.mtu = interfaceMtu(ifname);
-  std::vector<NodeHello> all(static_cast<size_t>(nnodes));
-  if (hocclAllGather(&hello, all.data(), sizeof hello, hocclUint8, lead, nullptr) != hocclSuccess)
-    return fail(hocclGetLastError(lead));
-  std::vector<std::string> hosts;
-  std::vector<SockAddr> peers;
-  int mtu = 0;  // the smallest: TCP's segments fit every link
-  for (const NodeHello& h : all) {
-    hosts.push_back(h.host), peers.push_back(h.addr);
-    if (h.mtu > 0) mtu = mtu > 0 ? std::min(mtu, int(h.mtu)) : int(h.mtu);
+  session.host = hostId && *hostId ? hostId : host;
+  session.mtu = interfaceMtu(ifname);
+  session.allGather = [&](void* all, size_t bytes) {
+    if (hocclAllGather(static_cast<char*>(all) + size_t(me) * bytes, all, bytes, hocclUint8, lead, nullptr) !=
+        hocclSuccess)
+      return Status(hocclSystemError, hocclGetLastError(lead));
+    return Status();
+  };
+  if (writer && !quiet) {
+    fprintf(stderr, "probe: %d nodes, %d processes\n", nnodes, size);
+    session.progress = [](int index, const Round& r) {
+      fprintf(stderr, "probe: round %d: %s\n", index + 1, r.what.c_str());
+    };
   }
-  if (writer && !quiet) fprintf(stderr, "probe: %d nodes, %d processes\n", nnodes, size);
-
-  Prober prober(nnodes, o);
-  const double start = nowSec();
-  std::vector<WireReport> reports(static_cast<size_t>(nnodes));
-  for (int index = 0; !prober.done(); ++index) {
-    const Round& round = prober.round();
-    if (writer && !quiet) fprintf(stderr, "probe: round %d: %s\n", index + 1, round.what.c_str());
-    WireReport mine{};
-    st = agent.run(round, index, me, peers, o, &mine.r);
-    if (!st.ok()) {
-      mine.failed = 1;
-      snprintf(mine.error, sizeof mine.error, "%s", st.message().c_str());
-    }
-    if (hocclAllGather(&mine, reports.data(), sizeof mine, hocclUint8, lead, nullptr) != hocclSuccess)
-      return fail(hocclGetLastError(lead));
-    for (int i = 0; i < nnodes; ++i)
-      if (reports[i].failed) {
-        if (writer)
-          fprintf(stderr, "hoccl-topo probe: node %d (%s), round %d (%s): %s\n", i, hosts[i].c_str(), index + 1,
-                  round.what.c_str(), reports[i].error);
-        hocclCommDestroy(lead);
-        hocclCommDestroy(world);
-        return 1;
-      }
-    std::vector<Report> rep;
-    for (const WireReport& w : reports) rep.push_back(w.r);
-    prober.record(rep);
+  Outcome outcome;
+  st = run(session, o, &outcome);
+  if (!st.ok()) {
+    if (writer) fprintf(stderr, "hoccl-topo probe: %s\n", st.message().c_str());
+    hocclCommDestroy(lead);
+    hocclCommDestroy(world);
+    return 1;
   }
+  const std::vector<std::string>& hosts = outcome.hosts;
   int rc = 0;
   if (writer) {
-    Result r = prober.result();
-    toLineRate(&r, mtu);
+    const Result& r = outcome.result;
     const std::string topoPath = outDir + "/topology.json", tunePath = outDir + "/tune.conf";
     for (const auto& [path, text] : {std::make_pair(topoPath, topologyJson(r, hosts)),
                                       std::make_pair(tunePath, tuneConf(r))}) {
@@ -287,7 +258,7 @@ int probeMain(int argc, char** argv) {
       }
     }
     printf("%s", summary(r, hosts).c_str());
-    printf("measured in %.1f s; wrote %s and %s\n\n", nowSec() - start, topoPath.c_str(), tunePath.c_str());
+    printf("measured in %.1f s; wrote %s and %s\n\n", outcome.seconds, topoPath.c_str(), tunePath.c_str());
     // The result as hoccl will see it.
     topo::TopoOverrides ov;
     topo::System sys;

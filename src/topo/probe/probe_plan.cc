@@ -1,5 +1,5 @@
 // The probe's plan and its conclusions (probe_plan.h).
-#include "tools/probe/probe_plan.h"
+#include "src/topo/probe/probe_plan.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 
 #include "src/base/error.h"
 #include "src/base/socket.h"
-#include "tools/probe/probe_plan.h"
+#include "src/topo/probe/probe_plan.h"
 
 namespace hoccl {
 namespace probe {

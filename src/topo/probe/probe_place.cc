@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tools/probe/probe_plan.h"
+#include "src/topo/probe/probe_plan.h"
 
 namespace hoccl {
 namespace probe {

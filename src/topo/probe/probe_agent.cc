@@ -1,5 +1,5 @@
 // One node's side of a probe round (probe_agent.h).
-#include "tools/probe/probe_agent.h"
+#include "src/topo/probe/probe_agent.h"
 
 #include <netinet/in.h>
 #include <poll.h>
