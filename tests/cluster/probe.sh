@@ -3,7 +3,11 @@
 # find the leaf groups the cluster was built with, and the node-link and
 # uplink rates within 10%?
 #   tests/cluster/probe.sh HOCCL_TOPO [--shapes ci|all] [--out DIR] [--probe-args "ARGS"]
-# (ARGS go to hoccl-topo probe, e.g. "--sample 6")
+#   tests/cluster/probe.sh --at-init "PROGRAM ARGS" [--shapes ci|all] [--out DIR]
+# (ARGS go to hoccl-topo probe, e.g. "--sample 6"). With --at-init the probe
+# runs inside the library instead: PROGRAM (a hoccl job, e.g. a benchmark)
+# runs with HOCCL_TOPO_PROBE=1 and HOCCL_TOPO_PROBE_DIR, and the files it
+# leaves there are checked the same way.
 # Shapes: ci is 8 nodes under 2 leaves, 0.2 Gbit/s node links and one
 # 0.2 Gbit/s uplink per leaf (4:1), 2 processes per node; all adds one
 # switch (4 nodes, 0.5 Gbit/s) and 3 leaves with 3, 2 and 2 nodes (0.2
@@ -13,10 +17,14 @@
 # starve a flow). Exit 77 (skipped) where the test bed cannot run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-topo=${1:?usage: probe.sh path/to/hoccl-topo [--shapes ci|all] [--out DIR] [--probe-args "ARGS"]}
+topo=${1:?usage: probe.sh path/to/hoccl-topo|--at-init "PROGRAM ARGS" [--shapes ci|all] [--out DIR] [--probe-args "ARGS"]}
 shift
 shapes=ci out=
-probeargs=()
+probeargs=() atinit=()
+if [ "$topo" = --at-init ]; then
+  read -r -a atinit <<<"${1:?--at-init needs a program}"
+  shift
+fi
 while [ $# -gt 0 ]; do
   case $1 in
     --shapes) shapes=$2; shift 2 ;;
@@ -45,8 +53,15 @@ for shape in "${list[@]}"; do
     "$here/cluster.sh" up --nodes "$nodes" --switches "$leaves" --node-gbit "$node" "${upopt[@]}" \
       --name "$name" --owner $$ >/dev/null
     cp "/run/hoccl-cluster/$name/topo.json" "$d/built.json"
-    if ! "$here/cluster.sh" run --cluster "$name" --ranks-per-node "$rpn" --timeout 300 --topo-file none \
-        --logdir "$d/logs" -- "$topo" probe --out "$d" --quiet "${probeargs[@]}" >"$d/probe.txt" 2>"$d/run.err"; then
+    if [ ${#atinit[@]} -gt 0 ]; then
+      run=(env HOCCL_TOPO_PROBE=1 HOCCL_TOPO_PROBE_DIR="$d" HOCCL_DEBUG=INFO HOCCL_DEBUG_SUBSYS=INIT
+           "$here/cluster.sh" run --cluster "$name" --ranks-per-node "$rpn" --timeout 300 --topo-file none
+           --logdir "$d/logs" -- "${atinit[@]}")
+    else
+      run=("$here/cluster.sh" run --cluster "$name" --ranks-per-node "$rpn" --timeout 300 --topo-file none
+           --logdir "$d/logs" -- "$topo" probe --out "$d" --quiet "${probeargs[@]}")
+    fi
+    if ! "${run[@]}" >"$d/probe.txt" 2>"$d/run.err"; then
       "$here/cluster.sh" down --name "$name" >/dev/null
       echo "probe $tag (try $try): the probe failed:"; tail -20 "$d/run.err"
       continue
@@ -84,7 +99,11 @@ EOF
     echo "probe $tag (try $try): the probe's answer differs from the cluster:"; cat "$d/probe.txt"
   done
   if [ $ok = 1 ]; then
-    echo "probe $tag: PASSED ($(grep -m1 '^measured in' "$d/probe.txt"))"
+    if [ ${#atinit[@]} -gt 0 ]; then
+      echo "probe $tag at init: PASSED ($(grep -m1 -o 'measured [0-9]* nodes in [0-9.]* s' "$d/logs/rank0.err"))"
+    else
+      echo "probe $tag: PASSED ($(grep -m1 '^measured in' "$d/probe.txt"))"
+    fi
   else
     echo "probe $tag: FAILED"
     rc=1
