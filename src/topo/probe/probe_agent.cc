@@ -41,12 +41,15 @@ struct Rtts {
 
 // Streams until `until` (monotonic seconds), then closes its side.
 Status sendFlow(const Socket& s, double until) {
-  static char buf[1 << 18];
+  // Its own buffer: the library is dlopen'ed (torch), where a large static
+  // or thread_local one would take the process's static TLS or BSS.
+  std::vector<char> space(size_t(1) << 18);
+  char* buf = space.data();
   while (nowSec() < until) {
     pollfd p{s.fd(), POLLOUT, 0};
     const int ms = std::max(1, int((until - nowSec()) * 1000));
     if (poll(&p, 1, std::min(ms, 50)) <= 0) continue;
-    const ssize_t n = ::send(s.fd(), buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n = ::send(s.fd(), buf, space.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return sysErrorf("send");
   }
   shutdown(s.fd(), SHUT_WR);
@@ -62,7 +65,8 @@ struct Rx {
 };
 
 Status recvFlow(const Socket& s, double t0, double lo, double hi, double until, Rx* r) {
-  static thread_local char buf[1 << 20];
+  std::vector<char> space(size_t(1) << 20);  // not thread_local: see sendFlow
+  char* buf = space.data();
   uint64_t total = 0, atLo = 0, atHi = 0, atAnchor = 0;
   double first = 0, tLo = 0, tHi = 0, tAnchor = 0;
   // The bucket is judged 20 ms in: long after it drained, soon enough
@@ -73,7 +77,7 @@ Status recvFlow(const Socket& s, double t0, double lo, double hi, double until, 
     const double left = until - nowSec();
     if (left <= 0) break;
     if (poll(&p, 1, std::max(1, std::min(50, int(left * 1000)))) <= 0) continue;
-    const ssize_t n = ::recv(s.fd(), buf, sizeof buf, MSG_DONTWAIT);
+    const ssize_t n = ::recv(s.fd(), buf, space.size(), MSG_DONTWAIT);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
