@@ -436,6 +436,7 @@ Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes,
   // idle time within the call, as in a loop of calls where each starts with
   // the bucket the last one left empty (the schedule engine follows every
   // bucket instead).
+  p.usWithoutBursts = p.us;
   double head = 0;
   const LinkModel& lm = m.links;
   if (lm.net.burstKB > 0 && lm.net.gbps > 0) head = std::max(head, lm.net.burstKB * 1000 / lm.net.bytesPerUs());

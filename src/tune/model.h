@@ -138,6 +138,10 @@ struct Prediction {
   // The most bytes one step (one pipeline chunk's step) puts on one
   // forwarded link at once: into a node, and through a leaf's uplink.
   double stepNodeInBytes = 0, stepUplinkBytes = 0;
+  // `us` before the token buckets' credit: the same, or more where a
+  // bucket's burst saves time. The credit rests on a measured bucket depth
+  // (a probe's is good to 10-20%), so near-ties are broken on this.
+  double usWithoutBursts = 0;
 };
 Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes, int nchannels,
                    int pipelineChunks = 0);
