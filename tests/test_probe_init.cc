@@ -156,6 +156,33 @@ TEST_F(ProbeAtInit, AMalformedCachedFileFailsInitNamingIt) {
   EXPECT_NE(err.find(topoPath()), std::string::npos) << err;
 }
 
+// Without HOCCL_TOPO_PROBE_DIR, a job the launcher names gets a directory
+// of its own under TMPDIR; "none" (torchrun without --rdzv_id) names none.
+TEST_F(ProbeAtInit, ANamedJobCachesUnderTmpdir) {
+  setAndReload("HOCCL_TOPO_PROBE_DIR", nullptr);
+  const char* oldTmp = getenv("TMPDIR");
+  const std::string savedTmp = oldTmp ? oldTmp : "";
+  setenv("TMPDIR", dir_.c_str(), 1);
+  for (const char* v : {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})
+    unsetenv(v);
+  setenv("TORCHELASTIC_RUN_ID", "none", 1);
+  setenv("SLURM_JOB_ID", "42/x", 1);
+  const std::string jobDir = dir_ + "/hoccl-probe-" + std::to_string(getuid()) + "-42_x";
+  std::string err;
+  const bool ok = testutil::spawn(twoNodes("job"), [&](hocclComm_t comm, int rank) {
+    expectProbed(comm, rank, jobDir);
+  }, &err);
+  unsetenv("SLURM_JOB_ID");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  if (oldTmp) setenv("TMPDIR", savedTmp.c_str(), 1);
+  else unsetenv("TMPDIR");
+  ASSERT_TRUE(ok) << err;
+  const std::string topo = readFile(jobDir + "/topology.json");
+  EXPECT_NE(topo.find("\"job-1\""), std::string::npos) << topo;
+  for (const char* f : {"/topology.json", "/tune.conf"}) EXPECT_EQ(unlink((jobDir + f).c_str()), 0) << f;
+  EXPECT_EQ(rmdir(jobDir.c_str()), 0);
+}
+
 TEST_F(ProbeAtInit, GivenFilesOrOneNodeMeasureNothing) {
   const int before = probesMeasuredForTesting();
   std::string err;

@@ -16,7 +16,8 @@ esac
 build=$root/build-$kind
 (cd "$root" && cmake --preset "$kind" >/dev/null)
 cmake --build "$build" -j "$(nproc)"
-for t in test_errors test_faults test_bootstrap test_collectives test_multiprocess test_dataops test_p2p test_cuda_interp test_cuda_device; do
+for t in test_errors test_faults test_bootstrap test_collectives test_multiprocess test_dataops test_p2p test_cuda_interp test_cuda_device \
+         test_probe_init; do
   echo "== $kind: $t"
   "$build/tests/$t" --gtest_brief=1
 done
