@@ -191,10 +191,9 @@ Status probeTopology(hocclComm* c, const topo::System& sys) {
       }
       d.action = found ? 2 : 1;
       if (!loaded.ok()) d.action = 3;  // everyone fails with rank 0's message
-      const std::string& text = loaded.ok() ? (found ? found->from : std::string()) : loaded.message();
+      const std::string text = !loaded.ok() ? loaded.message() : found ? found->from : std::string();
       snprintf(d.from, sizeof d.from, "%s", text.c_str());
       if (found) d.topoLen = found->topo.size(), d.tuneLen = found->tune.size();
-      if (!loaded.ok()) d.topoLen = loaded.message().size();
     }
   }
   std::vector<Decision> all(static_cast<size_t>(c->nranks));
@@ -203,9 +202,7 @@ Status probeTopology(hocclComm* c, const topo::System& sys) {
   d = all[0];
   std::shared_ptr<const ProbedFiles> use;
   if (d.action == 0) return Status();
-  if (d.action == 3) {
-    return errorf(hocclInvalidArgument, "%s (as rank 0 read it)", d.from);
-  }
+  if (d.action == 3) return errorf(hocclInvalidArgument, "%s (as rank 0 read it)", d.from);
   if (d.action == 1) {
     HOCCL_TRY(measure(c, sys, &use));
     if (!dir.empty() && sys.ranks[static_cast<size_t>(c->rank)].localRank == 0) storeOnDisk(dir, *use);
