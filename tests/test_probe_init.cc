@@ -79,10 +79,18 @@ void expectProbed(hocclComm_t comm, int rank, const std::string& from) {
   EXPECT_EQ(comm->probed->from, from);
   const topo::System& sys = comm->system;
   ASSERT_EQ(sys.nodes.size(), 2u);
-  EXPECT_FALSE(sys.nodes[0].switchName.empty());
-  EXPECT_EQ(sys.nodes[0].switchName, sys.nodes[1].switchName) << "loopback is one network";
-  ASSERT_FALSE(sys.switches.empty());
-  EXPECT_GT(sys.switches[0].linkGbps, 0) << "the probe measured the node links";
+  // Each node under a switch the probe wrote, with the rate it measured.
+  // (Loopback is one network, but on a host busy with other tests a pair
+  // can run slow and the probe may see two groups: not asserted here.)
+  for (const topo::NodeInfo& n : sys.nodes) {
+    bool found = false;
+    for (const topo::SwitchInfo& sw : sys.switches) {
+      if (sw.name != n.switchName) continue;
+      found = true;
+      EXPECT_GT(sw.linkGbps, 0) << "the probe measured " << n.hostId << "'s link";
+    }
+    EXPECT_TRUE(found) << n.hostId << " is under no switch of the probe's";
+  }
   int v = rank + 1, sum = 0;
   ASSERT_EQ(hocclAllReduce(&v, &sum, 1, hocclInt32, hocclSum, comm, nullptr), hocclSuccess);
   EXPECT_EQ(sum, 10);
@@ -109,8 +117,9 @@ TEST_F(ProbeAtInit, MeasuresOnceAndLaterCommunicatorsReuseIt) {
     ASSERT_EQ(hocclCommSplit(comm, rank % 2, rank, &half, nullptr), hocclSuccess);
     ASSERT_NE(half, nullptr);
     EXPECT_EQ(half->probed, comm->probed);
-    EXPECT_EQ(half->system.nodes.size(), 2u);
+    ASSERT_EQ(half->system.nodes.size(), 2u);
     EXPECT_EQ(half->system.nodes[0].switchName, comm->system.nodes[0].switchName);
+    EXPECT_EQ(half->system.nodes[1].switchName, comm->system.nodes[1].switchName);
     hocclCommDestroy(half);
   }, &err)) << err;
   EXPECT_EQ(probesMeasuredForTesting(), before + o.ranks);
