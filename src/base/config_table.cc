@@ -290,9 +290,9 @@ std::vector<SettingDecl> makeTable() {
        field<std::string>(&S::topoDumpFile, textWhere(writableFileName)), kPerRank},
       {"HOCCL_TOPO_PROBE", "0",
        "1: a communicator spanning nodes, given no HOCCL_TOPO_FILE or HOCCL_TUNE_FILE, measures the network "
-       "at set-up as `hoccl-topo probe` does (leaf groups, link and uplink rates, queues; about 20 s for 4 "
-       "nodes) and uses the result as those files. Measured once per job: later communicators reuse it "
-       "(docs/topology-file.md).",
+       "at set-up as `hoccl-topo probe` does (leaf groups, link and uplink rates, queues; about 12 s for 4 "
+       "nodes under 2 leaves) and uses the result as those files. Measured once per job: later "
+       "communicators reuse it (docs/topology-file.md).",
        field<bool>(&S::topoProbe, zeroOrOne()), kAllRanks},
       {"HOCCL_TOPO_PROBE_DIR", "",
        "Where HOCCL_TOPO_PROBE keeps its result (topology.json, tune.conf), per node: reused when it names "
