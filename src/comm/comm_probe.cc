@@ -112,12 +112,6 @@ void storeOnDisk(const std::string& dir, const ProbedFiles& f) {
   writeAtomically(dir, kTopoName, f.topo);
 }
 
-int interfaceMtu(const std::string& ifname) {
-  std::ifstream f("/sys/class/net/" + ifname + "/mtu");
-  int mtu = 0;
-  return ifname.empty() || !(f >> mtu) ? 0 : mtu;
-}
-
 // Measures, every rank together over the bootstrap: each node's first rank
 // runs the flows.
 Status measure(hocclComm* c, const topo::System& sys, std::shared_ptr<const ProbedFiles>* out) {
@@ -130,7 +124,7 @@ Status measure(hocclComm* c, const topo::System& sys, std::shared_ptr<const Prob
   s.listen = c->boot->listenAddress();
   s.listen.setPort(0);
   s.host = sys.nodes[static_cast<size_t>(me.node)].hostId;
-  s.mtu = interfaceMtu(c->boot->interfaceName());
+  s.ifname = c->boot->interfaceName();
   Bootstrap& boot = *c->boot;
   s.allGather = [&boot](void* all, size_t bytes) { return boot.allGather(all, bytes); };
   if (c->rank == 0)

@@ -117,13 +117,6 @@ Status localAddress(SockAddr* out, std::string* ifname) {
   return chooseLocalAddress("", out, ifname);
 }
 
-// The interface's MTU (0 if unknown).
-int interfaceMtu(const std::string& ifname) {
-  std::ifstream f("/sys/class/net/" + ifname + "/mtu");
-  int mtu = 0;
-  return f >> mtu ? mtu : 0;
-}
-
 }  // namespace
 
 int probeMain(int argc, char** argv) {
@@ -213,15 +206,13 @@ int probeMain(int argc, char** argv) {
   Session session;
   session.slot = session.node = me;
   session.slots = session.nodes = nnodes;
-  std::string ifname;
-  Status st = localAddress(&session.listen, &ifname);
+  Status st = localAddress(&session.listen, &session.ifname);
   if (!st.ok()) return fail(st.message());
   session.listen.setPort(0);
   const char* hostId = getenv("HOCCL_HOSTID");
   char host[160] = {0};
   gethostname(host, sizeof host - 1);
   session.host = hostId && *hostId ? hostId : host;
-  session.mtu = interfaceMtu(ifname);
   session.allGather = [&](void* all, size_t bytes) {
     if (hocclAllGather(static_cast<char*>(all) + size_t(me) * bytes, all, bytes, hocclUint8, lead, nullptr) !=
         hocclSuccess)

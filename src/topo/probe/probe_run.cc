@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "src/base/clock.h"
 #include "src/topo/probe/probe_agent.h"
@@ -18,6 +19,14 @@ struct Hello {
   char host[160];
   SockAddr addr;
 };
+
+// The interface's MTU (0 if unknown).
+int interfaceMtu(const std::string& ifname) {
+  if (ifname.empty()) return 0;
+  std::ifstream f("/sys/class/net/" + ifname + "/mtu");
+  int mtu = 0;
+  return f >> mtu ? mtu : 0;
+}
 
 struct WireReport {
   Report r;
@@ -40,7 +49,7 @@ Status run(const Session& s, const Options& o, Outcome* out) {
   std::vector<Hello> hellos(static_cast<size_t>(s.slots));
   Hello& mine = hellos[static_cast<size_t>(s.slot)];
   mine.node = started.ok() ? s.node : -2;
-  mine.mtu = s.mtu;
+  mine.mtu = s.node >= 0 ? interfaceMtu(s.ifname) : 0;
   snprintf(mine.host, sizeof mine.host, "%s", started.ok() ? s.host.c_str() : started.message().c_str());
   if (s.node >= 0 && started.ok()) mine.addr = agent.address();
   HOCCL_TRY(s.allGather(hellos.data(), sizeof(Hello)).context("probe: exchanging node addresses"));

@@ -24,11 +24,11 @@ struct Session {
   int node = -1;            // the node this process measures, 0..nodes-1; -1: it measures nothing
   int nodes = 1;
   // A measuring process's node: where its agent listens (port 0: any),
-  // the name the files give it (HOCCL_HOSTID), its interface's MTU (0:
-  // unknown).
+  // the name the files give it (HOCCL_HOSTID), and the interface of that
+  // address (its MTU turns TCP goodput into line rate; "": unknown).
   SockAddr listen;
   std::string host;
-  int mtu = 0;
+  std::string ifname;
   // Gathers `bytes` from every slot: `all` holds slots x bytes, this
   // process's part already at slot x bytes; on return every part is there.
   std::function<Status(void* all, size_t bytes)> allGather;
