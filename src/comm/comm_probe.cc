@@ -113,8 +113,9 @@ void storeOnDisk(const std::string& dir, const ProbedFiles& f) {
 }
 
 // Measures, every rank together over the bootstrap: each node's first rank
-// runs the flows.
-Status measure(hocclComm* c, const topo::System& sys, std::shared_ptr<const ProbedFiles>* out) {
+// runs the flows. `from` names the result in messages.
+Status measure(hocclComm* c, const topo::System& sys, const std::string& from,
+               std::shared_ptr<const ProbedFiles>* out) {
   const topo::RankPlacement& me = sys.ranks[static_cast<size_t>(c->rank)];
   probe::Session s;
   s.slot = c->rank;
@@ -138,6 +139,7 @@ Status measure(hocclComm* c, const topo::System& sys, std::shared_ptr<const Prob
   f->topo = probe::topologyJson(got.result, got.hosts);
   f->tune = probe::tuneConf(got.result);
   f->hosts.insert(got.hosts.begin(), got.hosts.end());
+  f->from = from;
   if (c->rank == 0) {
     std::string summary = probe::summary(got.result, got.hosts);
     HINFO(kSubInit, "HOCCL_TOPO_PROBE: measured %d nodes in %.1f s:\n%s", s.nodes, got.seconds, summary.c_str());
@@ -198,11 +200,8 @@ Status probeTopology(hocclComm* c, const topo::System& sys) {
   if (d.action == 0) return Status();
   if (d.action == 3) return errorf(hocclInvalidArgument, "%s (as rank 0 read it)", d.from);
   if (d.action == 1) {
-    HOCCL_TRY(measure(c, sys, &use));
+    HOCCL_TRY(measure(c, sys, dir.empty() ? "measured at set-up" : dir, &use));
     if (!dir.empty() && sys.ranks[static_cast<size_t>(c->rank)].localRank == 0) storeOnDisk(dir, *use);
-    auto f = std::make_shared<ProbedFiles>(*use);
-    f->from = dir.empty() ? "measured at set-up" : dir;
-    use = f;
   } else {
     // Rank 0's text, to everyone (the texts are a few kB).
     const size_t width = d.topoLen + d.tuneLen;
@@ -212,23 +211,27 @@ Status probeTopology(hocclComm* c, const topo::System& sys) {
       memcpy(buf.data() + d.topoLen, found->tune.data(), d.tuneLen);
     }
     HOCCL_TRY(c->boot->allGather(buf.data(), width).context("HOCCL_TOPO_PROBE"));
-    auto f = std::make_shared<ProbedFiles>();
-    f->topo.assign(buf.data(), d.topoLen);
-    f->tune.assign(buf.data() + d.topoLen, d.tuneLen);
-    f->from = std::string(d.from, strnlen(d.from, sizeof d.from));
-    if (c->rank == 0) HINFO(kSubInit, "HOCCL_TOPO_PROBE: using the result from %s", f->from.c_str());
-    // The same result this process holds already (a split's parent's, an
-    // earlier communicator's) stays one object.
-    if (c->probed && c->probed->topo == f->topo && c->probed->tune == f->tune) {
-      use = c->probed;
+    if (c->rank == 0) {
+      HINFO(kSubInit, "HOCCL_TOPO_PROBE: using the result from %s", found->from.c_str());
+      use = found;
     } else {
-      std::lock_guard<std::mutex> lock(gCacheMutex);
-      for (const auto& e : gCache)
-        if (e->topo == f->topo && e->tune == f->tune) use = e;
-    }
-    if (!use) {
-      HOCCL_TRY(hostsOf(f->topo, f->from, &f->hosts).context("HOCCL_TOPO_PROBE"));
-      use = f;
+      auto f = std::make_shared<ProbedFiles>();
+      f->topo.assign(buf.data(), d.topoLen);
+      f->tune.assign(buf.data() + d.topoLen, d.tuneLen);
+      f->from = std::string(d.from, strnlen(d.from, sizeof d.from));
+      // The same result this process holds already (a split's parent's, an
+      // earlier communicator's) stays one object.
+      if (c->probed && c->probed->topo == f->topo && c->probed->tune == f->tune) {
+        use = c->probed;
+      } else {
+        std::lock_guard<std::mutex> lock(gCacheMutex);
+        for (const auto& e : gCache)
+          if (e->topo == f->topo && e->tune == f->tune) use = e;
+      }
+      if (!use) {
+        HOCCL_TRY(hostsOf(f->topo, f->from, &f->hosts).context("HOCCL_TOPO_PROBE"));
+        use = f;
+      }
     }
   }
   {
