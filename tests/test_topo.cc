@@ -340,6 +340,35 @@ TEST(Overrides, SwitchMembershipAndLinkClasses) {
   EXPECT_NE(tree.find("ranks  6 (local 0, pid 1006), 7 (local 1, pid 1007)"), std::string::npos) << tree;
 }
 
+// A file whose switches list none (or only some) of the job's nodes changes
+// nothing for those nodes; unplacedNodes says so, for init's warning.
+TEST(Overrides, NodesNoSwitchListsAreNamed) {
+  auto applied = [](const char* text, System* sys) {
+    TopoOverrides o;
+    EXPECT_TRUE(parseTopoFile(text, "x.json", &o).ok());
+    EXPECT_TRUE(applyOverrides(o, sys).ok());
+    return unplacedNodes(o, *sys);
+  };
+  System all = fourNodes();
+  EXPECT_EQ(applied(R"({"version": 1, "switches": [{"name": "l1", "nodes": "a[1-2]"}, {"name": "l2", "nodes": "b[1-2]"}]})",
+                    &all),
+            "");
+  System none = fourNodes();
+  const std::string w = applied(R"({"version": 1, "switches": [{"name": "l1", "nodes": "gpu[01-06]"}]})", &none);
+  EXPECT_NE(w.find("none of this job's 4 nodes is listed"), std::string::npos) << w;
+  EXPECT_NE(w.find("a1:boot (a1.cluster.example), a2:boot"), std::string::npos) << w;
+  EXPECT_NE(w.find("it lists gpu01, gpu02, gpu03, gpu04, ..."), std::string::npos) << w;
+  System some = fourNodes();
+  const std::string w2 = applied(R"({"version": 1, "switches": [{"name": "l1", "nodes": "a1,b2"}]})", &some);
+  EXPECT_NE(w2.find("2 of this job's 4 nodes are not listed"), std::string::npos) << w2;
+  EXPECT_NE(w2.find("(a2:boot (a2.cluster.example), b1:boot (b1.cluster.example); it lists a1, b2)"),
+            std::string::npos)
+      << w2;
+  // Node entries alone (no switches) place nothing and warn of nothing.
+  System fields = fourNodes();
+  EXPECT_EQ(applied(R"({"version": 1, "nodes": [{"host": "zz", "cores": 2}]})", &fields), "");
+}
+
 TEST(Overrides, SlurmSwitchesAndNodeFields) {
   System sys = fourNodes();
   sys.nodes[0].hostname = "node01";

@@ -72,6 +72,8 @@ Status buildSystem(hocclComm* c) {
     topo::TopoOverrides o;
     HOCCL_TRY(topo::loadOverridesFile(file, topo::isSlurmTopologyPath(file), &o).context("HOCCL_TOPO_FILE"));
     HOCCL_TRY(topo::applyOverrides(o, &sys).context("HOCCL_TOPO_FILE " + file));
+    const std::string unplaced = c->rank == 0 ? topo::unplacedNodes(o, sys) : "";
+    if (!unplaced.empty()) HWARN(kSubInit, "HOCCL_TOPO_FILE %s: %s", file.c_str(), unplaced.c_str());
   } else if (c->probed) {
     topo::TopoOverrides o;
     HOCCL_TRY(topo::parseTopoFile(c->probed->topo, c->probed->from, &o).context("HOCCL_TOPO_PROBE"));

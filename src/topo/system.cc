@@ -211,5 +211,29 @@ Status applyOverrides(const TopoOverrides& o, System* sys) {
   return Status();
 }
 
+std::string unplacedNodes(const TopoOverrides& o, const System& sys) {
+  if (o.switches.empty()) return "";
+  std::vector<std::string> missing, listed;
+  for (const NodeInfo& n : sys.nodes) {
+    if (!n.switchName.empty()) continue;
+    missing.push_back(n.hostname.empty() || n.hostname == n.hostId ? n.hostId : n.hostId + " (" + n.hostname + ")");
+  }
+  if (missing.empty()) return "";
+  for (const SwitchInfo& s : o.switches) listed.insert(listed.end(), s.nodes.begin(), s.nodes.end());
+  auto some = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size() && i < 4; ++i) out += (i ? ", " : "") + v[i];
+    if (v.size() > 4) out += ", ...";
+    return out.empty() ? std::string("no nodes") : out;
+  };
+  const std::string count = sys.nodes.size() == 1        ? std::string("this job's one node is not")
+                            : missing.size() == sys.nodes.size()
+                                ? "none of this job's " + std::to_string(sys.nodes.size()) + " nodes is"
+                                : std::to_string(missing.size()) + " of this job's " +
+                                      std::to_string(sys.nodes.size()) + " nodes are not";
+  return count + " listed under its switches (" + some(missing) + "; it lists " + some(listed) +
+         "): those nodes count as under one unnamed switch; check the names (HOCCL_HOSTID, host names)";
+}
+
 }  // namespace topo
 }  // namespace hoccl

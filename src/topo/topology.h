@@ -131,6 +131,12 @@ Status systemFromDump(const TopoOverrides& o, System* out);
 
 // Applies overrides (switch placement, node fields) to a system.
 Status applyOverrides(const TopoOverrides& o, System* sys);
+// After applyOverrides: "" when the file's switches place every node of
+// the system (or it describes none), else a sentence for a warning that
+// says how many nodes no switch lists, names some of them and some names
+// the file lists (a file written for other hosts otherwise changes
+// nothing, silently).
+std::string unplacedNodes(const TopoOverrides& o, const System& sys);
 // The system in the topology file format (HOCCL_TOPO_DUMP_FILE).
 std::string toTopoFile(const System& sys);
 
