@@ -318,7 +318,7 @@ TEST(TuneFile, ParsesLinksSettingsAndRules) {
       "# links\n"
       "link net latency_us=25 gbps=10\n"
       "link spine gbps=2.5 burst_kb=131.5 buffer_kb=443.5  # oversubscribed, shaped\n"
-      "set flow_gbps=4 reduce_gbps=20 msg_cpu_us=7 net_msg_cpu_us=0 local_msg_cpu_us=0.25\n"
+      "set flow_gbps=4 reduce_gbps=20 reduce_mem_ratio=1 msg_cpu_us=7 net_msg_cpu_us=0 local_msg_cpu_us=0.25\n"
       "all_reduce 0-64K doubling\n"
       "AllGather 1M- horing chunks=8 channels=2\n"
       "reducescatter * ring\n";
@@ -334,6 +334,8 @@ TEST(TuneFile, ParsesLinksSettingsAndRules) {
   EXPECT_EQ(f.links.net.bufferKB, 0);
   EXPECT_EQ(f.links.flowGbps, 4);
   EXPECT_EQ(f.links.reduceGbps, 20);
+  EXPECT_EQ(f.links.reduceMemRatio, 1);
+  EXPECT_EQ(LinkModel{}.reduceMemRatio, 1.5);
   EXPECT_EQ(f.links.msgCpuUs, 7);
   EXPECT_EQ(f.links.netMsgCpuUs, 0);
   EXPECT_EQ(f.links.localMsgCpuUs, 0.25);
@@ -368,6 +370,7 @@ TEST(TuneFile, ErrorsNameTheLineAndTheProblem) {
       {"link net gbps=nan\n", "f:1: bad 'gbps=nan'"},
       {"set warp=9\n", "f:1: unknown setting 'warp'"},
       {"set node_mem_gbps=0\n", "f:1: unknown setting 'node_mem_gbps'"},
+      {"set reduce_mem_ratio=0\n", "f:1: unknown setting 'reduce_mem_ratio'"},
       {std::string("allreduce * ring\0x\n", 19), "f:1: NUL byte"},
       {"\x01\xff * ring\n", "f:1: unknown collective or keyword '\\x01\\xff'"},
   };

@@ -32,6 +32,8 @@ std::string machineArgsHelp() {
          "  --shm-gbps X           one rank's copy rate inside a node, Gbit/s [40]\n"
          "  --node-mem-gbps X      all copies of one node together, Gbit/s (memory bandwidth) [80]\n"
          "  --reduce-gbps X        one rank's local reduction rate, Gbit/s [40]\n"
+         "  --reduce-mem-ratio X   node memory per reduced byte, per copied byte [1.5; the\n"
+         "                         emulated cluster's tune file: 1]\n"
          "  --oversubscription X   ranks per core (latencies scale with it, and a node's ranks\n"
          "                         share ranks/X cores; the emulated cluster runs 8 ranks\n"
          "                         on 2 cores: 4) [1]\n"
@@ -80,6 +82,7 @@ bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string*
   if (!strcmp(opt, "--shm-gbps")) return real(&a->shmGbps, 0);
   if (!strcmp(opt, "--node-mem-gbps")) return real(&a->nodeMemGbps, 0);
   if (!strcmp(opt, "--reduce-gbps")) return real(&a->reduceGbps, 0);
+  if (!strcmp(opt, "--reduce-mem-ratio")) return real(&a->reduceMemRatio, 0);
   if (!strcmp(opt, "--msg-cpu-us")) return real(&a->msgCpuUs, 0);
   if (!strcmp(opt, "--net-msg-cpu-us")) return real(&a->netMsgCpuUs, 0);
   if (!strcmp(opt, "--local-msg-cpu-us")) return real(&a->localMsgCpuUs, 0);
@@ -114,6 +117,7 @@ Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::stri
   if (a.shmGbps > 0) links.shm.gbps = a.shmGbps;
   if (a.nodeMemGbps > 0) links.nodeMemGbps = a.nodeMemGbps;
   if (a.reduceGbps > 0) links.reduceGbps = a.reduceGbps;
+  if (a.reduceMemRatio > 0) links.reduceMemRatio = a.reduceMemRatio;
   if (a.msgCpuUs >= 0) links.msgCpuUs = a.msgCpuUs;
   if (a.netMsgCpuUs >= 0) links.netMsgCpuUs = a.netMsgCpuUs;
   if (a.localMsgCpuUs >= 0) links.localMsgCpuUs = a.localMsgCpuUs;

@@ -18,7 +18,7 @@ struct MachineArgs {
   int nodes = 2, ranksPerNode = 4, leaves = 1;
   double nodeGbit = -1, uplinkGbit = -1;  // -1: the topology's, else the default
   double netLatencyUs = -1, shmGbps = -1, oversubscription = 1;
-  double nodeMemGbps = -1, reduceGbps = -1;  // -1: the tune file's, else the default
+  double nodeMemGbps = -1, reduceGbps = -1, reduceMemRatio = -1;  // -1: the tune file's, else the default
   double msgCpuUs = -1, netMsgCpuUs = -1, localMsgCpuUs = -1;  // likewise
   std::string topoFile;  // HOCCL_TOPO_FILE by default
   std::string tuneFile;  // HOCCL_TUNE_FILE by default

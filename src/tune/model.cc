@@ -51,7 +51,7 @@ class Load {
     // The receiver copies (or reduces) what arrives; the sender copies it
     // into a shared slot when the peer is on its node.
     add(rankIn(b), bytes / recvRate);
-    add(mem(nb), bytes * (reduce ? 3 : 2) / (lm.nodeMemGbps * 125.0));
+    add(mem(nb), bytes * 2 * (reduce ? lm.reduceMemRatio : 1) / (lm.nodeMemGbps * 125.0));
     if (cores_[size_t(na)] > 0) {
       const double msg = lm.messageCpuUs(N_, na != nb);
       cpuBytes_[size_t(nb)] += bytes / recvRate / cores_[size_t(nb)];

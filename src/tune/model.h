@@ -52,6 +52,13 @@ struct LinkParams {
 struct LinkModel {
   LinkParams shm{3.0, 40.0};     // one rank's copy path inside a node
   double nodeMemGbps = 80.0;     // all copies of one node together (memory bandwidth)
+  // Node memory a reduced byte takes, per copied byte: 1.5 where memory
+  // bandwidth binds (a reduction reads two operands and writes one, a copy
+  // reads one and writes one); 1 where nodeMemGbps stands for shared cores
+  // rather than DRAM, as on the emulated cluster, whose ranks measured a
+  // reduce-scatter as fast as an all-gather of the same size
+  // (docs/paro.md).
+  double reduceMemRatio = 1.5;
   LinkParams net{40.0, 1.0};     // one network link of a node (each direction)
   LinkParams spine{60.0, 0.0};   // one leaf's uplink (each direction); 0: as fast as its nodes' links together
   double flowGbps = 0.0;         // most one connection (channel) carries; 0: no cap

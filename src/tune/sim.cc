@@ -177,7 +177,7 @@ class Sim {
       done = std::max(start + cpu, cpuFree_[size_t(node)]);
     }
     rankFree_[size_t(c.rank)] = done;
-    const double mem = b * (st.reduce ? 3 : 2) / (lm.nodeMemGbps * 125.0);
+    const double mem = b * 2 * (st.reduce ? lm.reduceMemRatio : 1) / (lm.nodeMemGbps * 125.0);
     memFree_[size_t(node)] = std::max(memFree_[size_t(node)], start) + mem;
     done = std::max(done, memFree_[size_t(node)]);
     if (st.sendPeer >= 0) {

@@ -153,14 +153,15 @@ Status parseTuneFile(const std::string& text, const std::string& path, const Lin
         if (!parseNumber(v, 0, 1e6, &x)) return fail("bad value in '" + shown(w[i]) + "' (expected a number from 0 to 1e6)");
         if (k == "node_mem_gbps" && x > 0) f.links.nodeMemGbps = x;
         else if (k == "reduce_gbps" && x > 0) f.links.reduceGbps = x;
+        else if (k == "reduce_mem_ratio" && x > 0) f.links.reduceMemRatio = x;
         else if (k == "flow_gbps") f.links.flowGbps = x;
         else if (k == "msg_cpu_us") f.links.msgCpuUs = x;
         else if (k == "net_msg_cpu_us") f.links.netMsgCpuUs = x;
         else if (k == "local_msg_cpu_us") f.links.localMsgCpuUs = x;
         else
           return fail("unknown setting '" + shown(k) +
-                      "' (expected node_mem_gbps, reduce_gbps, flow_gbps, msg_cpu_us, net_msg_cpu_us or "
-                      "local_msg_cpu_us; the first two > 0)");
+                      "' (expected node_mem_gbps, reduce_gbps, reduce_mem_ratio, flow_gbps, msg_cpu_us, "
+                      "net_msg_cpu_us or local_msg_cpu_us; the first three > 0)");
       }
     } else {
       TuneRule r;

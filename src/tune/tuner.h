@@ -35,7 +35,7 @@ struct TuneFile {
 // The tune file format (docs/algorithms.md):
 //   # comment
 //   link shm|net|spine [latency_us=X] [gbps=Y]
-//   set node_mem_gbps=X | reduce_gbps=X | flow_gbps=X ...
+//   set node_mem_gbps=X | reduce_gbps=X | reduce_mem_ratio=X | flow_gbps=X ...
 //   <collective> <lo>-<hi>|* <algorithm> [channels=N] [chunks=K]
 // Collectives: allreduce, reducescatter, allgather, broadcast, reduce;
 // sizes in bytes with optional K, M, G suffixes (powers of 1024), hi
