@@ -168,6 +168,20 @@ int main(int argc, char** argv) {
       row.set("step_ms", r.stepUs / 1e3);
       row.set("state_bytes", r.state.total());
       row.set("fits", r.fits);
+      json::Value calls = json::Value::array();
+      for (const paro::CallCost& c : r.calls) {
+        json::Value call = json::Value::object();
+        call.set("phase", std::string(paro::phaseName(c.call.phase)));
+        call.set("group", std::string(paro::groupName(c.call.group)));
+        call.set("kind", std::string(c.call.coll == CollKind::AllGather       ? "AG"
+                                     : c.call.coll == CollKind::ReduceScatter ? "RS"
+                                                                              : "AR"));
+        call.set("elements", c.elems);
+        call.set("per_step", c.perStep);
+        call.set("ms_each", c.us / 1e3);
+        calls.push(call);
+      }
+      row.set("calls", calls);
       list.push(row);
     }
     out.set("strategies", list);

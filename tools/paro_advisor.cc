@@ -140,8 +140,11 @@ std::vector<Costed> Advisor::evaluate(const ModelSize& model, double memBytes) c
     row.strategy = s;
     for (const Call& c : strategyCalls(s, model, nodes_, perNode_)) {
       const uint64_t bytes = uint64_t(std::llround(c.elems * model.elemBytes / units));
-      double us = callUs(c.group, c.coll, std::max<uint64_t>(bytes, 1)) * c.calls * units;
-      if (c.phase == Phase::Micro) row.microUs += us * model.accum;
+      const double each = callUs(c.group, c.coll, std::max<uint64_t>(bytes, 1));
+      const int perStep = c.calls * units * (c.phase == Phase::Micro ? model.accum : 1);
+      row.calls.push_back({c, c.elems / units, perStep, each});
+      const double us = each * perStep;
+      if (c.phase == Phase::Micro) row.microUs += us;
       else if (c.phase == Phase::Boundary) row.boundaryUs += us;
       else row.stepUs += us;
     }

@@ -73,8 +73,19 @@ struct StateBytes {
 };
 StateBytes stateBytes(const Strategy& s, const ModelSize& model, int nodes, int perNode);
 
+// One row of a strategy's table, costed: `perStep` calls per optimizer
+// step (micro-step rows: times the micro-steps), each of `elems` elements
+// (the larger side) and `us` microseconds.
+struct CallCost {
+  Call call;
+  double elems = 0;
+  int perStep = 0;
+  double us = 0;
+};
+
 struct Costed {
   Strategy strategy;
+  std::vector<CallCost> calls;
   double microUs = 0, boundaryUs = 0, stepUs = 0;  // micro: all A micro-steps together
   double optimizerUs = 0;                          // the rank's optimizer update (ModelSize::optimizerNs)
   StateBytes state;

@@ -51,26 +51,41 @@ def make_model(params, layers):
 
 def replay(trace, groups, repeats):
     """Issues the recorded collectives (phase, group, kind, numel) again,
-    each waited for, `repeats` times; returns seconds per repetition."""
+    each waited for, `repeats` times; returns seconds per repetition, and
+    per "group kind" class (e.g. "intra RS") its seconds per repetition,
+    each call timed on its own."""
     bufs = []
     for _, group, kind, numel in trace:
         size = groups.sizes[group]
         big = torch.zeros(numel)
         small = torch.zeros(numel // size)
         bufs.append((group, kind, big, small))
+    by_class = {}
     dist.barrier(group=groups.world)
     t0 = time.perf_counter()
     for _ in range(repeats):
         for group, kind, big, small in bufs:
             pg = groups.pgs[group]
+            c0 = time.perf_counter()
             if kind == "AG":
                 dist.all_gather_into_tensor(big, small, group=pg)
             elif kind == "RS":
                 dist.reduce_scatter_tensor(small, big, group=pg)
             else:
                 dist.all_reduce(big, group=pg)
+            key = f"{group} {kind}"
+            by_class[key] = by_class.get(key, 0.0) + time.perf_counter() - c0
     dist.barrier(group=groups.world)
-    return (time.perf_counter() - t0) / repeats
+    return (time.perf_counter() - t0) / repeats, {k: v / repeats for k, v in by_class.items()}
+
+
+def predicted_classes(advice_row):
+    """The advisor's time per step of each "group kind" class (ms)."""
+    out = {}
+    for c in advice_row.get("calls", []):
+        key = f"{c['group']} {c['kind']}"
+        out[key] = out.get(key, 0.0) + c["per_step"] * c["ms_each"]
+    return out
 
 
 def sim_allgather_ms(sim, advisor_args, per_node, nbytes, node_mem_gbps):
@@ -204,11 +219,15 @@ def main():
         state = wrapped.state_bytes()
         del wrapped, net
         gc.collect()
-        comm_s = replay(trace, groups, args.steps)
+        comm_s, class_s = replay(trace, groups, args.steps)
+        # Rank 0's per-class times (each rank's add up to the same calls).
         pred = predicted[name]["comm_ms"]
+        pred_classes = predicted_classes(predicted[name])
         row = {"strategy": name, "comm_ms": comm_s * 1e3, "predicted_comm_ms": pred,
                "error": pred / (comm_s * 1e3) - 1, "step_ms": step_s * 1e3, "state_bytes": state["total"],
-               "calls": len(trace), "elements": sum(t[3] for t in trace)}
+               "calls": len(trace), "elements": sum(t[3] for t in trace),
+               "classes": {k: {"measured_ms": v * 1e3, "predicted_ms": pred_classes.get(k)}
+                           for k, v in sorted(class_s.items())}}
         rows.append(row)
         if rank == 0:
             print(f"# {name}: comm {row['comm_ms']:.1f} ms (predicted {pred:.1f}), step {row['step_ms']:.1f} ms",
@@ -234,6 +253,14 @@ def main():
             print(f"| {r['strategy']} | {r['comm_ms']:.1f} | {r['predicted_comm_ms']:.1f} | {100 * r['error']:+.0f}% "
                   f"| {optim:.1f} | {r['step_ms']:.1f} | {r['state_bytes'] / 1e6:.1f} |")
         print(f"recommended: {advice['recommended']}; measured fastest step: {fastest}")
+        print("per class of call (rank 0's time in the calls, per step): measured / predicted ms")
+        for r in rows:
+            cells = []
+            for k, v in r["classes"].items():
+                p = v["predicted_ms"]
+                cells.append(f"{k} {v['measured_ms']:.1f} / " + (f"{p:.1f} ({p / v['measured_ms'] - 1:+.0%})"
+                                                               if p is not None else "not predicted"))
+            print(f"#   {r['strategy']}: " + "; ".join(cells))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"shape": [groups.nnodes, groups.nlocal], "params": nparams, "accum": args.accum,
