@@ -144,6 +144,48 @@ TEST(ParoAdvisor, AccumulationFavoursNodeLocalGradients) {
   EXPECT_NEAR(ms["ZeRO-1"] / ms["DDP"], 1.0, 0.25);
 }
 
+// Each strategy's costed calls (hoccl-paro --json "calls") are its table's
+// rows, per step, and add up to its phases' times.
+TEST(ParoAdvisor, CostedCallsAddUpToThePhases) {
+  Advisor adv(Machine::rectangular(4, 2, 2, fastNodesSlowNetwork()), {}, "");
+  ModelSize model;
+  model.params = model.trainable = 1e8;
+  model.accum = 4;
+  model.units = 8;
+  for (const Costed& c : adv.evaluate(model, 0)) {
+    const std::vector<Call> table = strategyCalls(c.strategy, model, 4, 2);
+    ASSERT_EQ(c.calls.size(), table.size()) << c.strategy.name;
+    double micro = 0, boundary = 0, step = 0;
+    for (size_t i = 0; i < table.size(); ++i) {
+      const CallCost& k = c.calls[i];
+      EXPECT_EQ(k.call.group, table[i].group) << c.strategy.name;
+      EXPECT_EQ(k.perStep, table[i].calls * 8 * (table[i].phase == Phase::Micro ? 4 : 1)) << c.strategy.name;
+      EXPECT_DOUBLE_EQ(k.elems, table[i].elems / 8) << c.strategy.name;
+      EXPECT_GT(k.us, 0) << c.strategy.name;
+      (k.call.phase == Phase::Micro ? micro : k.call.phase == Phase::Boundary ? boundary : step) += k.us * k.perStep;
+    }
+    EXPECT_NEAR(micro, c.microUs, 1e-6 * c.microUs + 1e-9) << c.strategy.name;
+    EXPECT_NEAR(boundary, c.boundaryUs, 1e-6 * c.boundaryUs + 1e-9) << c.strategy.name;
+    EXPECT_NEAR(step, c.stepUs, 1e-6 * c.stepUs + 1e-9) << c.strategy.name;
+  }
+}
+
+// A reduced byte's node memory (reduce_mem_ratio) prices intra-node
+// reduce-scatters, not all-gathers: with node memory the bottleneck, the
+// ratio scales the one and leaves the other.
+TEST(ParoAdvisor, ReduceMemRatioPricesReductionsOnly) {
+  LinkModel l = fastNodesSlowNetwork();
+  l.nodeMemGbps = 5;
+  auto intra = [&](double ratio, CollKind coll) {
+    l.reduceMemRatio = ratio;
+    Advisor adv(Machine::rectangular(2, 4, 1, l), {}, "");
+    return adv.callUs(Group::Intra, coll, 64 << 20);
+  };
+  EXPECT_DOUBLE_EQ(intra(1, CollKind::AllGather), intra(1.5, CollKind::AllGather));
+  EXPECT_NEAR(intra(1.5, CollKind::ReduceScatter) / intra(1, CollKind::ReduceScatter), 1.5, 0.1);
+  EXPECT_NEAR(intra(1, CollKind::ReduceScatter) / intra(1, CollKind::AllGather), 1.0, 0.1);
+}
+
 TEST(ParoAdvisor, RecommendsTheFastestThatFits) {
   Advisor adv(Machine::rectangular(4, 8, 1, fastNodesSlowNetwork()), {}, "");
   ModelSize model;
