@@ -264,7 +264,8 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"shape": [groups.nnodes, groups.nlocal], "params": nparams, "accum": args.accum,
-                           "units": args.layers, "advisor_args": advisor_args, "advice": advice, "calibration": calibration, "optimizer_ns": adam_ns, "rows": rows,
+                           "units": args.layers, "advisor_args": advisor_args, "advice": advice,
+                           "calibration": calibration, "optimizer_ns": adam_ns, "rows": rows,
                            "measured_fastest": fastest}, f, indent=1)
     dist.destroy_process_group()
 
