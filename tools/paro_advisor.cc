@@ -82,6 +82,28 @@ LinkModel nodeLinks(const Machine& m) {
   if (m.nnodes() > 1) l.localMsgCpuUs = l.msgCpuUs;
   return l;
 }
+// The machine one rail runs on: one rank on every node, under the same
+// leaves. With `rails` of them at once (the node's ranks, each on its own
+// rail), one rail gets its share of what they all use: a node link carries
+// rails/NICs of them, an uplink and a node's memory all of them. Cores need
+// no scaling: each rank already has 1/oversubscription of one.
+Machine railMachine(const Machine& m, int rails) {
+  Machine r;
+  r.leafOf = m.leafOf;
+  for (int n = 0; n < m.nnodes(); ++n) r.nodeOf.push_back(n);
+  r.links = m.links;
+  if (rails > 1) {
+    int nics = rails;
+    for (int n = 0; n < m.nnodes(); ++n) nics = std::min(nics, m.nics(n));
+    const double perLink = double(rails) / std::max(nics, 1);
+    r.links.net.gbps /= perLink;
+    r.links.net.burstKB /= perLink;
+    r.links.spine.gbps /= rails;
+    r.links.spine.burstKB /= rails;
+    r.links.nodeMemGbps /= rails;
+  }
+  return r;
+}
 }  // namespace
 
 Advisor::Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath)
@@ -89,14 +111,9 @@ Advisor::Advisor(const Machine& machine, std::vector<TuneRule> rules, std::strin
       nodes_(machine.nnodes()),
       perNode_(ranksPerNode(machine)),
       worldTuner_(machine, rules, rulesPath, nullptr, 0),
-      intraTuner_(Machine::rectangular(1, std::max(perNode_, 1), 1, nodeLinks(machine)), rules, rulesPath, nullptr, 0) {
-  std::vector<int> seen(nodes_, 0);
-  rails_.assign(perNode_, {});
-  for (int r = 0; r < world_.nranks(); ++r) {
-    const int node = world_.nodeOf[r], local = seen[node]++;
-    if (local < perNode_) rails_[local].push_back(r);
-  }
-}
+      intraTuner_(Machine::rectangular(1, std::max(perNode_, 1), 1, nodeLinks(machine)), rules, rulesPath, nullptr, 0),
+      railTuner_(railMachine(machine, 1), rules, rulesPath, nullptr, 0),
+      railShared_(railMachine(machine, perNode_)) {}
 
 bool Advisor::rectangular(std::string* why) const {
   std::map<int, int> count;
@@ -119,17 +136,12 @@ double Advisor::callUs(Group g, CollKind coll, uint64_t bytes) const {
     const Choice c = t.choose(coll, bytes);
     return predict(t.machine(), coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
   }
-  // The m rails at once: one ring per local index through every node.
+  // The m rails at once, each a communicator of one rank per node: the
+  // algorithm its tuner picks (on the rail's own machine, as the rail's
+  // communicator would), costed with the rail's share of the links.
   if (nodes_ <= 1) return 0;
-  RingSet set;
-  set.rings = rails_;
-  set.bytes = double(bytes) / nodes_;
-  set.steps = nodes_ - 1;
-  set.reduce = coll != CollKind::AllGather;
-  const double first = ringSetUs(world_, set, 1);
-  if (coll != CollKind::AllReduce) return first;
-  set.reduce = false;  // an all-reduce is a reduce-scatter then an all-gather
-  return first + ringSetUs(world_, set, 1);
+  const Choice c = railTuner_.choose(coll, bytes);
+  return predict(railShared_, coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
 }
 
 std::vector<Costed> Advisor::evaluate(const ModelSize& model, double memBytes) const {

@@ -111,7 +111,8 @@ class Advisor {
   Machine world_;
   int nodes_ = 0, perNode_ = 0;
   Tuner worldTuner_, intraTuner_;       // intra: one node of perNode_ ranks, same links
-  std::vector<std::vector<int>> rails_;  // per local index, its rank on every node
+  Tuner railTuner_;                     // one rail: one rank per node, same links
+  Machine railShared_;                  // one rail's share of the links with all perNode_ at once
 };
 
 // The index of the fastest strategy that fits (ties: the least memory), or
