@@ -164,6 +164,9 @@ def main():
     ap.add_argument("--accum", type=int, default=4, help="micro-steps per optimizer step [4]")
     ap.add_argument("--steps", type=int, default=3, help="timed steps (and replays) per strategy [3]")
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps first [1]")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds: each trains and replays every strategy, the order rotated by one per round; "
+                         "each strategy reports its medians [1]")
     ap.add_argument("--advisor-args", default="", help="hoccl-paro machine options, e.g. \"--node-gbit 1\"")
     ap.add_argument("--calibrate-intra", action="store_true",
                     help="measure the nodes' all-gather rate first and give the advisor the node memory rate "
@@ -173,6 +176,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=900, help="the process group's timeout, s [900]")
     ap.add_argument("--json", help="write the results here (rank 0)")
     args = ap.parse_args()
+    if args.rounds < 1 or args.steps < 1:
+        ap.error("--rounds and --steps must be at least 1")
 
     dist.init_process_group("hoccl", timeout=datetime.timedelta(seconds=args.timeout))
     rank = dist.get_rank()
@@ -195,8 +200,11 @@ def main():
     g = torch.Generator().manual_seed(rank)
     data = [(torch.randn(args.batch, width, generator=g), torch.randn(args.batch, width, generator=g))
             for _ in range(args.accum)]
-    rows = []
-    for name in args.strategies.split(","):
+    names = args.strategies.split(",")
+
+    def run(name):
+        """Trains `name` for the timed steps, then replays its calls: (step
+        seconds, communication seconds, per-class seconds, trace, state)."""
         net, _ = make_model(parse_count(args.params), args.layers)
         wrapped = paro.ParoDataParallel(net, lambda ps: torch.optim.Adam(ps, lr=1e-4), strategy=name,
                                         accumulation_steps=args.accum, group=groups, trace=True)
@@ -220,24 +228,40 @@ def main():
         del wrapped, net
         gc.collect()
         comm_s, class_s = replay(trace, groups, args.steps)
+        return step_s, comm_s, class_s, trace, state
+
+    # Every round runs each strategy once, the order rotated by one per
+    # round, so that a slow spell of this machine falls on different
+    # strategies; each strategy's numbers are its medians over the rounds.
+    runs = {name: [] for name in names}
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            step_s, comm_s, class_s, trace, state = run(name)
+            runs[name].append((step_s, comm_s, class_s, trace, state))
+            if rank == 0:
+                print(f"# round {r + 1}/{args.rounds}, {name}: comm {comm_s * 1e3:.1f} ms (predicted "
+                      f"{predicted[name]['comm_ms']:.1f}), step {step_s * 1e3:.1f} ms", flush=True)
+    rows = []
+    for name in names:
+        per_round = runs[name]
+        mid = sorted(range(len(per_round)), key=lambda i: per_round[i][1])[len(per_round) // 2]
+        _, comm_s, class_s, trace, state = per_round[mid]  # the classes of the median round add up to its total
+        step_s = sorted(x[0] for x in per_round)[len(per_round) // 2]
         # Rank 0's per-class times (each rank's add up to the same calls).
         pred = predicted[name]["comm_ms"]
         pred_classes = predicted_classes(predicted[name])
-        row = {"strategy": name, "comm_ms": comm_s * 1e3, "predicted_comm_ms": pred,
-               "error": pred / (comm_s * 1e3) - 1, "step_ms": step_s * 1e3, "state_bytes": state["total"],
-               "calls": len(trace), "elements": sum(t[3] for t in trace),
-               "classes": {k: {"measured_ms": v * 1e3, "predicted_ms": pred_classes.get(k)}
-                           for k, v in sorted(class_s.items())}}
-        rows.append(row)
-        if rank == 0:
-            print(f"# {name}: comm {row['comm_ms']:.1f} ms (predicted {pred:.1f}), step {row['step_ms']:.1f} ms",
-                  flush=True)
+        rows.append({"strategy": name, "comm_ms": comm_s * 1e3, "predicted_comm_ms": pred,
+                     "error": pred / (comm_s * 1e3) - 1, "step_ms": step_s * 1e3, "state_bytes": state["total"],
+                     "calls": len(trace), "elements": sum(t[3] for t in trace),
+                     "rounds": [{"comm_ms": x[1] * 1e3, "step_ms": x[0] * 1e3} for x in per_round],
+                     "classes": {k: {"measured_ms": v * 1e3, "predicted_ms": pred_classes.get(k)}
+                                 for k, v in sorted(class_s.items())}})
     if rank == 0:
         fits = [r for r in rows if predicted[r["strategy"]]["fits"]]
         fastest = min(fits, key=lambda r: r["step_ms"])["strategy"] if fits else None
         print(f"# {dist.get_world_size()} ranks: {groups.nnodes} nodes x {groups.nlocal}; {nparams} parameters "
               f"(fp32, {args.layers} layers of {width}); {args.accum} micro-steps of {args.batch} samples per "
-              f"step; {args.steps} timed steps after {args.warmup}; advisor: {advice['machine']}")
+              f"step; {args.steps} timed steps after {args.warmup}, {args.rounds} round(s), medians; advisor: {advice['machine']}")
         if adam_ns is not None:
             print(f"# optimizer: Adam took {adam_ns:.3g} ns per parameter on rank 0; the advisor was given "
                   f"--optimizer-ns {adam_ns:.4g} and ranks strategies by communication plus that update")
@@ -245,12 +269,14 @@ def main():
             print(f"# intra-node calibration: all-gather of {calibration['allgather_elems']} fp32 elements on every "
                   f"node at once took {calibration['allgather_ms']:.2f} ms; the advisor was given "
                   f"--node-mem-gbps {calibration['node_mem_gbps']:.4g}")
-        print("| strategy | comm/step measured (ms) | predicted (ms) | error | predicted optimizer (ms) "
-              "| step (ms) | state/rank (MB) |")
+        print("| strategy | comm/step measured (ms; range over rounds) | predicted (ms) | error "
+              "| predicted optimizer (ms) | step (ms) | state/rank (MB) |")
         print("|---|---|---|---|---|---|---|")
         for r in rows:
             optim = predicted[r["strategy"]].get("optimizer_ms", 0.0)
-            print(f"| {r['strategy']} | {r['comm_ms']:.1f} | {r['predicted_comm_ms']:.1f} | {100 * r['error']:+.0f}% "
+            spread = [x["comm_ms"] for x in r["rounds"]]
+            comm = f"{r['comm_ms']:.1f}" + (f" ({min(spread):.1f}-{max(spread):.1f})" if len(spread) > 1 else "")
+            print(f"| {r['strategy']} | {comm} | {r['predicted_comm_ms']:.1f} | {100 * r['error']:+.0f}% "
                   f"| {optim:.1f} | {r['step_ms']:.1f} | {r['state_bytes'] / 1e6:.1f} |")
         print(f"recommended: {advice['recommended']}; measured fastest step: {fastest}")
         print("per class of call (rank 0's time in the calls, per step): measured / predicted ms")
@@ -264,7 +290,7 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"shape": [groups.nnodes, groups.nlocal], "params": nparams, "accum": args.accum,
-                           "units": args.layers, "advisor_args": advisor_args, "advice": advice,
+                           "units": args.layers, "rounds": args.rounds, "advisor_args": advisor_args, "advice": advice,
                            "calibration": calibration, "optimizer_ns": adam_ns, "rows": rows,
                            "measured_fastest": fastest}, f, indent=1)
     dist.destroy_process_group()
