@@ -5,9 +5,10 @@
 // with hoccl's cost model, and the training state each rank holds.
 //
 // Groups: "intra" is one node's ranks (costed on a one-node machine with the
-// same links), "rail" is the ranks with one local index on every node (the m
-// rails run at once and share the nodes' links: costed as m concurrent rings
-// on the whole machine), "world" is every rank (costed with the algorithm the
+// same links), "rail" is the ranks with one local index on every node (a
+// communicator of one rank per node: the algorithm its tuner picks, costed
+// with one rail's share of the node links, uplinks and node memory, as the
+// m rails run at once), "world" is every rank (costed with the algorithm the
 // tuner picks for that call, HO-Ring where it wins).
 #pragma once
 
