@@ -261,7 +261,8 @@ def main():
         fastest = min(fits, key=lambda r: r["step_ms"])["strategy"] if fits else None
         print(f"# {dist.get_world_size()} ranks: {groups.nnodes} nodes x {groups.nlocal}; {nparams} parameters "
               f"(fp32, {args.layers} layers of {width}); {args.accum} micro-steps of {args.batch} samples per "
-              f"step; {args.steps} timed steps after {args.warmup}, {args.rounds} round(s), medians; advisor: {advice['machine']}")
+              f"step; {args.steps} timed steps after {args.warmup}, {args.rounds} round(s), medians; "
+              f"advisor: {advice['machine']}")
         if adam_ns is not None:
             print(f"# optimizer: Adam took {adam_ns:.3g} ns per parameter on rank 0; the advisor was given "
                   f"--optimizer-ns {adam_ns:.4g} and ranks strategies by communication plus that update")
