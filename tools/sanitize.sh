@@ -23,14 +23,20 @@ tests="test_errors test_faults test_bootstrap test_collectives test_multiprocess
 # whole tree: the other suites, tools and plugins are not run here, and
 # building them with sanitizers took a large part of CI's time.
 # shellcheck disable=SC2086
+t0=$SECONDS
 cmake --build "$build" -j "$(nproc)" --target $tests test_coll_matrix
+echo "== $kind: build took $((SECONDS - t0)) s"
 for t in $tests; do
   echo "== $kind: $t"
+  t0=$SECONDS
   "$build/tests/$t" --gtest_brief=1
+  echo "== $kind: $t took $((SECONDS - t0)) s"
 done
 # Every algorithm on 4 ranks of one node and on 2 nodes of 2 (all pairs of
 # collective, type, op, placement and count): the sweep that the test of
 # every rank count was before it became part of test_coll_matrix.
 echo "== $kind: test_coll_matrix (4 ranks; 2x2 over TCP)"
+t0=$SECONDS
 "$build/tests/test_coll_matrix" --gtest_brief=1 --gtest_filter='*_n4_c*:*_n2_2_tcp_c*'
+echo "== $kind: test_coll_matrix took $((SECONDS - t0)) s"
 echo "sanitize: $kind clean"
