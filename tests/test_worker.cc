@@ -49,6 +49,23 @@ int fail(int rank, const std::string& what) {
   return 1;
 }
 
+// Elements of the "full" scenario's large all-reduces: 10000019 of every
+// type and 24M floats, or HOCCL_TEST_LARGE_COUNT of each. tools/sanitize.sh
+// sets a smaller count (still many slices and several laps of every
+// connection's slot ring): instrumented, the large calls took three quarters
+// of the scenario's time.
+uint64_t largeCount(uint64_t fallback) {
+  const char* v = getenv("HOCCL_TEST_LARGE_COUNT");
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  unsigned long long c = strtoull(v, &end, 10);
+  if (*end || c == 0) {
+    fprintf(stderr, "worker: HOCCL_TEST_LARGE_COUNT=%s is not a positive element count\n", v);
+    exit(2);
+  }
+  return c;
+}
+
 int runFull(hocclComm_t comm, int rank, int n) {
   const hocclDataType_t types[] = {hocclInt8, hocclUint8, hocclInt32, hocclUint32, hocclInt64,
                                    hocclUint64, hocclFloat16, hocclFloat32, hocclFloat64, hocclBfloat16,
@@ -85,7 +102,7 @@ int runFull(hocclComm_t comm, int rank, int n) {
         }
   // Tens of millions of elements of every type, in place, summed.
   for (hocclDataType_t t : types) {
-    const uint64_t count = 10000019;
+    const uint64_t count = largeCount(10000019);
     std::vector<char> buf(count * typeSize(t));
     std::string err;
     fillReduceInput(buf.data(), t, hocclSum, rank, 0, count);
@@ -95,7 +112,7 @@ int runFull(hocclComm_t comm, int rank, int n) {
       return fail(rank, std::string("large AllReduce ") + typeName(t) + ": " + err);
   }
   // And 24M floats out of place.
-  const uint64_t big = 24000000;
+  const uint64_t big = largeCount(24000000);
   std::vector<float> src(big), buf(big);
   for (uint64_t i = 0; i < big; ++i) src[i] = static_cast<float>((rank + i) % 3);
   if (hocclAllReduce(src.data(), buf.data(), big, hocclFloat, hocclSum, comm, nullptr) != hocclSuccess)
