@@ -14,6 +14,14 @@ case $kind in
   *) echo "usage: $0 asan|tsan" >&2; exit 2 ;;
 esac
 build=$root/build-$kind
+# Runs a command and prints how long it took, so a slow CI step names the
+# part that grew: timed NAME COMMAND...
+timed() {
+  local name=$1 t0=$SECONDS
+  shift
+  "$@"
+  echo "== $kind: $name took $((SECONDS - t0)) s"
+}
 # The multi-process workers' large all-reduces (tests/test_worker.cc): 2M
 # elements instead of 10M of every type and 24M floats. Still many slices
 # and several laps of each connection's slots; at full size they took three
@@ -28,20 +36,14 @@ tests="test_errors test_faults test_bootstrap test_collectives test_multiprocess
 # whole tree: the other suites, tools and plugins are not run here, and
 # building them with sanitizers took a large part of CI's time.
 # shellcheck disable=SC2086
-t0=$SECONDS
-cmake --build "$build" -j "$(nproc)" --target $tests test_coll_matrix
-echo "== $kind: build took $((SECONDS - t0)) s"
+timed build cmake --build "$build" -j "$(nproc)" --target $tests test_coll_matrix
 for t in $tests; do
   echo "== $kind: $t"
-  t0=$SECONDS
-  "$build/tests/$t" --gtest_brief=1
-  echo "== $kind: $t took $((SECONDS - t0)) s"
+  timed "$t" "$build/tests/$t" --gtest_brief=1
 done
 # Every algorithm on 4 ranks of one node and on 2 nodes of 2 (all pairs of
 # collective, type, op, placement and count): the sweep that the test of
 # every rank count was before it became part of test_coll_matrix.
 echo "== $kind: test_coll_matrix (4 ranks; 2x2 over TCP)"
-t0=$SECONDS
-"$build/tests/test_coll_matrix" --gtest_brief=1 --gtest_filter='*_n4_c*:*_n2_2_tcp_c*'
-echo "== $kind: test_coll_matrix took $((SECONDS - t0)) s"
+timed test_coll_matrix "$build/tests/test_coll_matrix" --gtest_brief=1 --gtest_filter='*_n4_c*:*_n2_2_tcp_c*'
 echo "sanitize: $kind clean"
