@@ -39,6 +39,14 @@ struct CostPhase {
   int channels = 0;                     // connections it runs on; 0: the call's
   double extraLatencySteps = 0;         // Exchange: latency of further hops (a chain pipelined in slices)
   bool fused = false;                   // runs on the previous phase's channel right after it
+  // A sender copies each message into a slot in a pass of its own, which
+  // its thread runs besides what it receives (tune::LinkModel's
+  // shmByReference): exchanges that reduce what a rank did not just produce
+  // (oneshot, doubling), and an all-reduce's all-gather half, whose steps
+  // store what arrives in the output and send it from there. A chain, and
+  // a reducing ring after its first step, forward what they have just
+  // reduced in the same pass.
+  bool staged = false;
 };
 
 struct CostPlan {
@@ -57,14 +65,21 @@ inline CostPhase ringsPhase(std::vector<std::vector<int>> rings, double bytes, i
 }
 
 inline CostPhase exchangePhase(std::vector<CostMessage> messages, double bytes, bool reduce, int channels = 0,
-                               double extraLatencySteps = 0) {
+                               double extraLatencySteps = 0, bool staged = false) {
   CostPhase p;
   p.kind = CostPhase::Kind::Exchange;
+  p.staged = staged;
   p.messages = std::move(messages);
   p.bytes = bytes;
   p.reduce = reduce;
   p.channels = channels;
   p.extraLatencySteps = extraLatencySteps;
+  return p;
+}
+
+// `p` with its sends staged (CostPhase::staged).
+inline CostPhase stagedSends(CostPhase p) {
+  p.staged = true;
   return p;
 }
 

@@ -138,9 +138,9 @@ CostPlan oneShotCost(const CostQuery& q) {
   for (int a = 0; a < q.nranks; ++a)
     for (int b = 0; b < q.nranks; ++b)
       if (a != b) all.push_back({a, b});
-  const bool whole = q.coll == CollKind::AllReduce;
-  if (!all.empty())
-    plan.phases.push_back(exchangePhase(all, whole ? q.bytes : q.bytes / q.nranks, q.coll != CollKind::AllGather, 1));
+  const bool whole = q.coll == CollKind::AllReduce, reduce = q.coll != CollKind::AllGather;
+  const double bytes = whole ? q.bytes : q.bytes / q.nranks;
+  if (!all.empty()) plan.phases.push_back(exchangePhase(all, bytes, reduce, 1, 0, reduce));
   return plan;
 }
 

@@ -1,6 +1,7 @@
 // HOCCL_TOPO_PROBE=1: communicators over emulated nodes (per-rank host ids
 // on this machine) measure the network at set-up, once per job, and use
-// the result as a topology and a tune file (src/comm/comm_probe.cc).
+// the result as a topology and a tune file (src/comm/comm_probe.cc). And
+// what else the tuner's machine learns at init.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -210,6 +211,27 @@ TEST_F(ProbeAtInit, GivenFilesOrOneNodeMeasureNothing) {
   setAndReload("HOCCL_TOPO_FILE", nullptr);
   setAndReload("HOCCL_TUNE_FILE", nullptr);
   EXPECT_EQ(probesMeasuredForTesting(), before);
+}
+
+// The tuner's machine knows whether a node's ranks share one process (then
+// slices go by reference and no sender stages a copy): threads on one
+// node or on emulated nodes do; processes do not, and every rank agrees.
+TEST(CommTuner, KnowsWhetherANodesRanksShareAProcess) {
+  std::string err;
+  testutil::Options threads;
+  threads.ranks = 3;
+  ASSERT_TRUE(testutil::spawn(threads, [&](hocclComm_t comm, int) {
+    EXPECT_TRUE(comm->tuner->machine().links.shmByReference);
+  }, &err)) << err;
+  testutil::Options nodes = threads;
+  nodes.nodeSizes = {2, 1};
+  nodes.net = testutil::Net::Socket;
+  ASSERT_TRUE(testutil::spawn(nodes, [&](hocclComm_t comm, int) {
+    EXPECT_TRUE(comm->tuner->machine().links.shmByReference);
+  }, &err)) << err;
+  ASSERT_TRUE(testutil::spawn(testutil::inProcesses(3), [&](hocclComm_t comm, int) {
+    EXPECT_FALSE(comm->tuner->machine().links.shmByReference);
+  }, &err)) << err;
 }
 
 }  // namespace

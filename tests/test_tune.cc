@@ -510,12 +510,13 @@ TEST(Model, ProjectsToSixteenThousandRanks) {
   const Machine m = Machine::rectangular(2048, 8, 64, l);
   EXPECT_EQ(m.nranks(), 16384);
   // A flat ring pays 2 x 16,383 latencies, HO-Ring a few hundred: the
-  // latency advantage rules at 16 MiB; at 256 MiB (node memory the
-  // bottleneck for both) HO-Ring still wins.
+  // latency advantage rules at 16 MiB; at 256 MiB node memory binds both,
+  // and HO-Ring's more ring phases stage more first-step copies (each
+  // phase's first send), so it is no more than even there.
   for (uint64_t b : {16 * kMiB, 256 * kMiB}) {
     const double ring = predict(m, CollKind::AllReduce, AlgoId::Ring, b, 1).us;
     const double ho = predict(m, CollKind::AllReduce, AlgoId::HoRing, b, 1).us;
-    EXPECT_GT(ring / ho, b == 16 * kMiB ? 2.0 : 1.05) << b;
+    EXPECT_GT(ring / ho, b == 16 * kMiB ? 2.0 : 0.95) << b;
   }
 }
 
@@ -600,6 +601,41 @@ TEST(Model, OneNodeMessagesCostTheLocalCharge) {
   Machine asCluster = one;
   asCluster.links.localMsgCpuUs = asCluster.links.msgCpuUs;
   EXPECT_EQ(Tuner(asCluster, {}, "", nullptr, 0).choose(CollKind::AllReduce, 8).algo, AlgoId::Doubling);
+}
+
+// Ranks in separate processes copy what oneshot sends into a slot, a pass
+// of its own before they reduce what arrives; a ring's later steps forward
+// what they have just reduced. Measured on 4 and 8 processes on 2 cores
+// (reduce_scatter_perf --algo ring,oneshot): oneshot took 1.1-1.6x the
+// ring's time at 64 KiB-1 MiB, and as threads of one process, whose
+// messages go by reference, 0.6-1.0x.
+TEST(Model, SeparateProcessesStageWhatTheySend) {
+  for (int P : {4, 8}) {
+    LinkModel l;
+    l.oversubscription = P / 2.0;
+    const Machine procs = Machine::rectangular(1, P, 1, l);
+    Machine threads = procs;
+    threads.links.shmByReference = true;
+    for (uint64_t b : {256 * kMiB / 1024, kMiB}) {
+      const double ring = us(procs, CollKind::ReduceScatter, AlgoId::Ring, b);
+      const double one = us(procs, CollKind::ReduceScatter, AlgoId::OneShot, b);
+      EXPECT_GT(one, 1.2 * ring) << P << " ranks, " << b;
+      EXPECT_EQ(Tuner(procs, {}, "", nullptr, 0).choose(CollKind::ReduceScatter, b).algo, AlgoId::Ring);
+      // Nothing staged: both cheaper, oneshot by more.
+      const double ringT = us(threads, CollKind::ReduceScatter, AlgoId::Ring, b);
+      const double oneT = us(threads, CollKind::ReduceScatter, AlgoId::OneShot, b);
+      EXPECT_LT(ringT, ring);
+      EXPECT_LT(oneT / ringT, one / ring) << P << " ranks, " << b;
+    }
+  }
+  // An all-gather stages nothing (lent buffers, HOCCL_CMA): the same either way.
+  LinkModel l;
+  l.oversubscription = 2;
+  const Machine procs = Machine::rectangular(1, 4, 1, l);
+  Machine threads = procs;
+  threads.links.shmByReference = true;
+  EXPECT_DOUBLE_EQ(us(procs, CollKind::AllGather, AlgoId::OneShot, kMiB),
+                   us(threads, CollKind::AllGather, AlgoId::OneShot, kMiB));
 }
 
 }  // namespace

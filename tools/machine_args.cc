@@ -37,6 +37,8 @@ std::string machineArgsHelp() {
          "  --oversubscription X   ranks per core (latencies scale with it, and a node's ranks\n"
          "                         share ranks/X cores; the emulated cluster runs 8 ranks\n"
          "                         on 2 cores: 4) [1]\n"
+         "  --ranks-as-threads     a node's ranks are threads of one process: messages go by\n"
+         "                         reference, no sender stages a copy [processes]\n"
          "  --msg-cpu-us X         CPU per message a rank sends or receives, counted when\n"
          "                         ranks outnumber cores [10]\n"
          "  --net-msg-cpu-us X     extra CPU per network message (the TCP stack) [30]\n"
@@ -87,6 +89,7 @@ bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string*
   if (!strcmp(opt, "--net-msg-cpu-us")) return real(&a->netMsgCpuUs, 0);
   if (!strcmp(opt, "--local-msg-cpu-us")) return real(&a->localMsgCpuUs, 0);
   if (!strcmp(opt, "--oversubscription")) return real(&a->oversubscription, 1);
+  if (!strcmp(opt, "--ranks-as-threads")) return a->threads = true;
   if (!strcmp(opt, "--topo-file") || !strcmp(opt, "--tune-file")) {
     const char* v = value();
     if (v) (opt[2] == 't' && opt[3] == 'o' ? a->topoFile : a->tuneFile) = v;
@@ -153,6 +156,7 @@ Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::stri
     description->clear();
   }
   m->links.oversubscription = a.oversubscription;
+  m->links.shmByReference = a.threads;
   if (a.nodeGbit >= 0) m->links.net.gbps = a.nodeGbit;
   if (a.uplinkGbit >= 0) m->links.spine.gbps = a.uplinkGbit;
   char up[64] = "not limited";

@@ -23,6 +23,7 @@ struct MachineArgs {
   std::string topoFile;  // HOCCL_TOPO_FILE by default
   std::string tuneFile;  // HOCCL_TUNE_FILE by default
   bool shapeGiven = false;
+  bool threads = false;  // a node's ranks are threads of one process (--ranks-as-threads)
 };
 
 // Consumes the options it knows from argv[*i] (advancing *i past a value);

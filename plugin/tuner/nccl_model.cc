@@ -95,6 +95,7 @@ tune::Machine NcclModel::machine(int algo, int proto, bool realFabric) const {
   m.links.shm = {lat_.nvlink[algo][proto], kIntraNodeGbps * eff};
   m.links.nodeMemGbps = 1e9;
   m.links.reduceGbps = 1e9;
+  m.links.shmByReference = true;  // NCCL's kernels write into their peers' buffers: no host slots
   m.links.net = {lat_.net[algo][proto], nodeGbps * eff};
   // The model takes one uplink rate for all leaves: the slowest one used.
   double uplink = 0;

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -39,6 +40,17 @@ const AlgoInfo* forcedAlgorithm(const Settings& s) {
   return findAlgorithm(s.algo.c_str());
 }
 
+// Whether every node's ranks are threads of one process (the same on every
+// rank, so every rank's tuner makes the same choices).
+bool nodesAreOneProcess(const std::vector<RankInfo>& table) {
+  std::map<std::string, const RankInfo*> first;  // per node, its first rank
+  for (const RankInfo& r : table) {
+    const RankInfo* f = first.emplace(r.hostId, &r).first->second;
+    if (f->pid != r.pid || strcmp(f->machineId, r.machineId) != 0) return false;
+  }
+  return true;
+}
+
 // The cost model of this communicator's machine, with the tune file's
 // links and rules; every rank must have read the same file.
 // `ranksPerCore`: ranks per core on this rank's machine (latencies scale).
@@ -65,6 +77,7 @@ Status makeTuner(hocclComm* c, double ranksPerCore) {
   }
   tune::Machine m = tune::Machine::fromSystem(c->system, links);
   m.links.oversubscription = std::max(1.0, ranksPerCore);
+  m.links.shmByReference = nodesAreOneProcess(c->boot->table());
   c->tuner = std::make_unique<tune::Tuner>(std::move(m), file.rules, file.path, c->algo, c->settings.nchannels);
   return Status();
 }

@@ -29,6 +29,7 @@ class Load {
         N_(m.nnodes()),
         L_(m.nleaves()),
         t_(size_t(2 * P_ + 3 * N_ + 2 * L_), 0.0),
+        staged_(size_t(P_), 0.0),
         nodeInBytes_(size_t(N_), 0.0),
         upOutBytes_(size_t(L_), 0.0),
         upInBytes_(size_t(L_), 0.0),
@@ -42,8 +43,9 @@ class Load {
     }
   }
 
-  // `bytes` from rank a to rank b in one step, over `channels` connections.
-  void edge(int a, int b, double bytes, bool reduce, int channels) {
+  // `bytes` from rank a to rank b in one step, over `channels` connections;
+  // `staged`: see CostPhase::staged.
+  void edge(int a, int b, double bytes, bool reduce, int channels, bool staged = false) {
     const LinkModel& lm = m_.links;
     const int na = m_.nodeOf[size_t(a)], nb = m_.nodeOf[size_t(b)];
     const double copyRate = lm.shm.bytesPerUs();
@@ -60,7 +62,8 @@ class Load {
       cpuMsg_[size_t(nb)] += msg / cores_[size_t(nb)];
     }
     if (na == nb) {
-      add(rankOut(a), bytes / copyRate);
+      if (staged && !lm.shmByReference) stageCopy(a, bytes);
+      else add(rankOut(a), bytes / copyRate);
       lat_ = std::max(lat_, lm.latency(lm.shm));
       return;
     }
@@ -86,6 +89,15 @@ class Load {
     upOutBytes_[size_t(la)] += bytes;
     upInBytes_[size_t(lb)] += bytes;
   }
+  // A message rank a copies into a shared slot for a rank of its node in a
+  // pass of its own: a's path is busy for it besides what a receives, and
+  // the node's memory moves it (one read, one write). Its CPU is counted
+  // with the edge's.
+  void stageCopy(int a, double bytes) {
+    const int na = m_.nodeOf[size_t(a)];
+    staged_[size_t(a)] += bytes / m_.links.shm.bytesPerUs();
+    add(mem(na), bytes * 2 / (m_.links.nodeMemGbps * 125.0));
+  }
   // Bytes of this step into the busiest node and through the busiest uplink.
   double nodeInBytes() const { return *std::max_element(nodeInBytes_.begin(), nodeInBytes_.end()); }
   double uplinkBytes() const {
@@ -97,14 +109,20 @@ class Load {
   double bandwidthUs() const {
     double worst = flow_;
     for (size_t i = 0; i < t_.size(); ++i) {
-      // A rank sends and receives at once; its path is busy for the larger.
-      if (i < size_t(P_)) worst = std::max(worst, std::max(t_[i], t_[i + size_t(P_)]));
+      // A rank sends and receives at once; its path is busy for the larger,
+      // and for the copies it stages before either.
+      if (i < size_t(P_)) worst = std::max(worst, std::max(t_[i], t_[i + size_t(P_)]) + staged_[i]);
       else if (i >= size_t(2 * P_)) worst = std::max(worst, t_[i]);
     }
     return worst;
   }
   double latencyUs() const { return lat_; }
-  const std::vector<double>& busy() const { return t_; }
+  // Per resource (a rank's staged copies count on its receiving path).
+  std::vector<double> busy() const {
+    std::vector<double> b = t_;
+    for (size_t i = 0; i < staged_.size(); ++i) b[i] += staged_[i];
+    return b;
+  }
   // Per node, when ranks outnumber cores: the CPU time its cores spend on
   // the step's bytes, and on one message per edge (messages cut into
   // slices cost that per slice).
@@ -129,7 +147,7 @@ class Load {
 
   const Machine& m_;
   int P_, N_, L_;
-  std::vector<double> t_;
+  std::vector<double> t_, staged_;
   std::vector<double> nodeInBytes_, upOutBytes_, upInBytes_;
   std::vector<double> cpuBytes_, cpuMsg_, cores_;
   double lat_ = 0, flow_ = 0;
@@ -218,14 +236,24 @@ Phase ringPhase(const Machine& m, const RingSet& set, int channels) {
   for (const std::vector<int>& ring : set.rings) {
     const size_t n = ring.size();
     if (n < 2) continue;
-    for (size_t i = 0; i < n; ++i) l.edge(ring[i], ring[(i + 1) % n], set.bytes, set.reduce, channels);
+    for (size_t i = 0; i < n; ++i) l.edge(ring[i], ring[(i + 1) % n], set.bytes, set.reduce, channels, set.staged);
+  }
+  // A reducing ring's later steps forward what they have just reduced, in
+  // the same pass; its first step sends a rank's own block, copied first.
+  Load first(m);
+  for (const std::vector<int>& ring : set.rings) {
+    const size_t n = ring.size();
+    if (n < 2 || !set.reduce || set.steps < 1 || m.links.shmByReference) continue;
+    for (size_t i = 0; i < n; ++i)
+      if (m.nodeOf[size_t(ring[i])] == m.nodeOf[size_t(ring[(i + 1) % n])]) first.stageCopy(ring[i], set.bytes);
   }
   Phase p;
-  p.bwUs = l.bandwidthUs() * set.steps;
+  p.bwUs = l.bandwidthUs() * set.steps + first.bandwidthUs();
   p.latUs = ringLatencyUs(m, set);
   p.netUs = l.networkUs() * set.steps;
   p.busy = l.busy();
-  for (double& b : p.busy) b *= set.steps;
+  const std::vector<double> once = first.busy();
+  for (size_t i = 0; i < p.busy.size(); ++i) p.busy[i] = p.busy[i] * set.steps + once[i];
   p.stepNodeInBytes = l.nodeInBytes();
   p.stepUplinkBytes = l.uplinkBytes();
   setCpu(&p, l, set.steps, set.bytes, channels);
@@ -233,9 +261,9 @@ Phase ringPhase(const Machine& m, const RingSet& set, int channels) {
 }
 
 Phase exchangePhase(const Machine& m, const std::vector<Transfer>& msgs, double bytes, bool reduce, int channels,
-                    double extraLatencySteps = 0) {
+                    double extraLatencySteps = 0, bool staged = false) {
   Load l(m);
-  for (const Transfer& t : msgs) l.edge(t.from, t.to, bytes, reduce, channels);
+  for (const Transfer& t : msgs) l.edge(t.from, t.to, bytes, reduce, channels, staged);
   Phase p;
   p.bwUs = l.bandwidthUs();
   p.latUs = l.latencyUs() * (1 + extraLatencySteps);
@@ -321,11 +349,11 @@ Prediction evaluate(const Machine& m, const CostPlan& plan, int C) {
     const int ch = c.channels > 0 ? c.channels : C;
     Phase p;
     if (c.kind == CostPhase::Kind::Rings) {
-      p = ringPhase(m, RingSet{c.rings, c.bytes, c.steps, c.reduce}, ch);
+      p = ringPhase(m, RingSet{c.rings, c.bytes, c.steps, c.reduce, c.staged && !c.reduce}, ch);
     } else if (!c.messages.empty()) {
       std::vector<Transfer> msgs;
       for (const CostMessage& x : c.messages) msgs.push_back(Transfer{x.from, x.to});
-      p = exchangePhase(m, msgs, c.bytes, c.reduce, ch, c.extraLatencySteps);
+      p = exchangePhase(m, msgs, c.bytes, c.reduce, ch, c.extraLatencySteps, c.staged);
     }
     if (c.fused && !ph.empty()) ph.back() = followedBy(ph.back(), p);
     else ph.push_back(p);
