@@ -16,7 +16,7 @@ limit=${1:-20}
 shift || true
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOCCL_BUILD_FUZZERS=ON \
   -DHOCCL_BUILD_TESTS=OFF -DHOCCL_BUILD_PERF=OFF -DHOCCL_BUILD_NCCL_PLUGINS=OFF -DHOCCL_BUILD_TORCH=OFF \
-  -DHOCCL_CUDA=OFF >/dev/null
+  -DHOCCL_CUDA=OFF -DHOCCL_DEBUG_INFO=lines >/dev/null
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for f in "$root"/fuzz/fuzz_*.cc; do t=$(basename "$f" .cc); targets+=("${t#fuzz_}"); done
