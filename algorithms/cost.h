@@ -39,13 +39,11 @@ struct CostPhase {
   int channels = 0;                     // connections it runs on; 0: the call's
   double extraLatencySteps = 0;         // Exchange: latency of further hops (a chain pipelined in slices)
   bool fused = false;                   // runs on the previous phase's channel right after it
-  // A sender copies each message into a slot in a pass of its own, which
-  // its thread runs besides what it receives (tune::LinkModel's
-  // shmByReference): exchanges that reduce what a rank did not just produce
-  // (oneshot, doubling), and an all-reduce's all-gather half, whose steps
-  // store what arrives in the output and send it from there. A chain, and
-  // a reducing ring after its first step, forward what they have just
-  // reduced in the same pass.
+  // Exchange that reduces: a rank sending several messages copies each
+  // into a slot in a pass of its own before it reduces what arrives
+  // (oneshot; tune::LinkModel's shmByReference). The model charges every
+  // algorithm one pass per message, at its receiver, and no sender's copy:
+  // a ring's, a chain's or doubling's one message a step is that baseline.
   bool staged = false;
 };
 
@@ -74,12 +72,6 @@ inline CostPhase exchangePhase(std::vector<CostMessage> messages, double bytes, 
   p.reduce = reduce;
   p.channels = channels;
   p.extraLatencySteps = extraLatencySteps;
-  return p;
-}
-
-// `p` with its sends staged (CostPhase::staged).
-inline CostPhase stagedSends(CostPhase p) {
-  p.staged = true;
   return p;
 }
 

@@ -206,7 +206,7 @@ CostPlan hierarchicalCost(const CostQuery& q) {
     ph.push_back(chainCost(h, M, true, true));
     if (N > 1) {
       ph.push_back(ringsPhase({leaders}, M / N, N - 1, true));
-      ph.push_back(stagedSends(ringsPhase({leaders}, M / N, N - 1, false)));
+      ph.push_back(ringsPhase({leaders}, M / N, N - 1, false));
     }
     ph.push_back(chainCost(h, M, false, false));
   } else if (q.coll == CollKind::ReduceScatter) {

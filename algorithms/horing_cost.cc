@@ -92,7 +92,7 @@ CostPlan horingCost(const CostQuery& q) {
     if (!(intra && N > 1) && !s.sw) {  // groups of one: a ring through the rail
       plan.shape = "horing (a plain ring)";
       ph.push_back(ringsPhase({railMembers(s, 0)}, M / N, N - 1, true));
-      ph.push_back(stagedSends(ringsPhase({railMembers(s, 0)}, M / N, N - 1, false)));
+      ph.push_back(ringsPhase({railMembers(s, 0)}, M / N, N - 1, false));
       return plan;
     }
     auto fused = [](CostPhase p) {
@@ -104,13 +104,13 @@ CostPlan horingCost(const CostQuery& q) {
       const double part = M / S / s.n;
       ph.push_back(ringsPhase(rails(under), part, s.n - 1, true));
       ph.push_back(ringsPhase(rails(across), part / s.W, s.W - 1, true));
-      ph.push_back(fused(stagedSends(ringsPhase(rails(across), part / s.W, s.W - 1, false))));
-      ph.push_back(stagedSends(ringsPhase(rails(under), part, s.n - 1, false)));
+      ph.push_back(fused(ringsPhase(rails(across), part / s.W, s.W - 1, false)));
+      ph.push_back(ringsPhase(rails(under), part, s.n - 1, false));
     } else {
       ph.push_back(ringsPhase(rails(whole), M / S / N, N - 1, true));
-      ph.push_back(fused(stagedSends(ringsPhase(rails(whole), M / S / N, N - 1, false))));
+      ph.push_back(fused(ringsPhase(rails(whole), M / S / N, N - 1, false)));
     }
-    if (intra) ph.push_back(stagedSends(ringsPhase(groups, M / G, G - 1, false)));
+    if (intra) ph.push_back(ringsPhase(groups, M / G, G - 1, false));
   } else {
     const bool rs = q.coll == CollKind::ReduceScatter;
     const double block = M / P;

@@ -212,11 +212,11 @@ void appendDoublingCost(const std::vector<int>& members, double bytes, std::vect
   auto member = [&](int vr) { return members[vr < extra ? 2 * vr + 1 : vr + extra]; };
   std::vector<CostMessage> fold;
   for (int i = 0; i < extra; ++i) fold.push_back({members[2 * i], members[2 * i + 1]});
-  if (!fold.empty()) phases->push_back(exchangePhase(fold, bytes, true, 1, 0, true));
+  if (!fold.empty()) phases->push_back(exchangePhase(fold, bytes, true, 1));
   for (int d = 1; d < p2; d *= 2) {
     std::vector<CostMessage> x;
     for (int v = 0; v < p2; ++v) x.push_back({member(v), member(v ^ d)});
-    phases->push_back(exchangePhase(x, bytes, true, 1, 0, true));
+    phases->push_back(exchangePhase(x, bytes, true, 1));
   }
   if (!fold.empty()) {
     for (CostMessage& f : fold) std::swap(f.from, f.to);

@@ -133,10 +133,7 @@ CostPlan ringCost(const CostQuery& q) {
   CostPlan plan;
   plan.shape = "ring";
   if (coll != CollKind::AllGather) plan.phases.push_back(ringsPhase({ranksInOrder(P)}, q.bytes / P, P - 1, true));
-  if (coll != CollKind::ReduceScatter) {
-    CostPhase ag = ringsPhase({ranksInOrder(P)}, q.bytes / P, P - 1, false);
-    plan.phases.push_back(coll == CollKind::AllReduce ? stagedSends(ag) : ag);
-  }
+  if (coll != CollKind::ReduceScatter) plan.phases.push_back(ringsPhase({ranksInOrder(P)}, q.bytes / P, P - 1, false));
   return plan;
 }
 

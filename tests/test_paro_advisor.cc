@@ -194,9 +194,7 @@ TEST(ParoAdvisor, CostedCallsAddUpToThePhases) {
 
 // A reduced byte's node memory (reduce_mem_ratio) prices intra-node
 // reduce-scatters, not all-gathers: with node memory the bottleneck, the
-// ratio scales the one and leaves the other. A 4-rank ring reduce-scatter
-// moves 3 steps x 4 edges x 2 x ratio blocks through node memory, plus
-// 4 x 2 for its first step's staged copies; the all-gather 3 x 4 x 2.
+// ratio scales the one and leaves the other.
 TEST(ParoAdvisor, ReduceMemRatioPricesReductionsOnly) {
   LinkModel l = fastNodesSlowNetwork();
   l.nodeMemGbps = 5;
@@ -206,8 +204,8 @@ TEST(ParoAdvisor, ReduceMemRatioPricesReductionsOnly) {
     return adv.callUs(Group::Intra, coll, 64 << 20);
   };
   EXPECT_DOUBLE_EQ(intra(1, CollKind::AllGather), intra(1.5, CollKind::AllGather));
-  EXPECT_NEAR(intra(1.5, CollKind::ReduceScatter) / intra(1, CollKind::ReduceScatter), 44.0 / 32, 0.02);
-  EXPECT_NEAR(intra(1, CollKind::ReduceScatter) / intra(1, CollKind::AllGather), 32.0 / 24, 0.02);
+  EXPECT_NEAR(intra(1.5, CollKind::ReduceScatter) / intra(1, CollKind::ReduceScatter), 1.5, 0.1);
+  EXPECT_NEAR(intra(1, CollKind::ReduceScatter) / intra(1, CollKind::AllGather), 1.0, 0.1);
 }
 
 TEST(ParoAdvisor, RecommendsTheFastestThatFits) {

@@ -510,13 +510,12 @@ TEST(Model, ProjectsToSixteenThousandRanks) {
   const Machine m = Machine::rectangular(2048, 8, 64, l);
   EXPECT_EQ(m.nranks(), 16384);
   // A flat ring pays 2 x 16,383 latencies, HO-Ring a few hundred: the
-  // latency advantage rules at 16 MiB; at 256 MiB node memory binds both,
-  // and HO-Ring's more ring phases stage more first-step copies (each
-  // phase's first send), so it is no more than even there.
+  // latency advantage rules at 16 MiB; at 256 MiB (node memory the
+  // bottleneck for both) HO-Ring still wins.
   for (uint64_t b : {16 * kMiB, 256 * kMiB}) {
     const double ring = predict(m, CollKind::AllReduce, AlgoId::Ring, b, 1).us;
     const double ho = predict(m, CollKind::AllReduce, AlgoId::HoRing, b, 1).us;
-    EXPECT_GT(ring / ho, b == 16 * kMiB ? 2.0 : 0.95) << b;
+    EXPECT_GT(ring / ho, b == 16 * kMiB ? 2.0 : 1.05) << b;
   }
 }
 
@@ -603,9 +602,9 @@ TEST(Model, OneNodeMessagesCostTheLocalCharge) {
   EXPECT_EQ(Tuner(asCluster, {}, "", nullptr, 0).choose(CollKind::AllReduce, 8).algo, AlgoId::Doubling);
 }
 
-// Ranks in separate processes copy what oneshot sends into a slot, a pass
-// of its own before they reduce what arrives; a ring's later steps forward
-// what they have just reduced. Measured on 4 and 8 processes on 2 cores
+// Ranks in separate processes copy what oneshot sends into slots, passes
+// of their own before they reduce what arrives; a ring sends one message a
+// step, and its later steps forward what they have just reduced. Measured on 4 and 8 processes on 2 cores
 // (reduce_scatter_perf --algo ring,oneshot): oneshot took 1.1-1.6x the
 // ring's time at 64 KiB-1 MiB, and as threads of one process, whose
 // messages go by reference, 0.6-1.0x.
@@ -621,14 +620,13 @@ TEST(Model, SeparateProcessesStageWhatTheySend) {
       const double one = us(procs, CollKind::ReduceScatter, AlgoId::OneShot, b);
       EXPECT_GT(one, 1.2 * ring) << P << " ranks, " << b;
       EXPECT_EQ(Tuner(procs, {}, "", nullptr, 0).choose(CollKind::ReduceScatter, b).algo, AlgoId::Ring);
-      // Nothing staged: both cheaper, oneshot by more.
-      const double ringT = us(threads, CollKind::ReduceScatter, AlgoId::Ring, b);
-      const double oneT = us(threads, CollKind::ReduceScatter, AlgoId::OneShot, b);
-      EXPECT_LT(ringT, ring);
-      EXPECT_LT(oneT / ringT, one / ring) << P << " ranks, " << b;
+      // Nothing staged: the ring costs the same, oneshot less.
+      EXPECT_DOUBLE_EQ(us(threads, CollKind::ReduceScatter, AlgoId::Ring, b), ring);
+      EXPECT_LT(us(threads, CollKind::ReduceScatter, AlgoId::OneShot, b), one) << P << " ranks, " << b;
     }
   }
-  // An all-gather stages nothing (lent buffers, HOCCL_CMA): the same either way.
+  // An all-gather stages nothing (lent buffers, HOCCL_CMA), nor does a
+  // 2-rank oneshot (one message a rank): the same either way.
   LinkModel l;
   l.oversubscription = 2;
   const Machine procs = Machine::rectangular(1, 4, 1, l);
@@ -636,6 +634,10 @@ TEST(Model, SeparateProcessesStageWhatTheySend) {
   threads.links.shmByReference = true;
   EXPECT_DOUBLE_EQ(us(procs, CollKind::AllGather, AlgoId::OneShot, kMiB),
                    us(threads, CollKind::AllGather, AlgoId::OneShot, kMiB));
+  Machine two = Machine::rectangular(1, 2, 1, l), twoThreads = two;
+  twoThreads.links.shmByReference = true;
+  EXPECT_DOUBLE_EQ(us(two, CollKind::ReduceScatter, AlgoId::OneShot, kMiB),
+                   us(twoThreads, CollKind::ReduceScatter, AlgoId::OneShot, kMiB));
 }
 
 }  // namespace

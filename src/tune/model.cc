@@ -30,6 +30,7 @@ class Load {
         L_(m.nleaves()),
         t_(size_t(2 * P_ + 3 * N_ + 2 * L_), 0.0),
         staged_(size_t(P_), 0.0),
+        sent_(size_t(P_), 0),
         nodeInBytes_(size_t(N_), 0.0),
         upOutBytes_(size_t(L_), 0.0),
         upInBytes_(size_t(L_), 0.0),
@@ -62,7 +63,9 @@ class Load {
       cpuMsg_[size_t(nb)] += msg / cores_[size_t(nb)];
     }
     if (na == nb) {
-      if (staged && !lm.shmByReference) stageCopy(a, bytes);
+      // The first message a rank sends in the step is the baseline every
+      // algorithm pays (uncharged); more are copies of their own.
+      if (staged && reduce && !lm.shmByReference && ++sent_[size_t(a)] > 1) stageCopy(a, bytes);
       else add(rankOut(a), bytes / copyRate);
       lat_ = std::max(lat_, lm.latency(lm.shm));
       return;
@@ -148,6 +151,7 @@ class Load {
   const Machine& m_;
   int P_, N_, L_;
   std::vector<double> t_, staged_;
+  std::vector<int> sent_;  // messages each rank sends in the step (staged ones)
   std::vector<double> nodeInBytes_, upOutBytes_, upInBytes_;
   std::vector<double> cpuBytes_, cpuMsg_, cores_;
   double lat_ = 0, flow_ = 0;
@@ -236,24 +240,14 @@ Phase ringPhase(const Machine& m, const RingSet& set, int channels) {
   for (const std::vector<int>& ring : set.rings) {
     const size_t n = ring.size();
     if (n < 2) continue;
-    for (size_t i = 0; i < n; ++i) l.edge(ring[i], ring[(i + 1) % n], set.bytes, set.reduce, channels, set.staged);
-  }
-  // A reducing ring's later steps forward what they have just reduced, in
-  // the same pass; its first step sends a rank's own block, copied first.
-  Load first(m);
-  for (const std::vector<int>& ring : set.rings) {
-    const size_t n = ring.size();
-    if (n < 2 || !set.reduce || set.steps < 1 || m.links.shmByReference) continue;
-    for (size_t i = 0; i < n; ++i)
-      if (m.nodeOf[size_t(ring[i])] == m.nodeOf[size_t(ring[(i + 1) % n])]) first.stageCopy(ring[i], set.bytes);
+    for (size_t i = 0; i < n; ++i) l.edge(ring[i], ring[(i + 1) % n], set.bytes, set.reduce, channels);
   }
   Phase p;
-  p.bwUs = l.bandwidthUs() * set.steps + first.bandwidthUs();
+  p.bwUs = l.bandwidthUs() * set.steps;
   p.latUs = ringLatencyUs(m, set);
   p.netUs = l.networkUs() * set.steps;
   p.busy = l.busy();
-  const std::vector<double> once = first.busy();
-  for (size_t i = 0; i < p.busy.size(); ++i) p.busy[i] = p.busy[i] * set.steps + once[i];
+  for (double& b : p.busy) b *= set.steps;
   p.stepNodeInBytes = l.nodeInBytes();
   p.stepUplinkBytes = l.uplinkBytes();
   setCpu(&p, l, set.steps, set.bytes, channels);
@@ -349,7 +343,7 @@ Prediction evaluate(const Machine& m, const CostPlan& plan, int C) {
     const int ch = c.channels > 0 ? c.channels : C;
     Phase p;
     if (c.kind == CostPhase::Kind::Rings) {
-      p = ringPhase(m, RingSet{c.rings, c.bytes, c.steps, c.reduce, c.staged && !c.reduce}, ch);
+      p = ringPhase(m, RingSet{c.rings, c.bytes, c.steps, c.reduce}, ch);
     } else if (!c.messages.empty()) {
       std::vector<Transfer> msgs;
       for (const CostMessage& x : c.messages) msgs.push_back(Transfer{x.from, x.to});

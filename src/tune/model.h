@@ -65,10 +65,10 @@ struct LinkModel {
   double reduceGbps = 40.0;      // local reduction rate of one rank (reads two, writes one)
   // The ranks of a node are threads of one process: a receiver reads the
   // sender's buffer, so no sender copies a message into a slot first. Ranks
-  // in separate processes stage what they send for a reduction in a shared
-  // slot, a pass of its own where nothing fuses it into a reduction (the
-  // first step of a ring; each message of oneshot and doubling), set by the
-  // communicator from its ranks' processes.
+  // in separate processes do, and where one rank sends several messages of
+  // one reduction (oneshot) those copies are passes of their own
+  // (algorithms/cost.h, CostPhase::staged). Set by the communicator from
+  // its ranks' processes.
   bool shmByReference = false;
   // Ranks per core on the busiest machine: when ranks outnumber cores a
   // step also waits for the scheduler to run the peer, so every latency is
@@ -131,7 +131,6 @@ struct RingSet {
   double bytes = 0;                     // per step per ring
   int steps = 0;
   bool reduce = false;                  // steps combine what they receive
-  bool staged = false;                  // not reduce: every step's sends are staged (algorithms/cost.h)
 };
 double ringSetUs(const Machine& m, const RingSet& set, int channels);
 
