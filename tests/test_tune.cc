@@ -604,10 +604,10 @@ TEST(Model, OneNodeMessagesCostTheLocalCharge) {
 
 // Ranks in separate processes copy what oneshot sends into slots, passes
 // of their own before they reduce what arrives; a ring sends one message a
-// step, and its later steps forward what they have just reduced. Measured on 4 and 8 processes on 2 cores
-// (reduce_scatter_perf --algo ring,oneshot): oneshot took 1.1-1.6x the
-// ring's time at 64 KiB-1 MiB, and as threads of one process, whose
-// messages go by reference, 0.6-1.0x.
+// step, and its later steps forward what they have just reduced. Measured
+// on 3-8 processes on 2 cores (reduce_scatter_perf --algo ring,oneshot):
+// oneshot took 1.0-1.7x the ring's time at 64 KiB-1 MiB, and as threads of
+// one process, whose messages go by reference, 0.6-1.0x.
 TEST(Model, SeparateProcessesStageWhatTheySend) {
   for (int P : {4, 8}) {
     LinkModel l;
