@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -43,6 +44,11 @@ struct RankInfo {
   int32_t pid = 0;
   SockAddr listenAddr;
 };
+
+// Whether two ranks run in one process (the same pid on the same machine).
+inline bool sameProcess(const RankInfo& a, const RankInfo& b) {
+  return a.pid == b.pid && strcmp(a.machineId, b.machineId) == 0;
+}
 
 // Starts the rendezvous thread for `nranks` unknown until the first hello.
 // It exits once it has answered every rank or after `timeoutSec`.

@@ -45,8 +45,7 @@ const AlgoInfo* forcedAlgorithm(const Settings& s) {
 bool nodesAreOneProcess(const std::vector<RankInfo>& table) {
   std::map<std::string, const RankInfo*> first;  // per node, its first rank
   for (const RankInfo& r : table) {
-    const RankInfo* f = first.emplace(r.hostId, &r).first->second;
-    if (f->pid != r.pid || strcmp(f->machineId, r.machineId) != 0) return false;
+    if (!sameProcess(*first.emplace(r.hostId, &r).first->second, r)) return false;
   }
   return true;
 }

@@ -21,11 +21,7 @@ PeerInfo hocclComm::peerInfo(int peer) const {
   return PeerInfo{info.pid, info.hostId};
 }
 
-bool hocclComm::sameProcess(int peer) const {
-  const RankInfo& me = boot->table()[rank];
-  const RankInfo& other = boot->table()[peer];
-  return other.pid == me.pid && strcmp(other.machineId, me.machineId) == 0;
-}
+bool hocclComm::sameProcess(int peer) const { return hoccl::sameProcess(boot->table()[rank], boot->table()[peer]); }
 
 bool hocclComm::sameHost(int peer) const {
   const RankInfo& me = boot->table()[rank];
