@@ -150,6 +150,118 @@ TEST(SocketTransport, WakesASleepingConsumerAndServesAPollingOne) {
   p.net->closeRecv(p.recv);
 }
 
+// Two transports standing for two ranks, each with a connection to the
+// other; pairControl puts both directions' headers on one socket. The
+// higher "rank" pairs and sends before the lower one pairs (its messages
+// wait on the socket the lower one's send side reads back from), then both
+// directions carry inline and split messages, and an orderly close on one
+// side reads as a goodbye, not a lost peer, on both of the other's comms.
+TEST(SocketTransport, PairedDirectionsShareOneControlSocket) {
+  SocketNetOptions o;
+  o.ifnameRule = "lo";
+  o.streams = 2;
+  std::unique_ptr<NetTransport> lo, hi;
+  ASSERT_TRUE(createSocketTransport(o, &lo).ok());
+  ASSERT_TRUE(createSocketTransport(o, &hi).ok());
+  auto link = [](NetTransport& from, NetTransport& to, void** send, void** recv) {
+    char handle[kNetHandleBytes];
+    void* lc = nullptr;
+    ASSERT_TRUE(to.listen(0, handle, &lc).ok());
+    for (int i = 0; i < 200000 && (!*send || !*recv); ++i) {
+      if (!*send) {
+        ASSERT_TRUE(from.connect(0, handle, send).ok());
+      }
+      if (!*recv) {
+        ASSERT_TRUE(to.accept(lc, recv).ok());
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    ASSERT_TRUE(to.closeListen(lc).ok());
+  };
+  void *loSend = nullptr, *hiRecv = nullptr, *hiSend = nullptr, *loRecv = nullptr;
+  link(*lo, *hi, &loSend, &hiRecv);
+  link(*hi, *lo, &hiSend, &loRecv);
+  ASSERT_TRUE(loSend && hiRecv && hiSend && loRecv);
+  ASSERT_TRUE(hi->pairControl(hiSend, hiRecv, false).ok());
+  // Sizes: inline, empty, split over both streams, inline again.
+  const std::vector<size_t> sizes = {8, 0, 300000, 4096, 24};
+  auto pattern = [](size_t n, int seed) {
+    std::vector<char> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(i * 31 + seed);
+    return v;
+  };
+  std::vector<std::vector<char>> early;
+  std::vector<void*> earlyReqs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    early.push_back(pattern(sizes[i], 100 + static_cast<int>(i)));
+    void* r = nullptr;
+    ASSERT_TRUE(hi->isend(hiSend, early[i].data(), early[i].size(), 0, nullptr, &r).ok());
+    ASSERT_NE(r, nullptr);
+    earlyReqs.push_back(r);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // lo's progress thread sees them first
+  ASSERT_TRUE(lo->pairControl(loSend, loRecv, true).ok());
+  auto receive = [&](NetTransport& net, void* recv, const std::vector<char>& want) {
+    std::vector<char> got(want.size() + 16, 'x');
+    void* data = got.data();
+    size_t cap = got.size();
+    int tag = 0;
+    void* r = nullptr;
+    ASSERT_TRUE(net.irecv(recv, 1, &data, &cap, &tag, nullptr, &r).ok());
+    int n = -1;
+    waitDone(net, r, &n);
+    ASSERT_EQ(n, static_cast<int>(want.size()));
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin()));
+  };
+  for (const auto& m : early) receive(*lo, loRecv, m);
+  for (void* r : earlyReqs) waitDone(*hi, r);
+  for (int round = 0; round < 20; ++round) {
+    const size_t n = sizes[round % sizes.size()];
+    std::vector<char> a = pattern(n, round), b = pattern(n + 3, -round);
+    void *ra = nullptr, *rb = nullptr;
+    ASSERT_TRUE(lo->isend(loSend, a.data(), a.size(), 0, nullptr, &ra).ok());
+    ASSERT_TRUE(hi->isend(hiSend, b.data(), b.size(), 0, nullptr, &rb).ok());
+    receive(*hi, hiRecv, a);
+    receive(*lo, loRecv, b);
+    waitDone(*lo, ra);
+    waitDone(*hi, rb);
+  }
+  EXPECT_TRUE(hi->closeSend(hiSend).ok());
+  EXPECT_TRUE(hi->closeRecv(hiRecv).ok());
+  // lo notices the close (its receive side reads the shared socket): a
+  // receive posted now fails. The close was in order: neither of lo's comms
+  // reports a lost peer.
+  std::vector<char> sink(8);
+  void* data = sink.data();
+  size_t cap = sink.size();
+  int tag = 0, done = 0;
+  void* r = nullptr;
+  ASSERT_TRUE(lo->irecv(loRecv, 1, &data, &cap, &tag, nullptr, &r).ok());
+  Status st;
+  for (int i = 0; i < 10000 && st.ok() && !done; ++i) {
+    st = lo->test(r, &done, nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(st.ok()) << "the receive after the peer's close did not fail";
+  EXPECT_TRUE(lo->health(loSend).ok()) << lo->health(loSend).message();
+  EXPECT_TRUE(lo->health(loRecv).ok()) << lo->health(loRecv).message();
+  EXPECT_TRUE(lo->closeSend(loSend).ok());
+  EXPECT_TRUE(lo->closeRecv(loRecv).ok());
+}
+
+// Pairing refuses a send side that has already sent on its own socket.
+TEST(SocketTransport, PairingAfterUseIsRefused) {
+  Pair p = loopbackPair(1);
+  uint64_t v = 7;
+  void* r = nullptr;
+  ASSERT_TRUE(p.net->isend(p.send, &v, sizeof v, 0, nullptr, &r).ok());
+  Status st = p.net->pairControl(p.send, p.recv, false);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("paired after use"), std::string::npos) << st.message();
+  p.net->closeSend(p.send);
+  p.net->closeRecv(p.recv);
+}
+
 // Ranks as threads on fake nodes: nodes x ranksPerNode, ring over TCP
 // between nodes and shared memory inside them.
 void runOnFakeNodes(int nodes, int perNode, const testutil::Body& body) {

@@ -32,6 +32,7 @@ struct Settings {
   std::string commId;                    // HOCCL_COMM_ID
   std::string socketIfname;              // HOCCL_SOCKET_IFNAME
   int socketStreams = 1;                 // HOCCL_SOCKET_NSTREAMS
+  bool socketDuplex = true;              // HOCCL_SOCKET_DUPLEX
   std::string net = "auto";              // HOCCL_NET
   std::string ibHca;                     // HOCCL_IB_HCA
   int ibGidIndex = -1;                   // HOCCL_IB_GID_INDEX

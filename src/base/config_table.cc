@@ -304,6 +304,11 @@ std::vector<SettingDecl> makeTable() {
        "HO-Ring's rails already run many connections at once, and extra streams over a shaped or shared link "
        "lose to each other.",
        field<int>(&S::socketStreams, integerIn<int>(1, 16)), kPerRank},
+      {"HOCCL_SOCKET_DUPLEX", "1",
+       "1: two ranks that send to each other over TCP carry both directions' small messages (headers and "
+       "payloads up to 4 KiB) on one socket, so that each direction's acknowledgements ride on the other's "
+       "data; 0: one socket per direction (NCCL's layout), which costs a bare acknowledgement per message.",
+       field<bool>(&S::socketDuplex, zeroOrOne()), kAllRanks},
       {"HOCCL_NET", "auto",
        "Network between nodes: ib (verbs; fail if unavailable), socket (TCP), or auto: IB when an active "
        "port exists, else TCP with an INFO line saying why. Set it alike on every rank.",

@@ -78,6 +78,15 @@ class NetTransport {
   // own thread, and a progress thread woken for each would only contend with
   // it for the socket and the core.
   virtual void consumerWaiting(bool sleeping) { (void)sleeping; }
+  // sendComm (to a peer) and recvComm (from the same peer), both new and
+  // unused, may share one channel for their small messages (TCP: each
+  // direction's acknowledgements then ride on the other's data). Both ranks
+  // call it for the pair before either sends, sendOwns true on exactly one
+  // of them. A transport without such sharing does nothing.
+  virtual Status pairControl(void* sendComm, void* recvComm, bool sendOwns) {
+    (void)sendComm, (void)recvComm, (void)sendOwns;
+    return Status();
+  }
 };
 
 struct SocketNetOptions {
@@ -94,6 +103,9 @@ struct SocketNetOptions {
   // the progress thread then watches for arriving headers only meanwhile.
   // Off (the NCCL plugin), it always watches.
   bool consumerPolls = false;
+  // HOCCL_SOCKET_DUPLEX: pairControl shares one control socket between the
+  // two directions of a pair of ranks.
+  bool duplex = true;
 };
 
 // TCP: transport/net/socket.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <thread>
 
 #include "src/base/clock.h"
@@ -204,6 +205,7 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
   // needs the peer's accept (IB) would deadlock two ranks that each wait in
   // connect for the other.
   size_t left = connecting.size() + listening.size();
+  std::map<std::pair<int, int>, void*> newSends, newRecvs;  // the transport's comms made here
   Status st;
   while (left > 0 && st.ok()) {
     bool progressed = false;
@@ -214,6 +216,7 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
       if (!st.ok()) break;
       if (!comm) continue;
       sends_[{c.e.peer, c.e.channel}] = std::make_unique<NetSend>(net_.get(), comm, c.e.peer, slotBytes_, slots_);
+      newSends[{c.e.peer, c.e.channel}] = comm;
       c.done = progressed = true;
       --left;
     }
@@ -225,6 +228,7 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
       net_->closeListen(l.lc);
       l.lc = nullptr;
       recvs_[{l.e.peer, l.e.channel}] = std::make_unique<NetRecv>(net_.get(), comm, l.e.peer, slotBytes_, slots_);
+      newRecvs[{l.e.peer, l.e.channel}] = comm;
       progressed = true;
       --left;
     }
@@ -240,6 +244,15 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
   }
   closeListening();
   HOCCL_TRY(st);
+  // Both directions with a peer made together (the peer made them together
+  // too): one channel for their small messages, owned by the lower rank's
+  // send side.
+  for (const auto& [key, sendComm] : newSends) {
+    auto r = newRecvs.find(key);
+    if (r == newRecvs.end()) continue;
+    HOCCL_TRY(net_->pairControl(sendComm, r->second, rank_ < key.first)
+                  .context("pairing the connections with rank " + std::to_string(key.first)));
+  }
   HINFO(kSubNet, "rank %d: %zu network connections over %s", rank_, sends_.size() + recvs_.size(), net_->name());
   return Status();
 }

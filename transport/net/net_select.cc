@@ -9,6 +9,7 @@ NetChoice netChoiceFrom(const Settings& s) {
   c.mode = s.net;
   c.socket.ifnameRule = s.socketIfname;
   c.socket.streams = s.socketStreams;
+  c.socket.duplex = s.socketDuplex;
   c.socket.timeoutSec = s.timeoutSec;
   c.ib.hcaRule = s.ibHca;
   c.ib.gidIndex = s.ibGidIndex;

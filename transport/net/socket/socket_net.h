@@ -9,7 +9,11 @@
 // receiver compute the same split from the size, and every stream carries
 // its parts in message order, so the k-th isend matches the k-th irecv.
 // One progress thread per transport moves the bytes with non-blocking
-// sockets and poll().
+// sockets and poll(). Two ranks that send to each other pair their two
+// connections (pairControl): both directions' headers and inline messages
+// then travel on one control socket, so that each direction's TCP
+// acknowledgements ride on the other's messages instead of costing a bare
+// segment (and, over veth, the whole receive path of the peer) per message.
 #pragma once
 
 #include <atomic>
@@ -17,7 +21,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -44,6 +47,8 @@ constexpr int kMaxRecvs = 8;
 // header: one segment, one socket, and the receiver that reads the header
 // has the payload (small messages never wait on a data stream).
 constexpr uint64_t kInlineMax = 4096;
+// The receiver's control-stream buffer: room for several inline messages.
+constexpr size_t kCtrlBuffer = 64 << 10;
 inline bool carriedInline(uint64_t size) { return size > 0 && size <= kInlineMax; }
 
 struct ConnectState;
@@ -110,9 +115,10 @@ struct Comm {
   // Where each message's bytes end in ctrlOut, and its request (null: an
   // inline message, complete when queued).
   std::deque<std::pair<size_t, Request*>> headerOwners;
-  // Receiver: partial header, headers without a posted receive, posted
-  // receives without a header.
-  char ctrlIn[16] = {0};
+  // Receiver: control-stream bytes read and not yet parsed (one recv takes
+  // as many headers and inline payloads as have arrived), headers without a
+  // posted receive, posted receives without a header.
+  std::vector<char> ctrlIn;
   size_t ctrlInLen = 0;
   struct Arrived {
     uint64_t size;
@@ -120,9 +126,6 @@ struct Comm {
     std::string payload;  // inline messages
   };
   std::deque<Arrived> arrived;
-  // An inline message whose payload is still arriving, and how much has.
-  std::optional<Arrived> reading;
-  size_t readingLen = 0;
   std::deque<Request*> posted;
   int inflight = 0;
   Status failed;
@@ -137,7 +140,26 @@ struct Comm {
   // link did): reported by health() even when no request was pending.
   Status lost;
   std::vector<std::unique_ptr<Request>> requests;  // owned until tested done
+  // Both directions between two ranks on one control socket (pair()): each
+  // direction's small messages then carry the TCP acknowledgements of the
+  // other's, where two one-way sockets send a bare acknowledgement for
+  // every message. The owner's ctrlFd is that socket; its twin (the other
+  // direction's comm) uses it as sharedFd, and closes it if the owner is
+  // destroyed first (ownsShared). A sender's own socket, when its twin
+  // reads it, carries the peer's headers: the sender reads no goodbye there
+  // (and, once the twin is gone, discards what comes: drainBack).
+  Comm* twin = nullptr;
+  int sharedFd = -1;
+  bool ownsShared = false;
+  bool drainBack = false;
+  // Sender: its socket holds bytes that are not a goodbye (the peer paired
+  // first): left for the twin to read once this side pairs.
+  bool heldBack = false;
 };
+
+// The socket this comm's headers travel on (written by a sender, read by a
+// receiver).
+inline int controlFd(const Comm* c) { return c->sharedFd >= 0 ? c->sharedFd : c->ctrlFd; }
 
 struct ListenComm {
   Socket listener;

@@ -10,7 +10,7 @@
 
 #include "src/base/log.h"
 #include "transport/net/handle_steps.h"
-#include "transport/net/socket/socket_net.h"
+#include "transport/net/socket/socket_pump.h"
 #include "src/base/thread_name.h"
 
 namespace hoccl {
@@ -35,7 +35,7 @@ Status acceptStep(ListenComm* lc, Comm** out);                       // socket_c
 Status listenOn(const SocketNetOptions& opt, ListenComm** out, Handle* h);
 Status localAddress(const SocketNetOptions& opt, SockAddr* addr, std::string* ifname);
 
-class SocketTransport : public NetTransport {
+class SocketTransport : public NetTransport, private SocketPump {
  public:
   explicit SocketTransport(const SocketNetOptions& opt) : opt_(opt) {
     wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -194,6 +194,14 @@ class SocketTransport : public NetTransport {
     return Status();
   }
 
+  Status pairControl(void* sendComm, void* recvComm, bool sendOwns) override {
+    if (!opt_.duplex) return Status();
+    std::lock_guard<std::mutex> lock(mu_);
+    HOCCL_TRY(pair(static_cast<Comm*>(sendComm), static_cast<Comm*>(recvComm), sendOwns));
+    kick();  // the poll set changes
+    return Status();
+  }
+
   void consumerWaiting(bool sleeping) override {
     if (!opt_.consumerPolls) return;
     // The first sleeper has the progress thread rebuild its poll set with
@@ -261,245 +269,6 @@ class SocketTransport : public NetTransport {
     return Status();
   }
 
-  // Best effort: a goodbye that does not fit the socket buffer now, or a
-  // sender with a header half written, leaves the peer to see an unexplained
-  // close, which is what an abandoned connection is.
-  static void sayGoodbye(Comm* c) {
-    if (!c->failed.ok() || c->ctrlFd < 0) return;
-    if (c->isSend && c->ctrlOutDone < c->ctrlOut.size()) return;
-    uint64_t hdr[2] = {kGoodbye, 0};
-    ssize_t n = ::send(c->ctrlFd, hdr, sizeof hdr, MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)n;
-    // Unread bytes at close() would make the kernel reset the connection
-    // instead of closing it, and a reset can overtake the goodbye.
-    char sink[256];
-    while (::recv(c->ctrlFd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
-    }
-  }
-
-  static void destroy(Comm* c) {
-    if (c->ctrlFd >= 0) close(c->ctrlFd);
-    for (Stream& s : c->streams)
-      if (s.fd >= 0) close(s.fd);
-    delete c;
-  }
-
-  // Pairs arrived headers with posted receives, in order: each header takes
-  // the first unmatched buffer of the oldest receive with its tag (mu_ held).
-  void match(Comm* c) {
-    while (!c->arrived.empty() && !c->posted.empty()) {
-      Comm::Arrived a = std::move(c->arrived.front());
-      const uint64_t size = a.size;
-      const int32_t tag = a.tag;
-      Request* r = c->posted.front();
-      c->arrived.pop_front();
-      Slot* slot = nullptr;
-      for (int i = 0; i < r->n && !slot; ++i)
-        if (!r->slots[i].matched && (r->anyTag || r->slots[i].tag == tag)) slot = &r->slots[i];
-      if (!slot) {
-        fail(c, errorf(hocclInvalidUsage, "socket transport: a message with tag %d from %s matches no buffer of the "
-                       "%d-buffer receive posted for it", tag, c->peer.c_str(), r->n));
-        return;
-      }
-      if (size > slot->capacity) {
-        fail(c, errorf(hocclInvalidUsage, "socket transport: a %llu-byte message from %s does not fit the %zu-byte receive",
-                       static_cast<unsigned long long>(size), c->peer.c_str(), slot->capacity));
-        return;
-      }
-      slot->matched = true;
-      slot->size = size;
-      if (carriedInline(size)) memcpy(slot->buf, a.payload.data(), size);
-      else for (const Part& p : splitMessage(c->nextMessage, size, static_cast<int>(c->streams.size()))) {
-        pollSetStale_ |= c->streams[p.stream].queue.empty();
-        c->streams[p.stream].queue.push_back({slot->buf + p.start, p.len, r});
-        ++r->partsLeft;
-      }
-      ++c->nextMessage;
-      if (++r->matchedSlots < r->n) continue;
-      c->posted.pop_front();
-      r->headerDone = true;
-      if (r->partsLeft == 0) complete(r);
-    }
-  }
-
-  // After the peer closed its control stream, receives with no header can
-  // never complete (mu_ held).
-  void failUnmatchable(Comm* c) {
-    if (c->ctrlClosed.ok()) return;
-    for (Request* r : c->posted)
-      if (r->error.ok()) r->error = c->ctrlClosed;
-    completed_ = true;
-  }
-
-  void complete(Request* r) {
-    r->done = true;
-    completed_ = true;
-  }
-
-  // Marks the comm and all its unfinished requests failed (mu_ held).
-  void fail(Comm* c, const Status& why) {
-    if (!c->failed.ok()) return;
-    c->failed = why;
-    for (auto& r : c->requests)
-      if (!r->done) r->error = why;
-    for (Stream& s : c->streams) s.queue.clear();
-    completed_ = true;
-    // A peer closing an idle connection is how a job ends; only a failure
-    // with work outstanding is worth a warning.
-    if (!c->requests.empty()) HWARN(kSubNet, "%s", why.message().c_str());
-    else HINFO(kSubNet, "%s", why.message().c_str());
-  }
-
-  Status brokenPeer(Comm* c, const char* what, int err) {
-    return errorf(hocclRemoteError, "socket transport: connection %s %s %s: %s", c->isSend ? "to" : "from",
-                  c->peer.c_str(), what, err ? strerror(err) : "closed by the peer");
-  }
-
-  // Writes or reads as much of stream s as the socket takes now.
-  void pumpStream(Comm* c, Stream& s) {
-    while (!s.queue.empty()) {
-      Piece& p = s.queue.front();
-      ssize_t n = c->isSend ? ::send(s.fd, p.ptr, p.left, MSG_NOSIGNAL | MSG_DONTWAIT)
-                            : ::recv(s.fd, p.ptr, p.left, MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-      if (n <= 0) {
-        fail(c, brokenPeer(c, c->isSend ? "failed while sending" : "failed while receiving", n < 0 ? errno : 0));
-        return;
-      }
-      p.ptr += n;
-      p.left -= static_cast<size_t>(n);
-      if (p.left == 0) {
-        Request* r = p.req;
-        s.queue.pop_front();
-        if (--r->partsLeft == 0 && r->headerDone) complete(r);
-      }
-    }
-  }
-
-  // The peer went away without a goodbye (mu_ held).
-  void markLost(Comm* c, int err) {
-    if (c->goodbye || !c->lost.ok()) return;
-    c->lost = errorf(hocclRemoteError,
-                     "socket transport: connection %s %s lost: %s without a goodbye (the peer process exited or was "
-                     "killed, or the link failed)",
-                     c->isSend ? "to" : "from", c->peer.c_str(), err ? strerror(err) : "closed");
-    completed_ = true;
-    HINFO(kSubNet, "%s", c->lost.message().c_str());
-  }
-
-  // Reads the control stream into buf until *have reaches want: 1 when it
-  // has, 0 if the stream has no more bytes now, -1 at its end (*err = 0) or
-  // on an error (*err = errno) (mu_ held).
-  static int readControl(Comm* c, char* buf, size_t want, size_t* have, int* err) {
-    while (*have < want) {
-      ssize_t n = ::recv(c->ctrlFd, buf + *have, want - *have, MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
-      if (n <= 0) {
-        *err = n < 0 ? errno : 0;
-        return -1;
-      }
-      *have += static_cast<size_t>(n);
-    }
-    return 1;
-  }
-
-  // The next 16-byte header of the control stream (readControl's results).
-  static int readHeader(Comm* c, uint64_t hdr[2], int* err) {
-    const int got = readControl(c, c->ctrlIn, sizeof c->ctrlIn, &c->ctrlInLen, err);
-    if (got == 1) {
-      memcpy(hdr, c->ctrlIn, sizeof c->ctrlIn);
-      c->ctrlInLen = 0;
-    }
-    return got;
-  }
-
-  void pumpControl(Comm* c) {
-    uint64_t hdr[2];
-    int err = 0;
-    if (c->isSend) {
-      // The only bytes that travel back are the receiver's goodbye; then
-      // the stream's end.
-      while (!c->ctrlEof) {
-        const int got = readHeader(c, hdr, &err);
-        if (got == 0) break;
-        if (got < 0) {
-          c->ctrlEof = true;
-          markLost(c, err);
-          if (!c->goodbye) return fail(c, brokenPeer(c, "failed", err));
-          break;
-        }
-        if (hdr[0] != kGoodbye)
-          return fail(c, errorf(hocclInternalError, "socket transport: unexpected bytes from receiver %s", c->peer.c_str()));
-        c->goodbye = true;
-      }
-      while (c->ctrlOutDone < c->ctrlOut.size()) {
-        ssize_t n = ::send(c->ctrlFd, c->ctrlOut.data() + c->ctrlOutDone, c->ctrlOut.size() - c->ctrlOutDone,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-        if (n <= 0) return fail(c, brokenPeer(c, "failed while sending", errno));
-        c->ctrlOutDone += static_cast<size_t>(n);
-        while (!c->headerOwners.empty() && c->headerOwners.front().first <= c->ctrlOutDone) {
-          Request* r = c->headerOwners.front().second;
-          c->headerOwners.pop_front();
-          if (!r) continue;  // inline: completed when queued
-          r->headerDone = true;
-          if (r->partsLeft == 0) complete(r);
-        }
-      }
-      c->ctrlOut.clear();
-      c->ctrlOutDone = 0;
-      return;
-    }
-    while (c->ctrlClosed.ok()) {
-      if (c->reading) {
-        // The rest of an inline payload.
-        Comm::Arrived& a = *c->reading;
-        const int got = readControl(c, a.payload.data(), a.size, &c->readingLen, &err);
-        if (got == 0) return;
-        if (got < 0) return fail(c, brokenPeer(c, "failed while receiving", err));
-        c->arrived.push_back(std::move(a));
-        c->reading.reset();
-        match(c);
-        continue;
-      }
-      const int got = readHeader(c, hdr, &err);
-      if (got == 0) return;
-      if (got < 0) {
-        markLost(c, err);
-        if (err) return fail(c, brokenPeer(c, "failed", err));
-        // The peer closed: what was sent before it still arrives.
-        c->ctrlClosed = brokenPeer(c, "failed", 0);
-        failUnmatchable(c);
-        HINFO(kSubNet, "socket transport: %s closed its connection", c->peer.c_str());
-        return;
-      }
-      if (hdr[0] == kGoodbye) {
-        c->goodbye = true;
-        continue;
-      }
-      if (carriedInline(hdr[0])) {
-        c->reading = Comm::Arrived{hdr[0], static_cast<int32_t>(hdr[1]), std::string(size_t(hdr[0]), '\0')};
-        c->readingLen = 0;
-        continue;
-      }
-      c->arrived.push_back({hdr[0], static_cast<int32_t>(hdr[1]), std::string()});
-      match(c);
-    }
-  }
-
-  // Moves what can move on every socket of c without waiting; returns true
-  // if work remains for the progress thread (mu_ held).
-  bool pumpAll(Comm* c) {
-    pumpControl(c);
-    bool pending = c->isSend && c->ctrlOut.size() > c->ctrlOutDone;
-    for (Stream& s : c->streams) {
-      if (!c->failed.ok()) return false;
-      if (!s.queue.empty()) pumpStream(c, s);
-      pending |= !s.queue.empty();
-    }
-    return pending && c->failed.ok();
-  }
-
   void progressLoop() {
     nameThisThread("hoccl-net");
     std::vector<pollfd> fds;
@@ -517,11 +286,20 @@ class SocketTransport : public NetTransport {
         pollSetStale_ = false;
         for (Comm* c : comms_) {
           if (!c->failed.ok()) continue;
-          short ctrlEvents = c->isSend ? static_cast<short>((c->ctrlOut.size() > c->ctrlOutDone ? POLLOUT : 0) |
-                                                           (c->ctrlEof ? 0 : POLLIN))
-                                       : (c->ctrlClosed.ok() ? (watch ? POLLIN : POLLRDHUP) : 0);
-          if (ctrlEvents) {
-            fds.push_back({c->ctrlFd, ctrlEvents, 0});
+          // A sender writes its headers on controlFd and reads back on
+          // its own socket (not when a twin reads that one); the two differ
+          // when it borrows its twin's (socket_net.h).
+          const bool readsBack = c->isSend && !c->ctrlEof && !c->heldBack && !(c->twin && c->sharedFd < 0);
+          const short out = c->isSend && c->ctrlOut.size() > c->ctrlOutDone ? POLLOUT : 0;
+          const short watchIn = c->ctrlClosed.ok() ? (watch ? POLLIN : POLLRDHUP) : 0;
+          const short in = c->isSend ? (readsBack ? POLLIN : 0) : watchIn;
+          const bool apart = c->isSend && controlFd(c) != c->ctrlFd;
+          if (out | (apart ? 0 : in)) {
+            fds.push_back({controlFd(c), static_cast<short>(out | (apart ? 0 : in)), 0});
+            who.emplace_back(c, -1);
+          }
+          if (apart && in) {
+            fds.push_back({c->ctrlFd, in, 0});
             who.emplace_back(c, -1);
           }
           for (size_t i = 0; i < c->streams.size(); ++i) {
@@ -557,10 +335,7 @@ class SocketTransport : public NetTransport {
   std::vector<Comm*> comms_;
   int wake_ = -1;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> completed_{false};
   std::atomic<int> sleepers_{0};  // consumers asleep on their doorbell (consumerWaiting)
-  // A stream got work after the progress thread built its poll set (mu_).
-  bool pollSetStale_ = false;
   std::thread thread_;
 };
 
