@@ -274,6 +274,28 @@ void runOnFakeNodes(int nodes, int perNode, const testutil::Body& body) {
   ASSERT_TRUE(testutil::spawn(o, body, &err)) << err;
 }
 
+// A communicator across nodes keeps polling longer before it sleeps than
+// one inside a node: sleeping through a network round trip wakes a rank
+// late and makes its peers sleep too. HOCCL_SPIN, when set, is the budget
+// for both.
+TEST(FakeNodesPolicy, ACommunicatorAcrossNodesSpinsLonger) {
+  runOnFakeNodes(2, 2, [&](hocclComm_t comm, int) {
+    EXPECT_TRUE(comm->usesNetwork());
+    EXPECT_GE(comm->policy.remoteSpinIters, comm->policy.spinIters);
+    if (comm->policy.yieldWhileSpinning) {
+      EXPECT_GT(comm->policy.remoteSpinIters, comm->policy.spinIters);
+    }
+  });
+  setenv("HOCCL_SPIN", "77", 1);
+  reloadSettingsForTesting();
+  runOnFakeNodes(2, 1, [&](hocclComm_t comm, int) {
+    EXPECT_EQ(comm->policy.spinIters, 77);
+    EXPECT_EQ(comm->policy.remoteSpinIters, 77);
+  });
+  unsetenv("HOCCL_SPIN");
+  reloadSettingsForTesting();
+}
+
 class FakeNodes : public ::testing::TestWithParam<std::pair<int, int>> {};
 
 TEST_P(FakeNodes, EveryTypeAndOpAcrossNodes) {

@@ -26,6 +26,8 @@ namespace {
 // otherwise. Measured on 2 cores, 4 ranks: 8-byte all-reduce 60-100 us with
 // 64 busy polls, 7 us with 64-256 yielding polls.
 constexpr int kYieldSpins = 128;
+// Waiting on a peer across the network (docs/algorithms.md, "Waiting ranks").
+constexpr int kYieldSpinsRemote = 2048;
 constexpr int kBusySpins = 20000;
 
 int onlineCpus() {
@@ -121,13 +123,14 @@ Status finishInit(hocclComm* c) {
   int spin = c->settings.spinIters;
   c->policy.timeoutSec = c->settings.timeoutSec;
   c->policy.yieldWhileSpinning = onMachine > onlineCpus();
+  c->policy.remoteSpinIters = spin >= 0 ? spin : c->policy.yieldWhileSpinning ? kYieldSpinsRemote : kBusySpins;
   if (spin < 0) spin = c->policy.yieldWhileSpinning ? kYieldSpins : kBusySpins;
   c->policy.spinIters = spin;
-  HINFO(kSubInit, "rank %d/%d: %zu local ranks, %d cpus, algorithm %s, slice %llu B x %d slots, spin %d, "
-        "transport setup %.1f ms",
+  HINFO(kSubInit, "rank %d/%d: %zu local ranks, %d cpus, algorithm %s, slice %llu B x %d slots, spin %d "
+        "(%d on the network), transport setup %.1f ms",
         c->rank, c->nranks, c->localRanks.size(), onlineCpus(), c->algo ? c->algo->name : "auto",
         static_cast<unsigned long long>(c->settings.sliceBytes), c->settings.slots, spin,
-        (nowSec() - t0) * 1e3);
+        c->policy.remoteSpinIters, (nowSec() - t0) * 1e3);
   return Status();
 }
 

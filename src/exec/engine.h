@@ -21,6 +21,10 @@ namespace hoccl {
 struct ProgressPolicy {
   double timeoutSec = 1800;
   int spinIters = 0;
+  // Polls before sleeping in a call of a communicator that spans nodes: a
+  // network round trip outlasts a local one, and a rank that sleeps through
+  // it wakes late, so its peers wait longer and sleep too.
+  int remoteSpinIters = 0;
   bool yieldWhileSpinning = false;
 };
 

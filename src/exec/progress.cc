@@ -142,6 +142,15 @@ class HostExecutor : public Executor {
     return false;
   }
 
+  // A call of a communicator that spans nodes: whoever a rank waits on, a
+  // network round trip is usually on the way (a leader's broadcast waits
+  // for the leaders' exchange).
+  static bool waitsOnNetwork(const Work* work, CollTask* const* tasks, size_t ntasks) {
+    for (size_t i = 0; i < ntasks; ++i)
+      if (!tasks[i]->done() && work[i].owner->usesNetwork()) return true;
+    return false;
+  }
+
   static Status progress(const Work* work, CollTask* const* tasks, size_t ntasks, int spun = 0) {
     if (ntasks == 0) return Status();
     TaskOwner* first = work[0].owner;
@@ -153,6 +162,8 @@ class HostExecutor : public Executor {
     // is read only once polls stop moving, not on every call.
     double lastProgress = -1, lastHealthCheck = -1;
     int spins = spun;
+    int spinLimit = policy.spinIters;  // raised once per stall if a call waits on the network
+    bool networkChecked = false;
     // Calls on one communicator share its connections, so they run one
     // after another; calls on different communicators run together.
     // (On the stack for the usual handful of calls: a call allocates nothing.)
@@ -199,9 +210,15 @@ class HostExecutor : public Executor {
       if (progressed) {
         lastProgress = -1;
         spins = 0;
+        spinLimit = policy.spinIters;
+        networkChecked = false;
         continue;
       }
-      if (++spins < policy.spinIters) {
+      if (++spins >= spinLimit && !networkChecked) {
+        networkChecked = true;
+        if (policy.remoteSpinIters > spinLimit && waitsOnNetwork(work, tasks, ntasks)) spinLimit = policy.remoteSpinIters;
+      }
+      if (spins < spinLimit) {
         if (policy.yieldWhileSpinning) sched_yield();
 #if defined(__x86_64__)
         else __builtin_ia32_pause();
@@ -252,6 +269,8 @@ class HostExecutor : public Executor {
         if (allDone) return Status();
         lastProgress = -1;
         spins = 0;
+        spinLimit = policy.spinIters;
+        networkChecked = false;
         continue;
       }
       bell.wait(seen, multiComm ? 1 : 100);
