@@ -1,29 +1,141 @@
-// Recursive doubling all-reduce: log2(P) exchanges of the whole buffer, for
-// small messages where the ring's 2(P-1) steps are all latency.
+// Recursive doubling: log2(P) exchanges, for small messages where the ring's
+// P-1 or 2(P-1) steps are all latency.
 //
 // With p2 the largest power of two <= P and e = P - p2 extra ranks, the
-// first 2e ranks pair up (2i, 2i+1): the even one sends its input to the
-// odd one, which reduces it and takes part in the exchanges; the even one
-// receives the result at the end. The p2 active ranks get virtual ranks
-// (odd rank 2i+1 -> i, rank r >= 2e -> r - e) and at distance d = 1, 2, 4,
-// ... exchange their partial sums with virtual rank v ^ d. Partners are
-// neighbours first (the same node, when ranks are numbered node by node).
+// first 2e ranks pair up (2i, 2i+1): the even one hands its operand to the
+// odd one, takes no part in the exchanges and receives its result at the
+// end. The p2 active ranks get virtual ranks (odd rank 2i+1 -> i, rank
+// r >= 2e -> r - e) and exchange at distance d = 1, 2, 4, ... with virtual
+// rank v ^ d. Partners are neighbours first (the same node, when ranks are
+// numbered node by node). Virtual rank v stands for the real blocks
+// [first(v), first(v + 1)) -- two for a folded pair, one otherwise -- so a
+// run of virtual ranks is a run of blocks: every message below is one
+// contiguous range of a buffer.
 //
-// Every rank computes received (op) own at each exchange; the partner
-// computes own (op) received, the same value for the commutative ops NCCL
-// defines, so all ranks end with identical bits. Messages carry at most
-// key.maxStepCount elements: each exchange is cut into rounds of "send a
-// piece, then receive the partner's", which needs room for one message per
-// edge.
+// All-reduce: every exchange swaps the whole partial sum; each rank computes
+// received (op) own and its partner own (op) received, the same bits for the
+// commutative ops NCCL defines, so all ranks end with identical bits.
+// All-gather: before the exchange at distance d a rank holds the blocks of
+// its d virtual ranks v & ~(d-1)...; it sends them and receives its
+// partner's, into their places in the output.
+// Reduce-scatter (recursive halving): at d = p2/2, p2/4, ..., 1 a rank sends
+// its partial sums of the half of its range that its partner keeps and
+// reduces the partner's into the half it keeps (Scratch holds the partial
+// sums); it ends with its own block.
+//
+// Messages carry at most key.maxStepCount elements: each exchange is cut
+// into rounds of "send a piece, then receive the partner's", which needs
+// room for one message per edge.
+#include <algorithm>
+
 #include "algorithms/cost.h"
 #include "algorithms/phases.h"
 #include "algorithms/registry.h"
 
 namespace hoccl {
+namespace {
+
+struct Fold {
+  int P, p2, extra;
+  explicit Fold(int n) : P(n), p2(largestPowerOfTwoUpTo(n)), extra(n - largestPowerOfTwoUpTo(n)) {}
+  bool folded(int r) const { return r < 2 * extra && r % 2 == 0; }  // hands its operand to r + 1
+  int virt(int r) const { return r < 2 * extra ? r / 2 : r - extra; }
+  int real(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
+  int first(int v) const { return v < extra ? 2 * v : v + extra; }  // first block of virtual rank v (v <= p2)
+};
+
+// One exchange with `partner`: this rank's [mine, mine + myLen) goes out of
+// `from`, the partner's [theirs, theirs + theirLen) comes into `into`
+// (reduced with `with` when `with` is present), in pieces of at most maxMsg.
+void exchange(Lane& ch, int partner, Slice from, uint64_t myLen, Slice with, Slice into, uint64_t theirLen,
+              uint64_t maxMsg) {
+  const uint64_t piece = maxMsg ? maxMsg : std::max<uint64_t>({myLen, theirLen, 1});
+  for (uint64_t at = 0; at < myLen || at < theirLen; at += piece) {
+    if (at < myLen) ch.add(-1, partner, false, shifted(from, at), Slice{}, std::min(piece, myLen - at));
+    if (at < theirLen)
+      ch.add(partner, -1, with.present(), with.present() ? shifted(with, at) : Slice{}, shifted(into, at),
+             std::min(piece, theirLen - at));
+  }
+}
+
+void doublingAllGather(Lane& ch, const ScheduleKey& key) {
+  const Fold f(key.nranks);
+  const int r = key.rank;
+  const uint64_t c = key.count;
+  auto out = [&](int block) { return Slice{Buf::Output, uint64_t(block) * c}; };
+  ch.copy(inputSlice(key, 0, c), out(r), c);
+  if (f.P == 1) return;
+  if (f.folded(r)) {
+    ch.add(-1, r + 1, false, out(r), Slice{}, c);
+    ch.add(r + 1, -1, false, Slice{}, out(0), uint64_t(f.P) * c);
+    return;
+  }
+  if (r < 2 * f.extra) ch.add(r - 1, -1, false, Slice{}, out(r - 1), c);
+  const int v = f.virt(r);
+  for (int d = 1; d < f.p2; d *= 2) {
+    const int mine = v & ~(d - 1), theirs = (v ^ d) & ~(d - 1);
+    const uint64_t myLen = uint64_t(f.first(mine + d) - f.first(mine)) * c;
+    const uint64_t theirLen = uint64_t(f.first(theirs + d) - f.first(theirs)) * c;
+    exchange(ch, f.real(v ^ d), out(f.first(mine)), myLen, Slice{}, out(f.first(theirs)), theirLen, key.maxStepCount);
+  }
+  if (r < 2 * f.extra) ch.add(-1, r - 1, false, out(0), Slice{}, uint64_t(f.P) * c);
+}
+
+void halvingReduceScatter(Lane& ch, Schedule& s, const ScheduleKey& key) {
+  const Fold f(key.nranks);
+  const int r = key.rank;
+  const uint64_t c = key.count;
+  const Slice result{Buf::Output, 0};
+  if (f.P == 1) {
+    ch.copy(inputSlice(key, 0, c), result, c);
+    return;
+  }
+  const uint64_t all = uint64_t(f.P) * c;
+  if (f.folded(r)) {
+    ch.add(-1, r + 1, false, inputSlice(key, 0, all), Slice{}, all);
+    ch.add(r + 1, -1, false, Slice{}, result, c);
+    return;
+  }
+  s.scratchCount = all;  // partial sums, by block
+  auto acc = [&](int block) { return Slice{Buf::Scratch, uint64_t(block) * c}; };
+  // Where the partial sum of block j lives: the input until this rank has
+  // reduced something into it.
+  bool inScratch = false;
+  auto cur = [&](int block, uint64_t len) {
+    return inScratch ? acc(block) : inputSlice(key, uint64_t(block) * c, len);
+  };
+  if (r < 2 * f.extra) {
+    ch.add(r - 1, -1, true, inputSlice(key, 0, all), acc(0), all);
+    inScratch = true;
+  }
+  const int v = f.virt(r);
+  for (int d = f.p2 / 2; d >= 1; d /= 2) {
+    const int keep = v & ~(d - 1), give = (v ^ d) & ~(d - 1);
+    const uint64_t keepLen = uint64_t(f.first(keep + d) - f.first(keep)) * c;
+    const uint64_t giveLen = uint64_t(f.first(give + d) - f.first(give)) * c;
+    exchange(ch, f.real(v ^ d), cur(f.first(give), giveLen), giveLen, cur(f.first(keep), keepLen), acc(f.first(keep)),
+             keepLen, key.maxStepCount);
+    inScratch = true;
+  }
+  if (r < 2 * f.extra) ch.add(-1, r - 1, false, acc(r - 1), Slice{}, c);
+  ch.copy(acc(r), result, c);
+}
+
+}  // namespace
+
 Schedule buildDoubling(const ScheduleKey& key) {
-  if (key.coll != CollKind::AllReduce) return ringFallback(key, "ring (fallback: doubling is all-reduce only)");
+  if (key.coll != CollKind::AllReduce && key.coll != CollKind::AllGather && key.coll != CollKind::ReduceScatter)
+    return ringFallback(key, "ring (fallback: doubling is for all-reduce, all-gather and reduce-scatter)");
   Schedule s = oneChannelSchedule(key, "doubling");
   Lane ch(s, 0);
+  if (key.coll == CollKind::AllGather) {
+    doublingAllGather(ch, key);
+    return s;
+  }
+  if (key.coll == CollKind::ReduceScatter) {
+    halvingReduceScatter(ch, s, key);
+    return s;
+  }
   const int P = key.nranks, r = key.rank;
   const uint64_t n = key.count;
   const Slice in{key.inPlace ? Buf::Output : Buf::Input, 0}, out{Buf::Output, 0};
@@ -34,13 +146,38 @@ Schedule buildDoubling(const ScheduleKey& key) {
   return s;
 }
 
-// The fold, log2(p2) exchanges of the whole buffer, the unfold; one channel.
+// The fold, log2(p2) exchanges, the unfold; one channel. All-reduce
+// exchanges the whole buffer each time; all-gather d blocks at distance d,
+// reduce-scatter d blocks at d = p2/2 ... 1 (a folded pair's virtual rank
+// counts as its larger share).
 CostPlan doublingCost(const CostQuery& q) {
-  std::vector<int> all;
-  for (int i = 0; i < q.nranks; ++i) all.push_back(i);
   CostPlan plan;
   plan.shape = "doubling";
-  appendDoublingCost(all, q.bytes, &plan.phases);
+  std::vector<int> all;
+  for (int i = 0; i < q.nranks; ++i) all.push_back(i);
+  if (q.coll == CollKind::AllReduce) {
+    appendDoublingCost(all, q.bytes, &plan.phases);
+    return plan;
+  }
+  const Fold f(q.nranks);
+  if (f.P < 2) return plan;
+  const double block = q.bytes / q.nranks, span = f.extra ? 2 : 1;  // blocks per virtual rank, at most
+  const bool reduce = q.coll == CollKind::ReduceScatter;
+  std::vector<CostMessage> fold, unfold;
+  for (int i = 0; i < f.extra; ++i) {
+    fold.push_back({2 * i, 2 * i + 1});
+    unfold.push_back({2 * i + 1, 2 * i});
+  }
+  if (!fold.empty()) plan.phases.push_back(exchangePhase(fold, reduce ? q.bytes : block, reduce, 1));
+  std::vector<int> distances;
+  for (int d = 1; d < f.p2; d *= 2) distances.push_back(d);
+  if (reduce) std::reverse(distances.begin(), distances.end());
+  for (int d : distances) {
+    std::vector<CostMessage> x;
+    for (int v = 0; v < f.p2; ++v) x.push_back({f.real(v), f.real(v ^ d)});
+    plan.phases.push_back(exchangePhase(x, block * span * d, reduce, 1));
+  }
+  if (!unfold.empty()) plan.phases.push_back(exchangePhase(unfold, reduce ? block : q.bytes, false, 1));
   return plan;
 }
 

@@ -163,16 +163,6 @@ void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& bloc
 
 // --------------------------------------------------------- doubling phase
 
-namespace {
-
-int largestPowerOfTwoUpTo(int n) {
-  int p2 = 1;
-  while (p2 * 2 <= n) p2 *= 2;
-  return p2;
-}
-
-}  // namespace
-
 void doublingAllReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len, uint64_t maxMsg) {
   const int n = g.size(), i = g.pos;
   if (n == 1) {

@@ -91,6 +91,12 @@ void ringAllGather(Lane& lane, const SubGroup& g, const std::vector<Block>& bloc
 // all-gather fused per round: 2n-1 steps for n members.
 void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
 
+inline int largestPowerOfTwoUpTo(int n) {
+  int p2 = 1;
+  while (p2 * 2 <= n) p2 *= 2;
+  return p2;
+}
+
 // Recursive doubling all-reduce over g.members (positions are the virtual
 // ranks): every member ends with dst = the reduction of every member's src
 // (src may equal dst). With p2 the largest power of two <= n and e = n - p2,

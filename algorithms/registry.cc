@@ -46,8 +46,14 @@ std::vector<AlgoInfo> rows() {
                       "all-gather, pipelined",
        .supports = unrooted, .build = buildHoRing, .cost = horingCost, .grouped = true, .pipelined = true},
       {.name = "doubling",
-       .description = "recursive doubling all-reduce: log2(P) exchanges of the whole buffer, for small messages",
-       .supports = allReduceOnly, .build = buildDoubling, .cost = doublingCost, .maxChannels = 1},
+       .description = "recursive doubling: log2(P) exchanges (all-reduce: of the whole buffer; all-gather: "
+                      "doubling blocks; reduce-scatter: halving blocks), for small messages",
+       .supports = unrooted, .build = buildDoubling, .cost = doublingCost, .maxChannels = 1,
+       // All-gather and reduce-scatter beat HO-Ring across nodes at 512 B-4 KiB but lose 3x at 32 KiB
+       // (every rank of a node crosses the node link at once); the model's per-message latencies, several
+       // times the measured ones, put that crossover near 32 KiB. Until they are recalibrated, those two
+       // run by HOCCL_ALGO or a tune file rule only (docs/algorithms.md, "Recursive doubling ...").
+       .tunerWeighs = allReduceOnly},
       {.name = "leaderdoubling",
        .description = "reduce to a leader per group, recursive doubling among the leaders, broadcast in the "
                       "group: for small all-reduces across nodes",

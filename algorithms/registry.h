@@ -39,6 +39,9 @@ struct AlgoInfo {
   // and the verifier sweep covers them.
   bool pipelined = false;
   int maxChannels = 0;  // the most channels it uses; 0: any
+  // The collectives the tuner weighs it for (null: all it supports); the
+  // others run it when forced (HOCCL_ALGO) or by a tune file's rule.
+  bool (*tunerWeighs)(CollKind coll) = nullptr;
 };
 
 const std::vector<AlgoInfo>& allAlgorithms();
@@ -56,8 +59,9 @@ Schedule buildRing(const ScheduleKey& key);
 Schedule buildHierarchical(const ScheduleKey& key);
 Schedule buildHoRing(const ScheduleKey& key);
 
-// Recursive doubling all-reduce (algorithms/doubling.cc); other
-// collectives fall back to buildRing.
+// Recursive doubling all-reduce and all-gather, recursive halving
+// reduce-scatter (algorithms/doubling.cc); broadcast and reduce fall back
+// to buildRing.
 Schedule buildDoubling(const ScheduleKey& key);
 // Hierarchical all-reduce with recursive doubling among the leaders
 // (hierarchical.cc): for small messages across nodes.

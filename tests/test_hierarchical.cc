@@ -475,21 +475,50 @@ namespace {
 // ------------------------------------------------------ recursive doubling
 
 TEST(Doubling, VerifiesForEveryRankCount) {
-  for (int P : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 31, 33, 64, 100}) {
-    for (uint64_t count : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(1000)}) {
-      for (bool inPlace : {false, true}) {
-        for (uint64_t maxStep : {0, 3}) {
-          ScheduleKey key;
-          key.coll = CollKind::AllReduce;
-          key.nranks = P;
-          key.count = count;
-          key.inPlace = inPlace;
-          key.maxStepCount = maxStep;
-          const VerifyResult res = verifyBuilder(buildDoubling, key);
-          ASSERT_TRUE(res.ok) << "P " << P << " count " << count << " inPlace " << inPlace << " maxStep " << maxStep
-                              << ": " << res.error;
+  for (CollKind coll : {CollKind::AllReduce, CollKind::AllGather, CollKind::ReduceScatter}) {
+    for (int P : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 31, 33, 64, 100}) {
+      for (uint64_t count : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(1000)}) {
+        for (bool inPlace : {false, true}) {
+          for (uint64_t maxStep : {0, 3}) {
+            ScheduleKey key;
+            key.coll = coll;
+            key.nranks = P;
+            key.count = count;
+            key.inPlace = inPlace;
+            key.maxStepCount = maxStep;
+            const VerifyResult res = verifyBuilder(buildDoubling, key);
+            ASSERT_TRUE(res.ok) << collName(coll) << " P " << P << " count " << count << " inPlace " << inPlace
+                                << " maxStep " << maxStep << ": " << res.error;
+            EXPECT_STREQ(buildDoubling(key).algorithm, "doubling");
+          }
         }
       }
+    }
+  }
+}
+
+// All-gather and reduce-scatter: log2(P) exchanges of one message each way
+// (a fold and an unfold more where P is not a power of two), where the ring
+// takes P-1 steps.
+TEST(Doubling, AllGatherAndReduceScatterExchangeLogarithmically) {
+  for (CollKind coll : {CollKind::AllGather, CollKind::ReduceScatter}) {
+    for (int P : {8, 12, 64}) {
+      ScheduleKey key;
+      key.coll = coll;
+      key.nranks = P;
+      key.count = 16;
+      size_t worst = 0;
+      for (int r = 0; r < P; ++r) {
+        key.rank = r;
+        const Schedule sched = buildDoubling(key);
+        size_t transfers = 0;
+        for (const Step& st : sched.channels[0].steps) transfers += st.sendPeer >= 0 || st.recvPeer >= 0;
+        worst = std::max(worst, transfers);
+      }
+      int lg = 0;
+      while ((2 << lg) <= P) ++lg;
+      const bool pow2 = (P & (P - 1)) == 0;
+      EXPECT_EQ(worst, size_t(2 * lg + (pow2 ? 0 : 2))) << collName(coll) << " P " << P;
     }
   }
 }
@@ -514,12 +543,13 @@ TEST(Doubling, StepsAreLogarithmic) {
   }
 }
 
-TEST(Doubling, OtherCollectivesFallBackToTheRing) {
+TEST(Doubling, RootedCollectivesFallBackToTheRing) {
   ScheduleKey key;
-  key.coll = CollKind::ReduceScatter;
+  key.coll = CollKind::Broadcast;
   key.nranks = 4;
   key.count = 10;
-  EXPECT_STREQ(buildDoubling(key).algorithm, "ring (fallback: doubling is all-reduce only)");
+  EXPECT_STREQ(buildDoubling(key).algorithm,
+               "ring (fallback: doubling is for all-reduce, all-gather and reduce-scatter)");
   EXPECT_TRUE(verifyBuilder(buildDoubling, key).ok);
 }
 

@@ -42,7 +42,7 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
     algos.push_back(forced_);
   } else {
     for (const AlgoInfo& a : allAlgorithms()) {
-      if (!a.supports(coll)) continue;
+      if (!a.supports(coll) || (a.tunerWeighs && !a.tunerWeighs(coll))) continue;
       // Grouped algorithms only where there is more than one node; on one
       // node they are the ring under another name.
       if (a.grouped && m_.nnodes() < 2) continue;
