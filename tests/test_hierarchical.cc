@@ -480,11 +480,7 @@ TEST(Doubling, VerifiesForEveryRankCount) {
       for (uint64_t count : {uint64_t(0), uint64_t(1), uint64_t(7), uint64_t(1000)}) {
         for (bool inPlace : {false, true}) {
           for (uint64_t maxStep : {0, 3}) {
-            ScheduleKey key;
-            key.coll = coll;
-            key.nranks = P;
-            key.count = count;
-            key.inPlace = inPlace;
+            ScheduleKey key = test_shapes::makeKey(coll, P, count, inPlace);
             key.maxStepCount = maxStep;
             const VerifyResult res = verifyBuilder(buildDoubling, key);
             ASSERT_TRUE(res.ok) << collName(coll) << " P " << P << " count " << count << " inPlace " << inPlace
