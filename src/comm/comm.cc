@@ -26,7 +26,8 @@ namespace {
 // otherwise. Measured on 2 cores, 4 ranks: 8-byte all-reduce 60-100 us with
 // 64 busy polls, 7 us with 64-256 yielding polls.
 constexpr int kYieldSpins = 128;
-// Waiting on a peer across the network (docs/algorithms.md, "Waiting ranks").
+// In a communicator that uses the network (docs/algorithms.md, "Small
+// messages across nodes: one socket per pair, and waiting ranks").
 constexpr int kYieldSpinsRemote = 2048;
 constexpr int kBusySpins = 20000;
 

@@ -216,7 +216,8 @@ class HostExecutor : public Executor {
       }
       if (++spins >= spinLimit && !networkChecked) {
         networkChecked = true;
-        if (policy.remoteSpinIters > spinLimit && waitsOnNetwork(work, tasks, ntasks)) spinLimit = policy.remoteSpinIters;
+        if (policy.remoteSpinIters > spinLimit && waitsOnNetwork(work, tasks, ntasks))
+          spinLimit = policy.remoteSpinIters;
       }
       if (spins < spinLimit) {
         if (policy.yieldWhileSpinning) sched_yield();

@@ -12,7 +12,7 @@
 namespace hoccl {
 namespace socknet {
 
-/// Best effort: a goodbye that does not fit the socket buffer now, or a
+// Best effort: a goodbye that does not fit the socket buffer now, or a
 // sender with a header half written, leaves the peer to see an unexplained
 // close, which is what an abandoned connection is.
 void SocketPump::sayGoodbye(Comm* c) {
@@ -25,12 +25,15 @@ void SocketPump::sayGoodbye(Comm* c) {
   ssize_t n = ::send(c->isSend ? controlFd(c) : c->ctrlFd, hdr, sizeof hdr, MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)n;
   // Unread bytes at close() would make the kernel reset the connection
-  // instead of closing it, and a reset can overtake the goodbye. (Not a
-  // socket the twin still reads.)
-  if (c->isSend && t && c->sharedFd < 0) return;
+  // instead of closing it, and a reset can overtake the goodbye: drained
+  // on the sockets destroy() closes (not one the twin still reads).
   char sink[256];
-  while (::recv(c->ctrlFd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
-  }
+  if (!(c->isSend && t && c->sharedFd < 0))
+    while (::recv(c->ctrlFd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+  if (c->ownsShared)
+    while (::recv(c->sharedFd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
 }
 
 void SocketPump::destroy(Comm* c) {
