@@ -35,29 +35,6 @@
 namespace hoccl {
 namespace {
 
-struct Fold {
-  int P, p2, extra;
-  explicit Fold(int n) : P(n), p2(largestPowerOfTwoUpTo(n)), extra(n - largestPowerOfTwoUpTo(n)) {}
-  bool folded(int r) const { return r < 2 * extra && r % 2 == 0; }  // hands its operand to r + 1
-  int virt(int r) const { return r < 2 * extra ? r / 2 : r - extra; }
-  int real(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
-  int first(int v) const { return v < extra ? 2 * v : v + extra; }  // first block of virtual rank v (v <= p2)
-};
-
-// One exchange with `partner`: this rank's [mine, mine + myLen) goes out of
-// `from`, the partner's [theirs, theirs + theirLen) comes into `into`
-// (reduced with `with` when `with` is present), in pieces of at most maxMsg.
-void exchange(Lane& ch, int partner, Slice from, uint64_t myLen, Slice with, Slice into, uint64_t theirLen,
-              uint64_t maxMsg) {
-  const uint64_t piece = maxMsg ? maxMsg : std::max<uint64_t>({myLen, theirLen, 1});
-  for (uint64_t at = 0; at < myLen || at < theirLen; at += piece) {
-    if (at < myLen) ch.add(-1, partner, false, shifted(from, at), Slice{}, std::min(piece, myLen - at));
-    if (at < theirLen)
-      ch.add(partner, -1, with.present(), with.present() ? shifted(with, at) : Slice{}, shifted(into, at),
-             std::min(piece, theirLen - at));
-  }
-}
-
 void doublingAllGather(Lane& ch, const ScheduleKey& key) {
   const Fold f(key.nranks);
   const int r = key.rank;
@@ -76,7 +53,8 @@ void doublingAllGather(Lane& ch, const ScheduleKey& key) {
     const int mine = v & ~(d - 1), theirs = (v ^ d) & ~(d - 1);
     const uint64_t myLen = uint64_t(f.first(mine + d) - f.first(mine)) * c;
     const uint64_t theirLen = uint64_t(f.first(theirs + d) - f.first(theirs)) * c;
-    exchange(ch, f.real(v ^ d), out(f.first(mine)), myLen, Slice{}, out(f.first(theirs)), theirLen, key.maxStepCount);
+    pairExchange(ch, f.real(v ^ d), out(f.first(mine)), myLen, Slice{}, out(f.first(theirs)), theirLen,
+                 key.maxStepCount);
   }
   if (r < 2 * f.extra) ch.add(-1, r - 1, false, out(0), Slice{}, uint64_t(f.P) * c);
 }
@@ -113,8 +91,8 @@ void halvingReduceScatter(Lane& ch, Schedule& s, const ScheduleKey& key) {
     const int keep = v & ~(d - 1), give = (v ^ d) & ~(d - 1);
     const uint64_t keepLen = uint64_t(f.first(keep + d) - f.first(keep)) * c;
     const uint64_t giveLen = uint64_t(f.first(give + d) - f.first(give)) * c;
-    exchange(ch, f.real(v ^ d), cur(f.first(give), giveLen), giveLen, cur(f.first(keep), keepLen), acc(f.first(keep)),
-             keepLen, key.maxStepCount);
+    pairExchange(ch, f.real(v ^ d), cur(f.first(give), giveLen), giveLen, cur(f.first(keep), keepLen),
+                 acc(f.first(keep)), keepLen, key.maxStepCount);
     inScratch = true;
   }
   if (r < 2 * f.extra) ch.add(-1, r - 1, false, acc(r - 1), Slice{}, c);

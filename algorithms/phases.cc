@@ -169,43 +169,47 @@ void doublingAllReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint
     lane.copy(src, dst, len);
     return;
   }
-  const int p2 = largestPowerOfTwoUpTo(n), extra = n - p2;
-  if (i < 2 * extra && i % 2 == 0) {  // folds into i + 1 and waits for the result
+  const Fold f(n);
+  if (f.folded(i)) {  // folds into i + 1 and waits for the result
     lane.add(-1, g.at(i + 1), false, src, kNone, len);
     lane.add(g.at(i + 1), -1, false, kNone, dst, len);
     return;
   }
   Slice cur = src;  // where this member's partial sum lives
-  if (i < 2 * extra) {
+  if (i < 2 * f.extra) {
     lane.add(g.at(i - 1), -1, true, src, dst, len);
     cur = dst;
   }
-  const int v = i < 2 * extra ? i / 2 : i - extra;
-  auto member = [&](int vr) { return g.at(vr < extra ? 2 * vr + 1 : vr + extra); };
-  const uint64_t piece = maxMsg ? maxMsg : len;
-  for (int d = 1; d < p2; d *= 2) {
-    const int partner = member(v ^ d);
-    for (uint64_t at = 0; at < len; at += piece) {
-      const uint64_t k = std::min(piece, len - at);
-      lane.add(-1, partner, false, shifted(cur, at), kNone, k);
-      lane.add(partner, -1, true, shifted(cur, at), shifted(dst, at), k);
-    }
+  const int v = f.virt(i);
+  for (int d = 1; d < f.p2; d *= 2) {
+    pairExchange(lane, g.at(f.real(v ^ d)), cur, len, cur, dst, len, maxMsg);
     cur = dst;
   }
-  if (i < 2 * extra) lane.add(-1, g.at(i - 1), false, dst, kNone, len);
+  if (i < 2 * f.extra) lane.add(-1, g.at(i - 1), false, dst, kNone, len);
+}
+
+void pairExchange(Lane& lane, int partner, Slice from, uint64_t myLen, Slice with, Slice into, uint64_t theirLen,
+                  uint64_t maxMsg) {
+  const uint64_t piece = maxMsg ? maxMsg : std::max<uint64_t>({myLen, theirLen, 1});
+  for (uint64_t at = 0; at < myLen || at < theirLen; at += piece) {
+    if (at < myLen) lane.add(-1, partner, false, shifted(from, at), kNone, std::min(piece, myLen - at));
+    if (at < theirLen)
+      lane.add(partner, -1, with.present(), with.present() ? shifted(with, at) : kNone, shifted(into, at),
+               std::min(piece, theirLen - at));
+  }
 }
 
 void appendDoublingCost(const std::vector<int>& members, double bytes, std::vector<CostPhase>* phases) {
   const int n = static_cast<int>(members.size());
   if (n < 2) return;
-  const int p2 = largestPowerOfTwoUpTo(n), extra = n - p2;
-  auto member = [&](int vr) { return members[vr < extra ? 2 * vr + 1 : vr + extra]; };
+  const Fold f(n);
+  auto member = [&](int vr) { return members[f.real(vr)]; };
   std::vector<CostMessage> fold;
-  for (int i = 0; i < extra; ++i) fold.push_back({members[2 * i], members[2 * i + 1]});
+  for (int i = 0; i < f.extra; ++i) fold.push_back({members[2 * i], members[2 * i + 1]});
   if (!fold.empty()) phases->push_back(exchangePhase(fold, bytes, true, 1));
-  for (int d = 1; d < p2; d *= 2) {
+  for (int d = 1; d < f.p2; d *= 2) {
     std::vector<CostMessage> x;
-    for (int v = 0; v < p2; ++v) x.push_back({member(v), member(v ^ d)});
+    for (int v = 0; v < f.p2; ++v) x.push_back({member(v), member(v ^ d)});
     phases->push_back(exchangePhase(x, bytes, true, 1));
   }
   if (!fold.empty()) {

@@ -97,6 +97,27 @@ inline int largestPowerOfTwoUpTo(int n) {
   return p2;
 }
 
+// Recursive doubling's view of n members: with p2 the largest power of two
+// <= n and extra = n - p2, members 2i and 2i+1 (i < extra) pair up, the
+// even one folding into the odd one; the p2 others take part as virtual
+// ranks 0..p2-1 (odd 2i+1 -> i, member m >= 2*extra -> m - extra). Virtual
+// rank v stands for members [first(v), first(v + 1)).
+struct Fold {
+  int P, p2, extra;
+  explicit Fold(int n) : P(n), p2(largestPowerOfTwoUpTo(n)), extra(n - largestPowerOfTwoUpTo(n)) {}
+  bool folded(int m) const { return m < 2 * extra && m % 2 == 0; }  // hands its operand to m + 1
+  int virt(int m) const { return m < 2 * extra ? m / 2 : m - extra; }
+  int real(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
+  int first(int v) const { return v < extra ? 2 * v : v + extra; }  // v <= p2
+};
+
+// One exchange with `partner`: myLen elements go out of `from`, theirLen
+// come into `into` (reduced with `with` when present), in rounds of "send
+// a piece of at most maxMsg (0: unlimited), then receive the partner's",
+// which needs room for one message per edge.
+void pairExchange(Lane& lane, int partner, Slice from, uint64_t myLen, Slice with, Slice into, uint64_t theirLen,
+                  uint64_t maxMsg);
+
 // Recursive doubling all-reduce over g.members (positions are the virtual
 // ranks): every member ends with dst = the reduction of every member's src
 // (src may equal dst). With p2 the largest power of two <= n and e = n - p2,

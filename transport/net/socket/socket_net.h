@@ -160,6 +160,9 @@ struct Comm {
 // The socket this comm's headers travel on (written by a sender, read by a
 // receiver).
 inline int controlFd(const Comm* c) { return c->sharedFd >= 0 ? c->sharedFd : c->ctrlFd; }
+// A paired comm that owns the shared socket: for a sender, its twin reads
+// that socket (the sender reads no goodbye there).
+inline bool ownsPairedSocket(const Comm* c) { return c->twin && c->sharedFd < 0; }
 
 struct ListenComm {
   Socket listener;

@@ -28,7 +28,7 @@ void SocketPump::sayGoodbye(Comm* c) {
   // instead of closing it, and a reset can overtake the goodbye: drained
   // on the sockets destroy() closes (not one the twin still reads).
   char sink[256];
-  if (!(c->isSend && t && c->sharedFd < 0))
+  if (!(c->isSend && ownsPairedSocket(c)))
     while (::recv(c->ctrlFd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
     }
   if (c->ownsShared)
@@ -182,7 +182,7 @@ void SocketPump::markLost(Comm* c, int err) {
 // first: a header that is not a goodbye is the peer's, who paired the two
 // directions before this side did (pair() hands it to the twin).
 void SocketPump::readBack(Comm* c) {
-  if (c->twin && c->sharedFd < 0) return;  // the twin reads this socket
+  if (ownsPairedSocket(c)) return;  // the twin reads this socket
   char buf[256];
   while (!c->ctrlEof && !c->heldBack) {
     const size_t want = c->drainBack ? sizeof buf : sizeof(uint64_t[2]);

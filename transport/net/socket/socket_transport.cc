@@ -289,7 +289,7 @@ class SocketTransport : public NetTransport, private SocketPump {
           // A sender writes its headers on controlFd and reads back on
           // its own socket (not when a twin reads that one); the two differ
           // when it borrows its twin's (socket_net.h).
-          const bool readsBack = c->isSend && !c->ctrlEof && !c->heldBack && !(c->twin && c->sharedFd < 0);
+          const bool readsBack = c->isSend && !c->ctrlEof && !c->heldBack && !ownsPairedSocket(c);
           const short out = c->isSend && c->ctrlOut.size() > c->ctrlOutDone ? POLLOUT : 0;
           const short watchIn = c->ctrlClosed.ok() ? (watch ? POLLIN : POLLRDHUP) : 0;
           const short in = c->isSend ? (readsBack ? POLLIN : 0) : watchIn;
