@@ -322,6 +322,25 @@ Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, cons
   return Status();
 }
 
+// Small calls of a communicator whose ranks all share memory run on the
+// board, unless HOCCL_BOARD_BYTES is 0 or HOCCL_ALGO forces an algorithm.
+// Every input of this decision is the same on every rank (the key and
+// must-match settings), so all ranks of a call decide alike.
+bool hocclComm::onBoard(const ScheduleKey& key, size_t esize) const {
+  if (key.nranks < 2 || settings.boardBytes == 0 || !(settings.algo.empty() || settings.algo == "auto")) return false;
+  Board* board = links ? links->board() : nullptr;
+  const uint64_t bytes = boardInputBytes(key, esize);
+  return board && bytes > 0 && bytes <= settings.boardBytes && bytes <= board->capacity();
+}
+
+std::shared_ptr<const Schedule> hocclComm::boardSchedule(const ScheduleKey& key) {
+  auto s = std::make_shared<Schedule>();
+  s->key = key;
+  s->algorithm = "board";
+  s->onBoard = true;
+  return s;
+}
+
 Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, const Schedule** out,
                           std::shared_ptr<const Schedule>* keep) {
   const ScheduleCacheKey k = cacheKey(key0, esize);
@@ -329,7 +348,8 @@ Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, const Schedule*
     auto it = schedules.find(k);
     if (it == schedules.end()) {
       auto sched = key0.coll == CollKind::AllToAll ? pairwiseSchedule(CollCall{}, key0)
-                                                    : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
+                   : onBoard(key0, esize)              ? boardSchedule(key0)
+                                                       : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
       HOCCL_TRY(connectFor(*sched));
       if (schedules.size() > 256) schedules.clear();
       it = schedules.emplace(k, std::move(sched)).first;

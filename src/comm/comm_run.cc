@@ -91,6 +91,9 @@ void makeWork(CommCall& c, Work* w) {
     call.opSeq = comm->opSeq;
   } else {
     call.opSeq = ++comm->opSeq;
+    // A board call takes the next board number; another call carries the
+    // number the next one will take, to spot a peer that ran it there.
+    call.boardSeq = w->schedule && w->schedule->onBoard ? ++comm->boardSeq : comm->boardSeq + 1;
   }
   w->sliceBytes = comm->settings.sliceBytes;
   w->checkCalls = comm->settings.checkCalls;

@@ -80,6 +80,9 @@ struct CollCall {
   RedOp op = RedOp::Sum;
   int root = 0;
   uint64_t opSeq = 0;
+  // A board call's number among its communicator's board calls (from 1);
+  // for any other call, the number the next board call will take.
+  uint64_t boardSeq = 0;
   // PreMulSum: this rank's scalar, one element of dtype, read from
   // scalarAt when the call runs if that is set, else kept in scalar.
   const void* scalarAt = nullptr;
@@ -93,6 +96,11 @@ struct CollCall {
 
 // "AllReduce(count=1000, float, sum)" as it appears in messages.
 std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, int root);
+
+// Bytes a call puts on its rank's board slot (all-reduce: the buffer;
+// all-gather: the send buffer; reduce-scatter: the whole send buffer); 0
+// for calls that never go there.
+uint64_t boardInputBytes(const ScheduleKey& key, size_t esize);
 
 class CollTask {
  public:
@@ -113,6 +121,12 @@ class CollTask {
   bool done() const { return done_; }
   const CollCall& call() const { return call_; }
   int channelCount() const { return static_cast<int>(chans_.size()); }
+  bool onBoard() const { return board_ != nullptr; }
+  // A stalled call's check (now and then, not every poll) that the rank it
+  // waits on did not run this call the other way: on the board while this
+  // one uses connections, or over connections while this one is on the
+  // board. An error names both calls.
+  Status crossCheckBoard() const;
   // Where the task waits now: "channel 0 step 3 (recvReduceSend): waiting to
   // receive from rank 1; last completed step 2".
   std::string describeWait() const;
@@ -163,6 +177,9 @@ class CollTask {
   Status checkPeerHeader(const SlotHeader& h, const PeerPart& mine) const;
   Status directFailure(int peer) const;
   void finish();
+  // The board (schedule onBoard; board.cc): post this rank's input once,
+  // then take each rank's in rank order as it appears.
+  Status boardProgress(bool* progressed);
 
   const CollCall& call_;
   const Schedule* sched_;
@@ -178,6 +195,9 @@ class CollTask {
   Status setupError_;  // scratch could not be allocated: progress() returns it
   std::vector<SendConn*> directSends_;  // connections that carried references
   std::vector<uint64_t> lent_;          // addresses lent (ThreadSanitizer annotations)
+  Board* board_ = nullptr;               // a board call's
+  int boardNext_ = -1;                   // the rank whose input it takes next (-1: not posted yet)
+  const void* boardFirst_ = nullptr;     // rank 0's input, until rank 1's arrives
   bool done_ = false;
 };
 

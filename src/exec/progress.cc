@@ -253,6 +253,8 @@ class HostExecutor : public Executor {
           if (!st.ok()) return fail(o, st, false);
           st = deadPeer(*o, t);
           if (!st.ok()) return fail(o, st, true);
+          st = t.crossCheckBoard();
+          if (!st.ok()) return fail(o, st, true);
         }
       }
       if (now - lastHealthCheck > 0.1) lastHealthCheck = now;

@@ -112,6 +112,14 @@ const uint64_t* stampOf(const SlotHeader* h) {
 }
 bool carriedInline(const SlotHeader* h) { return h->bytes <= kInlineBytes && !(h->flags & kSlotDirect); }
 
+// ringDoorbell after its fence (a caller that wakes several peers fences
+// once).
+void ringIfSleeping(ControlBlock* cb) {
+  if (cb->sleepers.load(std::memory_order_relaxed) == 0) return;
+  cb->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  futex(&cb->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
 class ShmSend : public SendConn {
  public:
   ShmSend(EdgeHeader* e, ControlBlock* peerCtl, int peer)
@@ -188,6 +196,45 @@ class ShmRecv : public RecvConn {
   uint64_t tail_;
 };
 
+class ShmBoard : public Board {
+ public:
+  // byRank[r]: rank r's control block (this rank's own included).
+  ShmBoard(std::vector<ControlBlock*> byRank, int self) : byRank_(std::move(byRank)), self_(byRank_[self]) {
+    for (ControlBlock* cb : byRank_)
+      if (cb != self_) peers_.push_back(cb);
+  }
+  size_t capacity() const override { return kBoardBytes; }
+  void* slot(uint64_t seq) override { return self_->board[seq % 2].data; }
+  void post(uint64_t seq, const BoardNote& note) override {
+    BoardSlot& s = self_->board[seq % 2];
+    s.opSeq = note.opSeq;
+    s.count = note.count;
+    s.bytes = note.bytes;
+    s.coll = note.coll;
+    s.dtype = note.dtype;
+    s.op = note.op;
+    s.seq.store(seq, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence for every peer's doorbell
+    for (ControlBlock* cb : peers_) ringIfSleeping(cb);
+  }
+  const void* peek(int rank, uint64_t seq, BoardNote* note) override {
+    const BoardSlot& s = byRank_[rank]->board[seq % 2];
+    if (s.seq.load(std::memory_order_acquire) != seq) return nullptr;
+    note->opSeq = s.opSeq;
+    note->count = s.count;
+    note->bytes = s.bytes;
+    note->coll = s.coll;
+    note->dtype = s.dtype;
+    note->op = s.op;
+    return s.data;
+  }
+
+ private:
+  std::vector<ControlBlock*> byRank_;
+  ControlBlock* self_;
+  std::vector<ControlBlock*> peers_;
+};
+
 // Segments whose creator was killed before a peer could unlink them stay
 // in /dev/shm until reboot. Their names carry the creator's pid
 // ("hoccl-<hash>-<pid>-..."), so any later init removes those of dead
@@ -219,9 +266,7 @@ void removeSegmentsOfDeadProcesses() {
 // is lost, and while nobody sleeps a ring writes nothing shared.
 void ringDoorbell(ControlBlock* cb) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (cb->sleepers.load(std::memory_order_relaxed) == 0) return;
-  cb->doorbell.fetch_add(1, std::memory_order_seq_cst);
-  futex(&cb->doorbell, FUTEX_WAKE, INT32_MAX, nullptr);
+  ringIfSleeping(cb);
 }
 
 uint32_t armDoorbell(ControlBlock* cb) {
@@ -294,6 +339,11 @@ Status ShmDomain::create(OutOfBand& oob, const ShmOptions& opt, const std::vecto
   Status bst = st.ok() ? oob.barrier() : st;
   shm_unlink(myName.c_str());
   HOCCL_TRY(bst);
+  if (d->controls_.size() == static_cast<size_t>(oob.nranks())) {  // every rank is here: a board
+    std::vector<ControlBlock*> byRank(oob.nranks());
+    for (auto& [r, cb] : d->controls_) byRank[r] = cb;
+    d->board_ = std::make_unique<ShmBoard>(std::move(byRank), opt.rank);
+  }
   *out = std::move(d);
   return Status();
 }

@@ -25,6 +25,18 @@
 
 namespace hoccl {
 
+// A rank's board slot (Board in connection.h): the note and the first 32
+// payload bytes share the line that `seq` publishes.
+constexpr size_t kBoardBytes = 512;
+struct BoardSlot {
+  alignas(64) std::atomic<uint64_t> seq;  // the board call it holds; written last
+  uint64_t opSeq;
+  uint64_t count;
+  uint32_t bytes;
+  uint8_t coll, dtype, op, unused;
+  uint8_t data[kBoardBytes];
+};
+
 struct ControlBlock {
   alignas(64) std::atomic<uint32_t> doorbell;
   std::atomic<uint32_t> sleepers;
@@ -41,6 +53,7 @@ struct ControlBlock {
   // address space, and a known value a peer reads there.
   uint64_t selfAddress;
   uint64_t probeValue;
+  BoardSlot board[2];  // board call b in board[b % 2]
 };
 
 // Wakes the owner of `cb` if it sleeps (announced in `sleepers`); call it
@@ -85,6 +98,8 @@ class ShmDomain {
   ~ShmDomain();
 
   ControlBlock* self() { return self_; }
+  // The ranks' board slots; for a communicator whose ranks are all local.
+  Board* board() { return board_.get(); }
   Doorbell& doorbell() { return *doorbell_; }
   ControlBlock* control(int rank);  // nullptr if `rank` is not on this node
   // Whether this process can see `rank`'s pid (checked at init, when every
@@ -128,6 +143,7 @@ class ShmDomain {
   std::vector<Mapping> mappings_;
   std::map<std::pair<int, int>, std::unique_ptr<SendConn>> sends_;
   std::map<std::pair<int, int>, std::unique_ptr<RecvConn>> recvs_;
+  std::unique_ptr<Board> board_;
 };
 
 }  // namespace hoccl

@@ -1,0 +1,113 @@
+// One-shot calls on the board (transport/connection.h, Board): a small
+// all-reduce, all-gather or reduce-scatter of a communicator whose ranks
+// all share memory writes this rank's input to its board slot once, then
+// takes every rank's input straight from its slot, in rank order, so every
+// rank reduces the same values in the same order and all get the same
+// bits. No schedule steps, no per-peer copies, no releases.
+#include <cstring>
+
+#include "src/exec/executor.h"
+
+namespace hoccl {
+
+uint64_t boardInputBytes(const ScheduleKey& key, size_t esize) {
+  switch (key.coll) {
+    case CollKind::AllReduce:
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter: return inputCount(key) * esize;
+    default: return 0;
+  }
+}
+
+Status CollTask::crossCheckBoard() const {
+  const ScheduleKey& k = sched_->key;
+  const std::string mine = describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root);
+  if (board_) {
+    // A message for this very call, or a point-to-point one, waiting on a
+    // connection from the rank this one waits for: that rank made another
+    // call (a collective over connections would have read it too).
+    if (done_ || boardNext_ < 0) return Status();
+    RecvConn* rc = links_->recvConn(boardNext_, 0);
+    const SlotHeader* h = nullptr;
+    const void* payload = nullptr;
+    if (!rc || !rc->tryPeek(&h, &payload) ||
+        (h->opSeq != call_.opSeq && h->coll != static_cast<uint8_t>(CollKind::SendRecv)))
+      return Status();
+    Status st = checkHeader(*h, h->bytes, boardNext_);
+    if (!st.ok()) return st;
+    return errorf(hocclInvalidUsage,
+                  "collective mismatch: rank %d ran %s (call #%llu) on the shared-memory board, but rank %d sent it a "
+                  "message for that call over a connection: the ranks disagree about the call",
+                  k.rank, mine.c_str(), static_cast<unsigned long long>(call_.opSeq), boardNext_);
+  }
+  // A call over connections: a rank it waits for that posted this very
+  // call on the board.
+  Board* board = links_->board();
+  if (!board || done_ || call_.coll == CollKind::SendRecv) return Status();
+  for (int peer : waitingOn()) {
+    BoardNote note;
+    if (!board->peek(peer, call_.boardSeq, &note) || note.opSeq != call_.opSeq) continue;
+    return errorf(hocclInvalidUsage,
+                  "collective mismatch: rank %d called %s as call #%llu, but rank %d called %s as call #%llu (on the "
+                  "shared-memory board); every rank must make the same calls in the same order",
+                  k.rank, mine.c_str(), static_cast<unsigned long long>(call_.opSeq), peer,
+                  describeCall(static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
+                               static_cast<RedOp>(note.op), 0).c_str(),
+                  static_cast<unsigned long long>(note.opSeq));
+  }
+  return Status();
+}
+
+Status CollTask::boardProgress(bool* progressed) {
+  const ScheduleKey& k = sched_->key;
+  const uint64_t seq = call_.boardSeq;
+  const uint64_t inBytes = boardInputBytes(k, esize_);
+  if (boardNext_ < 0) {
+    memcpy(board_->slot(seq), call_.sendbuff, inBytes);
+    BoardNote note;
+    note.opSeq = call_.opSeq;
+    note.count = call_.count;
+    note.bytes = static_cast<uint32_t>(inBytes);
+    note.coll = static_cast<uint8_t>(call_.coll);
+    note.dtype = static_cast<uint8_t>(call_.dtype);
+    note.op = static_cast<uint8_t>(call_.op);
+    board_->post(seq, note);
+    boardNext_ = 0;
+    *progressed = true;
+  }
+  const RedOp op = call_.op == RedOp::PreMulSum ? RedOp::Sum : call_.op;  // inputs were scaled before
+  const ReduceFn reduce = ops_.reduce[static_cast<int>(call_.dtype)][static_cast<int>(op)];
+  const uint64_t outBytes = call_.count * esize_;
+  // A reduce-scatter takes this rank's block of each input.
+  const uint64_t from = k.coll == CollKind::ReduceScatter ? static_cast<uint64_t>(k.rank) * outBytes : 0;
+  char* out = static_cast<char*>(call_.recvbuff);
+  for (; boardNext_ < k.nranks; ++boardNext_) {
+    const int r = boardNext_;
+    BoardNote note;
+    const char* in = static_cast<const char*>(board_->peek(r, seq, &note));
+    if (!in) return Status();
+    if (note.opSeq != call_.opSeq || note.coll != static_cast<uint8_t>(call_.coll) || note.count != call_.count ||
+        note.dtype != static_cast<uint8_t>(call_.dtype) || note.op != static_cast<uint8_t>(call_.op))
+      return errorf(hocclInvalidUsage,
+                    "collective mismatch: rank %d called %s as call #%llu, but rank %d called %s as call #%llu; "
+                    "every rank must make the same calls in the same order",
+                    k.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
+                    static_cast<unsigned long long>(call_.opSeq), r,
+                    describeCall(static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
+                                 static_cast<RedOp>(note.op), 0).c_str(),
+                    static_cast<unsigned long long>(note.opSeq));
+    *progressed = true;
+    const size_t n = call_.count;
+    if (k.coll == CollKind::AllGather) {
+      memcpy(out + r * outBytes, in, outBytes);
+    } else if (r == 0) {
+      boardFirst_ = in + from;  // stays: its owner rewrites it at board call seq + 2 at the earliest
+    } else {
+      reduce(out, r == 1 ? boardFirst_ : out, in + from, n);
+    }
+  }
+  finish();
+  return Status();
+}
+
+}  // namespace hoccl

@@ -1,0 +1,131 @@
+// The board (one-shot all-reduce, all-gather and reduce-scatter of a few
+// hundred bytes on one node, src/exec/board.cc): it takes the calls it
+// should, gets the right answers in and out of place, keeps its order with
+// calls that go over connections (grouped on one rank, not on another),
+// works across processes, and turns a peer that called something else into
+// an error on both sides instead of a hang.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "src/comm/comm.h"
+#include "tests/support/harness.h"
+
+using namespace testutil;
+
+namespace {
+
+float valueOf(int rank, size_t i) { return static_cast<float>(rank * 100 + static_cast<int>(i % 97)); }
+
+// All-reduce (sum and max), all-gather and reduce-scatter of `count`
+// elements per rank, out of place and in place; checks every element.
+void smallCalls(hocclComm_t comm, int rank, int nranks, size_t count) {
+  std::vector<float> in(count * nranks), out(count * nranks, -1);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(rank, i);
+  ASSERT_EQ(hocclAllReduce(in.data(), out.data(), count, hocclFloat32, hocclSum, comm, nullptr), hocclSuccess)
+      << hocclGetLastError(comm);
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int r = 0; r < nranks; ++r) want += valueOf(r, i);
+    ASSERT_EQ(out[i], want) << "all-reduce element " << i;
+  }
+  std::vector<int32_t> mine(count), inPlace(count);
+  for (size_t i = 0; i < count; ++i) inPlace[i] = mine[i] = rank * 7 - static_cast<int>(i);
+  ASSERT_EQ(hocclAllReduce(inPlace.data(), inPlace.data(), count, hocclInt32, hocclMax, comm, nullptr), hocclSuccess);
+  for (size_t i = 0; i < count; ++i) ASSERT_EQ(inPlace[i], (nranks - 1) * 7 - static_cast<int>(i));
+  // All-gather, in place: this rank's block already sits at its place.
+  std::vector<float> gathered(count * nranks, -1);
+  for (size_t i = 0; i < count; ++i) gathered[rank * count + i] = valueOf(rank, i);
+  ASSERT_EQ(hocclAllGather(gathered.data() + rank * count, gathered.data(), count, hocclFloat32, comm, nullptr),
+            hocclSuccess);
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(gathered[r * count + i], valueOf(r, i));
+  // Reduce-scatter, out of place, average.
+  std::vector<float> block(count, -1);
+  ASSERT_EQ(hocclReduceScatter(in.data(), block.data(), count, hocclFloat32, hocclAvg, comm, nullptr), hocclSuccess);
+  for (size_t i = 0; i < count; ++i) {
+    float sum = 0;
+    for (int r = 0; r < nranks; ++r) sum += valueOf(r, rank * count + i);
+    ASSERT_FLOAT_EQ(block[i], sum / nranks);
+  }
+}
+
+uint64_t boardCalls(hocclComm_t comm) { return comm->boardSeq; }
+
+TEST(Board, SmallCallsRunThereLargeOnesDoNot) {
+  std::string err;
+  ASSERT_TRUE(runThreads(4, [](hocclComm_t comm, int rank) {
+    smallCalls(comm, rank, 4, 1);
+    smallCalls(comm, rank, 4, 30);  // reduce-scatter: 480 bytes, still on the board
+    EXPECT_EQ(boardCalls(comm), 8u);
+    smallCalls(comm, rank, 4, 40);  // all-gather 160 B and all-reduce on the board; reduce-scatter 640 B is not
+    EXPECT_EQ(boardCalls(comm), 11u);
+    smallCalls(comm, rank, 4, 1000);  // none
+    EXPECT_EQ(boardCalls(comm), 11u);
+  }, &err)) << err;
+}
+
+TEST(Board, AcrossProcesses) {
+  std::string err;
+  ASSERT_TRUE(spawn(inProcesses(3, 60), [](hocclComm_t comm, int rank) {
+    for (int i = 0; i < 50; ++i) smallCalls(comm, rank, 3, 1 + i % 13);
+    EXPECT_EQ(boardCalls(comm), 200u);
+  }, &err)) << err;
+}
+
+TEST(Board, AForcedAlgorithmKeepsCallsOffIt) {
+  Options o;
+  o.ranks = 3;
+  o.algorithm = "ring";
+  std::string err;
+  ASSERT_TRUE(spawn(o, [](hocclComm_t comm, int rank) {
+    smallCalls(comm, rank, 3, 5);
+    EXPECT_EQ(boardCalls(comm), 0u);
+  }, &err)) << err;
+}
+
+// One rank groups board calls with a call over connections; the other
+// makes the same calls one by one. The group's calls on one communicator
+// run in order, as the other rank's do.
+TEST(Board, GroupedOnOneRankOneByOneOnTheOther) {
+  std::string err;
+  ASSERT_TRUE(runThreads(2, [](hocclComm_t comm, int rank) {
+    const size_t counts[] = {3, 4000, 5, 7, 2};
+    std::vector<std::vector<float>> bufs;
+    for (size_t c : counts) bufs.emplace_back(c, static_cast<float>(rank + 1));
+    if (rank == 0) ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+    for (auto& b : bufs)
+      ASSERT_EQ(hocclAllReduce(b.data(), b.data(), b.size(), hocclFloat32, hocclSum, comm, nullptr), hocclSuccess)
+          << hocclGetLastError(comm);
+    if (rank == 0) ASSERT_EQ(hocclGroupEnd(), hocclSuccess) << hocclGetLastError(comm);
+    for (auto& b : bufs)
+      for (float v : b) ASSERT_EQ(v, 3.0f);
+    EXPECT_EQ(boardCalls(comm), 4u);
+  }, &err)) << err;
+}
+
+// Rank 0's call fits the board, rank 1's does not (or is another
+// collective): each side sees the other's call and says so.
+void expectBoardMismatch(bool otherIsBroadcast) {
+  Options o;
+  o.ranks = 2;
+  o.timeoutSec = 60;
+  std::string err;
+  ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
+    std::vector<float> buf(4096, 1.0f);
+    hocclResult_t r = rank == 0 ? hocclAllReduce(buf.data(), buf.data(), 4, hocclFloat32, hocclSum, comm, nullptr)
+                      : otherIsBroadcast ? hocclBroadcast(buf.data(), buf.data(), 4, hocclFloat32, 0, comm, nullptr)
+                                         : hocclAllReduce(buf.data(), buf.data(), 4096, hocclFloat32, hocclSum, comm,
+                                                          nullptr);
+    EXPECT_NE(r, hocclSuccess);
+    std::string msg = hocclGetLastError(comm);
+    EXPECT_NE(msg.find("mismatch"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("HOCCL_TIMEOUT"), std::string::npos) << msg;
+  }, &err)) << err;
+}
+
+TEST(Board, APeerOverConnectionsIsAMismatch) { expectBoardMismatch(false); }
+TEST(Board, APeerInAnotherCollectiveIsAMismatch) { expectBoardMismatch(true); }
+
+}  // namespace
