@@ -333,7 +333,11 @@ bool hocclComm::onBoard(const ScheduleKey& key, size_t esize) const {
   return board && bytes > 0 && bytes <= settings.boardBytes && bytes <= board->capacity();
 }
 
-std::shared_ptr<const Schedule> hocclComm::boardSchedule(const ScheduleKey& key) {
+std::shared_ptr<const Schedule> hocclComm::boardSchedule(const ScheduleKey& key, size_t esize) {
+  if (key.rank == 0 && loggedChoices.insert({static_cast<int>(key.coll), 64}).second)  // once per collective
+    HINFO(kSubTune, "%s putting %llu bytes on each rank's board: one-shot from shared memory (HOCCL_BOARD_BYTES=%llu)",
+          collName(key.coll), static_cast<unsigned long long>(boardInputBytes(key, esize)),
+          static_cast<unsigned long long>(settings.boardBytes));
   auto s = std::make_shared<Schedule>();
   s->key = key;
   s->algorithm = "board";
@@ -348,7 +352,7 @@ Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, const Schedule*
     auto it = schedules.find(k);
     if (it == schedules.end()) {
       auto sched = key0.coll == CollKind::AllToAll ? pairwiseSchedule(CollCall{}, key0)
-                   : onBoard(key0, esize)              ? boardSchedule(key0)
+                   : onBoard(key0, esize)              ? boardSchedule(key0, esize)
                                                        : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
       HOCCL_TRY(connectFor(*sched));
       if (schedules.size() > 256) schedules.clear();

@@ -161,7 +161,7 @@ struct hocclComm : public hoccl::TaskOwner {
   // Whether a collective runs one-shot on the board (comm.cc), and its
   // schedule there (no steps).
   bool onBoard(const hoccl::ScheduleKey& key, size_t esize) const;
-  static std::shared_ptr<const hoccl::Schedule> boardSchedule(const hoccl::ScheduleKey& key);
+  std::shared_ptr<const hoccl::Schedule> boardSchedule(const hoccl::ScheduleKey& key, size_t esize);
   // Creates the connections `sched` uses that do not exist yet.
   hoccl::Status connectFor(const hoccl::Schedule& sched);
   // Calls whose schedule depends on more than the cache key (a group's
