@@ -115,9 +115,10 @@ CollTask::CollTask(const CollCall& call, const Schedule& schedule, Connections* 
   if (sched_->onBoard) {
     board_ = links->board();
     if (!board_ || call.boardSeq == 0)
-      setupError_ = errorf(hocclInternalError, "rank %d: %s (call #%llu) was planned for a board this communicator lacks",
-                           sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
-                           static_cast<unsigned long long>(call_.opSeq));
+      setupError_ =
+          errorf(hocclInternalError, "rank %d: %s (call #%llu) was planned for a board this communicator lacks",
+                 sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
+                 static_cast<unsigned long long>(call_.opSeq));
     return;
   }
   if (sched_->scratchCount) {
@@ -385,8 +386,9 @@ std::string CollTask::describeWait() const {
   std::string out;
   if (board_ && !done_)
     return boardNext_ < 0 ? std::string("not yet posted to the shared-memory board")
-                          : "waiting for rank " + std::to_string(boardNext_) + "'s input on the shared-memory board (board call #" +
-                                std::to_string(call_.boardSeq) + ")";
+                          : "waiting for rank " + std::to_string(boardNext_) +
+                                "'s input on the shared-memory board (board call #" + std::to_string(call_.boardSeq) +
+                                ")";
   for (size_t c = 0; c < chans_.size(); ++c) {
     const ChannelState& cs = chans_[c];
     const auto& steps = sched_->channels[c].steps;
