@@ -207,12 +207,7 @@ class ShmBoard : public Board {
   void* slot(uint64_t seq) override { return self_->board[seq % 2].data; }
   void post(uint64_t seq, const BoardNote& note) override {
     BoardSlot& s = self_->board[seq % 2];
-    s.opSeq = note.opSeq;
-    s.count = note.count;
-    s.bytes = note.bytes;
-    s.coll = note.coll;
-    s.dtype = note.dtype;
-    s.op = note.op;
+    s.note = note;
     s.seq.store(seq, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence for every peer's doorbell
     for (ControlBlock* cb : peers_) ringIfSleeping(cb);
@@ -220,12 +215,7 @@ class ShmBoard : public Board {
   const void* peek(int rank, uint64_t seq, BoardNote* note) override {
     const BoardSlot& s = byRank_[rank]->board[seq % 2];
     if (s.seq.load(std::memory_order_acquire) != seq) return nullptr;
-    note->opSeq = s.opSeq;
-    note->count = s.count;
-    note->bytes = s.bytes;
-    note->coll = s.coll;
-    note->dtype = s.dtype;
-    note->op = s.op;
+    *note = s.note;
     return s.data;
   }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <map>
 #include <set>
 #include <memory>
@@ -30,12 +31,10 @@ namespace hoccl {
 constexpr size_t kBoardBytes = 512;
 struct BoardSlot {
   alignas(64) std::atomic<uint64_t> seq;  // the board call it holds; written last
-  uint64_t opSeq;
-  uint64_t count;
-  uint32_t bytes;
-  uint8_t coll, dtype, op, unused;
+  BoardNote note;
   uint8_t data[kBoardBytes];
 };
+static_assert(offsetof(BoardSlot, data) == 32, "the note and 32 payload bytes in seq's line");
 
 struct ControlBlock {
   alignas(64) std::atomic<uint32_t> doorbell;
