@@ -5,6 +5,7 @@
 // works across processes, and turns a peer that called something else into
 // an error on both sides instead of a hang.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -127,5 +128,33 @@ void expectBoardMismatch(bool otherIsBroadcast) {
 
 TEST(Board, APeerOverConnectionsIsAMismatch) { expectBoardMismatch(false); }
 TEST(Board, APeerInAnotherCollectiveIsAMismatch) { expectBoardMismatch(true); }
+
+}  // namespace
+
+namespace {
+
+// A rank that never makes the call: the others time out naming it and the
+// board; one whose process ends: the others say it exited.
+TEST(Board, AMissingOrDeadPeerIsNamed) {
+  for (bool dies : {false, true}) {
+    Options o = inProcesses(3, 60);
+    o.timeoutSec = 2;
+    std::string err;
+    ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
+      float x = 1;
+      if (rank == 2) {
+        if (dies) _exit(0);
+        sleep(4);
+        return;
+      }
+      EXPECT_NE(hocclAllReduce(&x, &x, 1, hocclFloat32, hocclSum, comm, nullptr), hocclSuccess);
+      std::string msg = hocclGetLastError(comm);
+      const std::vector<const char*> wants =
+          dies ? std::vector<const char*>{"rank 2", "exited"}
+               : std::vector<const char*>{"HOCCL_TIMEOUT", "rank 2's input on the shared-memory board"};
+      for (const char* want : wants) EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    }, &err)) << err;
+  }
+}
 
 }  // namespace
