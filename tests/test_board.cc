@@ -109,11 +109,8 @@ TEST(Board, GroupedOnOneRankOneByOneOnTheOther) {
 // Rank 0's call fits the board, rank 1's does not (or is another
 // collective): each side sees the other's call and says so.
 void expectBoardMismatch(bool otherIsBroadcast) {
-  Options o;
-  o.ranks = 2;
-  o.timeoutSec = 60;
   std::string err;
-  ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
+  ASSERT_TRUE(spawn(inProcesses(2, 60), [&](hocclComm_t comm, int rank) {
     std::vector<float> buf(4096, 1.0f);
     hocclResult_t r = rank == 0 ? hocclAllReduce(buf.data(), buf.data(), 4, hocclFloat32, hocclSum, comm, nullptr)
                       : otherIsBroadcast ? hocclBroadcast(buf.data(), buf.data(), 4, hocclFloat32, 0, comm, nullptr)
