@@ -323,11 +323,12 @@ Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, cons
 }
 
 // Small calls of a communicator whose ranks all share memory run on the
-// board, unless HOCCL_BOARD_BYTES is 0 or HOCCL_ALGO forces an algorithm.
+// board, unless HOCCL_BOARD_BYTES is 0 or HOCCL_ALGO forces an algorithm
+// (algo).
 // Every input of this decision is the same on every rank (the key and
 // must-match settings), so all ranks of a call decide alike.
 bool hocclComm::onBoard(const ScheduleKey& key, size_t esize) const {
-  if (key.nranks < 2 || settings.boardBytes == 0 || !(settings.algo.empty() || settings.algo == "auto")) return false;
+  if (key.nranks < 2 || settings.boardBytes == 0 || algo) return false;
   Board* board = links ? links->board() : nullptr;
   const uint64_t bytes = boardInputBytes(key, esize);
   return board && bytes > 0 && bytes <= settings.boardBytes && bytes <= board->capacity();

@@ -20,8 +20,6 @@ uint64_t boardInputBytes(const ScheduleKey& key, size_t esize) {
 }
 
 Status CollTask::crossCheckBoard() const {
-  const ScheduleKey& k = sched_->key;
-  const std::string mine = describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root);
   if (board_) {
     // A message for this very call, or a point-to-point one, waiting on a
     // connection from the rank this one waits for: that rank made another
@@ -38,7 +36,8 @@ Status CollTask::crossCheckBoard() const {
     return errorf(hocclInvalidUsage,
                   "collective mismatch: rank %d ran %s (call #%llu) on the shared-memory board, but rank %d sent it a "
                   "message for that call over a connection: the ranks disagree about the call",
-                  k.rank, mine.c_str(), static_cast<unsigned long long>(call_.opSeq), boardNext_);
+                  sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
+                  static_cast<unsigned long long>(call_.opSeq), boardNext_);
   }
   // A call over connections: a rank it waits for that posted this very
   // call on the board.
@@ -46,14 +45,9 @@ Status CollTask::crossCheckBoard() const {
   if (!board || done_ || call_.coll == CollKind::SendRecv) return Status();
   for (int peer : waitingOn()) {
     BoardNote note;
-    if (!board->peek(peer, call_.boardSeq, &note) || note.opSeq != call_.opSeq) continue;
-    return errorf(hocclInvalidUsage,
-                  "collective mismatch: rank %d called %s as call #%llu, but rank %d called %s as call #%llu (on the "
-                  "shared-memory board); every rank must make the same calls in the same order",
-                  k.rank, mine.c_str(), static_cast<unsigned long long>(call_.opSeq), peer,
-                  describeCall(static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
-                               static_cast<RedOp>(note.op), 0).c_str(),
-                  static_cast<unsigned long long>(note.opSeq));
+    if (board->peek(peer, call_.boardSeq, &note) && note.opSeq == call_.opSeq)
+      return callMismatch(peer, static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
+                          static_cast<RedOp>(note.op), 0, note.opSeq, " (on the shared-memory board)");
   }
   return Status();
 }
@@ -88,14 +82,8 @@ Status CollTask::boardProgress(bool* progressed) {
     if (!in) return Status();
     if (note.opSeq != call_.opSeq || note.coll != static_cast<uint8_t>(call_.coll) || note.count != call_.count ||
         note.dtype != static_cast<uint8_t>(call_.dtype) || note.op != static_cast<uint8_t>(call_.op))
-      return errorf(hocclInvalidUsage,
-                    "collective mismatch: rank %d called %s as call #%llu, but rank %d called %s as call #%llu; "
-                    "every rank must make the same calls in the same order",
-                    k.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
-                    static_cast<unsigned long long>(call_.opSeq), r,
-                    describeCall(static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
-                                 static_cast<RedOp>(note.op), 0).c_str(),
-                    static_cast<unsigned long long>(note.opSeq));
+      return callMismatch(r, static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
+                          static_cast<RedOp>(note.op), 0, note.opSeq, "");
     *progressed = true;
     const size_t n = call_.count;
     if (k.coll == CollKind::AllGather) {

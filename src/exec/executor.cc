@@ -186,6 +186,16 @@ Status CollTask::checkPeerHeader(const SlotHeader& h, const PeerPart& mine) cons
                 sched_->key.rank, describePart("hocclSend", h.count, h.dtype).c_str());
 }
 
+Status CollTask::callMismatch(int peer, CollKind coll, uint64_t count, DType dtype, RedOp op, int root,
+                              uint64_t opSeq, const char* where) const {
+  return errorf(hocclInvalidUsage,
+                "collective mismatch: rank %d called %s as call #%llu, but rank %d called %s as call #%llu%s; every "
+                "rank must make the same calls in the same order",
+                sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
+                static_cast<unsigned long long>(call_.opSeq), peer, describeCall(coll, count, dtype, op, root).c_str(),
+                static_cast<unsigned long long>(opSeq), where);
+}
+
 Status CollTask::checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer) const {
   if (checkCalls_ && call_.coll != CollKind::SendRecv && h.coll == static_cast<uint8_t>(CollKind::SendRecv))
     return errorf(hocclInvalidUsage,
@@ -198,16 +208,9 @@ Status CollTask::checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer
   bool same = call_.coll == CollKind::SendRecv || (h.opSeq == call_.opSeq && h.coll == static_cast<uint8_t>(call_.coll) &&
               h.count == call_.count && h.dtype == static_cast<uint8_t>(call_.dtype) &&
               h.op == static_cast<uint8_t>(call_.op) && h.root == call_.root);
-  if (checkCalls_ && !same) {
-    std::string mine = describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root);
-    std::string theirs = describeCall(static_cast<CollKind>(h.coll), h.count,
-                                      static_cast<DType>(h.dtype), static_cast<RedOp>(h.op), h.root);
-    return errorf(hocclInvalidUsage,
-                  "collective mismatch: rank %d called %s as call #%llu, but rank %d called %s as "
-                  "call #%llu; every rank must make the same calls in the same order",
-                  sched_->key.rank, mine.c_str(), static_cast<unsigned long long>(call_.opSeq), peer,
-                  theirs.c_str(), static_cast<unsigned long long>(h.opSeq));
-  }
+  if (checkCalls_ && !same)
+    return callMismatch(peer, static_cast<CollKind>(h.coll), h.count, static_cast<DType>(h.dtype),
+                        static_cast<RedOp>(h.op), h.root, h.opSeq, "");
   if (h.bytes != expectBytes)
     return errorf(hocclInvalidUsage,
                   "message size mismatch: rank %d expected %u bytes from rank %d in %s (call #%llu) "

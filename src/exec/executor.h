@@ -121,7 +121,6 @@ class CollTask {
   bool done() const { return done_; }
   const CollCall& call() const { return call_; }
   int channelCount() const { return static_cast<int>(chans_.size()); }
-  bool onBoard() const { return board_ != nullptr; }
   // A stalled call's check (now and then, not every poll) that the rank it
   // waits on did not run this call the other way: on the board while this
   // one uses connections, or over connections while this one is on the
@@ -175,6 +174,10 @@ class CollTask {
   char* bufferAt(const Slice& s);
   Status checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer) const;
   Status checkPeerHeader(const SlotHeader& h, const PeerPart& mine) const;
+  // "collective mismatch: rank 0 called <this call> as call #n, but rank
+  // `peer` called <that one> as call #m<where>; ...".
+  Status callMismatch(int peer, CollKind coll, uint64_t count, DType dtype, RedOp op, int root, uint64_t opSeq,
+                      const char* where) const;
   Status directFailure(int peer) const;
   void finish();
   // The board (schedule onBoard; board.cc): post this rank's input once,
