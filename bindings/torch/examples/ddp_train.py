@@ -9,6 +9,9 @@ compare) and prints the loss and the step time.
 Each rank learns a fixed random "teacher" network from its own batches;
 DDP averages the gradients, so every rank holds the same weights. With
 --json the last line is {"backend", "nproc", "params", "step_ms", ...}.
+--no-comm gives DDP a communication hook that returns each gradient bucket
+as it is: the step without communication (the floor both backends share;
+the ranks' weights then drift apart, so use it for timing only).
 """
 import argparse
 import datetime
@@ -37,10 +40,21 @@ def mlp(width, depth, seed):
 
 def train(rank, world, args):
     torch.set_num_threads(args.threads)
+    # On the emulated cluster (tests/cluster) each rank's namespace has one
+    # interface for the network, which hoccl is told; gloo is told the same.
+    ifname = os.environ.get("HOCCL_SOCKET_IFNAME", "").lstrip("=")
+    if os.environ.get("HOCCL_CLUSTER") and ifname and "," not in ifname:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)
     dist.init_process_group(args.backend, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     teacher = mlp(32, 2, seed=1)
     model = DDP(mlp(args.width, args.depth, seed=0), bucket_cap_mb=args.bucket_mb)
+    if args.no_comm:
+        def keep_bucket(_state, bucket):
+            done = torch.futures.Future()
+            done.set_result(bucket.buffer())
+            return done
+        model.register_comm_hook(None, keep_bucket)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     gen = torch.Generator().manual_seed(1234 + rank)
     times = []
@@ -68,8 +82,8 @@ def train(rank, world, args):
               f"{mean.item() * 1e3:.2f} ms (slowest rank), median on rank 0 {statistics.median(times) * 1e3:.2f} ms",
               flush=True)
         if args.json:
-            print(json.dumps({"backend": args.backend, "nproc": world, "params": params, "batch": args.batch,
-                              "steps": args.steps, "step_ms": mean.item() * 1e3,
+            print(json.dumps({"backend": "none" if args.no_comm else args.backend, "nproc": world,
+                              "params": params, "batch": args.batch, "steps": args.steps, "step_ms": mean.item() * 1e3,
                               "median_ms_rank0": statistics.median(times) * 1e3}), flush=True)
     dist.destroy_process_group()
 
@@ -90,7 +104,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
-    ap.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb (large: one all-reduce after backward)")
+    ap.add_argument("--bucket-mb", type=float, default=25,
+                    help="DDP's bucket_cap_mb (large: one all-reduce after backward)")
+    ap.add_argument("--no-comm", action="store_true", help="no communication: the gradient buckets stay local")
     ap.add_argument("--print-every", type=int, default=10)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

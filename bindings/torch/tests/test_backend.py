@@ -193,3 +193,25 @@ def test_per_call_timeout_raises_naming_the_op(tmp_root):
         other = r0[f"{case}_other_error"]
         assert other and "abort" in other, f"{case}: another call on the timed-out group: {other}"
     assert [r["world_sum"] for r in results] == [2, 2]
+
+
+def test_bench_ddp_prints_the_side_by_side_table(tmp_root):
+    """The DDP benchmark (examples/bench_ddp.py) runs both backends and the
+    no-communication floor, and prints a row of positive step times."""
+    import subprocess
+    import sys
+    bench = os.path.join(HERE, "..", "examples", "bench_ddp.py")
+    plot = os.path.join(tmp_root, "ddp.png")
+    out = subprocess.run([sys.executable, bench, "--nproc", "2", "--floor", "--width", "32", "--depth", "2",
+                          "--batch", "2", "--steps", "3", "--warmup", "1", "--plot", plot],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| 2 processes |")]
+    assert len(rows) == 1, out.stdout
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    steps = [float(c) for c in cells[1:4]]  # no comm, gloo, hoccl
+    assert all(s > 0 for s in steps), rows[0]
+    # The ratio comes from the unrounded times; the cells are rounded to 0.1 ms.
+    low, high = (steps[2] - 0.05) / (steps[1] + 0.05), (steps[2] + 0.05) / (steps[1] - 0.05)
+    assert low - 0.005 <= float(cells[4]) <= high + 0.005, rows[0]
+    assert os.path.getsize(plot) > 0
