@@ -98,11 +98,28 @@ def test_ddp_on_emulated_cluster(tmp_root):
     _assert_close(weights[0], ref, "hoccl DDP on the emulated cluster vs the single-process reference")
 
 
+def test_zero_redundancy_optimizer_on_emulated_cluster(tmp_root):
+    """ZeroRedundancyOptimizer across 2 network namespaces x 2 ranks trains
+    to the single-process reference, and consolidate_state_dict gathers
+    every shard's Adam state on rank 0 over the network."""
+    why = launch.cluster_problem()
+    if why:
+        (pytest.fail if launch.in_ci() else pytest.skip)(f"the emulated cluster cannot run here: {why}")
+    outdir = os.path.join(tmp_root, "zero_cluster")
+    rc, output, results = launch.launch_on_cluster("zero", 2, 2, outdir)
+    assert rc == 0 and all(results), output
+    _assert_zero_matches_reference(outdir, 4)
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_zero_redundancy_optimizer(n, tmp_root):
     outdir = os.path.join(tmp_root, f"zero{n}")
     codes, outputs, results = launch.launch("zero", n, outdir)
     assert codes == [0] * n, launch.describe(codes, outputs)
+    _assert_zero_matches_reference(outdir, n)
+
+
+def _assert_zero_matches_reference(outdir, n):
     ref_weights, ref_optim = model_common.reference(n, torch.optim.Adam, lr=0.01)
     weights = _weights(outdir, n)
     for r in range(n):
