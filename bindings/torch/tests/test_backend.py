@@ -81,15 +81,22 @@ def test_ddp_matches_reference_and_gloo(n, tmp_root):
     _assert_close(hoccl[0], runs["gloo"][0], "hoccl DDP vs gloo DDP")
 
 
-def test_ddp_on_emulated_cluster(tmp_root):
-    """DDP across 2 network namespaces x 2 ranks (tests/cluster: TCP over
-    1 Gbit/s shaped links between the nodes) trains to the reference."""
+def _on_emulated_cluster(scenario, tmp_root):
+    """Runs worker.py SCENARIO on 2 emulated nodes x 2 ranks (skipped where
+    the cluster cannot run, a failure in CI); returns its output directory."""
     why = launch.cluster_problem()
     if why:
         (pytest.fail if launch.in_ci() else pytest.skip)(f"the emulated cluster cannot run here: {why}")
-    outdir = os.path.join(tmp_root, "ddp_cluster")
-    rc, output, results = launch.launch_on_cluster("ddp", 2, 2, outdir)
+    outdir = os.path.join(tmp_root, f"{scenario}_cluster")
+    rc, output, results = launch.launch_on_cluster(scenario, 2, 2, outdir)
     assert rc == 0 and all(results), output
+    return outdir
+
+
+def test_ddp_on_emulated_cluster(tmp_root):
+    """DDP across 2 network namespaces x 2 ranks (tests/cluster: TCP over
+    1 Gbit/s shaped links between the nodes) trains to the reference."""
+    outdir = _on_emulated_cluster("ddp", tmp_root)
     weights = _weights(outdir, 4)
     for r in range(1, 4):
         for k in weights[0]:
@@ -102,12 +109,7 @@ def test_zero_redundancy_optimizer_on_emulated_cluster(tmp_root):
     """ZeroRedundancyOptimizer across 2 network namespaces x 2 ranks trains
     to the single-process reference, and consolidate_state_dict gathers
     every shard's Adam state on rank 0 over the network."""
-    why = launch.cluster_problem()
-    if why:
-        (pytest.fail if launch.in_ci() else pytest.skip)(f"the emulated cluster cannot run here: {why}")
-    outdir = os.path.join(tmp_root, "zero_cluster")
-    rc, output, results = launch.launch_on_cluster("zero", 2, 2, outdir)
-    assert rc == 0 and all(results), output
+    outdir = _on_emulated_cluster("zero", tmp_root)
     _assert_zero_matches_reference(outdir, 4)
 
 
