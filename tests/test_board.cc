@@ -1,9 +1,9 @@
-// The board (one-shot all-reduce, all-gather and reduce-scatter of a few
-// hundred bytes on one node, src/exec/board.cc): it takes the calls it
-// should, gets the right answers in and out of place, keeps its order with
-// calls that go over connections (grouped on one rank, not on another),
-// works across processes, and turns a peer that called something else into
-// an error on both sides instead of a hang.
+// The board (one-shot all-reduce, all-gather, reduce-scatter, broadcast
+// and reduce of a few hundred bytes on one node, src/exec/board.cc): it
+// takes the calls it should, gets the right answers in and out of place,
+// keeps its order with calls that go over connections (grouped on one
+// rank, not on another), works across processes, and turns a peer that
+// called something else into an error on both sides instead of a hang.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -54,6 +54,39 @@ void smallCalls(hocclComm_t comm, int rank, int nranks, size_t count) {
 
 uint64_t boardCalls(hocclComm_t comm) { return comm->boardSeq; }
 
+// From `root`: a broadcast out of place (non-roots pass no send buffer)
+// and one in place, a sum reduce (non-roots pass no receive buffer) and an
+// average reduce in place; checks every element where it is defined.
+void rootedCalls(hocclComm_t comm, int rank, int nranks, int root, size_t count) {
+  std::vector<float> in(count), out(count, -1);
+  for (size_t i = 0; i < count; ++i) in[i] = valueOf(rank, i);
+  ASSERT_EQ(hocclBroadcast(rank == root ? in.data() : nullptr, out.data(), count, hocclFloat32, root, comm, nullptr),
+            hocclSuccess)
+      << hocclGetLastError(comm);
+  for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], valueOf(root, i)) << "broadcast element " << i;
+  std::vector<int32_t> same(count);
+  for (size_t i = 0; i < count; ++i) same[i] = rank == root ? static_cast<int32_t>(i) * 3 - 5 : -1;
+  ASSERT_EQ(hocclBroadcast(same.data(), same.data(), count, hocclInt32, root, comm, nullptr), hocclSuccess);
+  for (size_t i = 0; i < count; ++i) ASSERT_EQ(same[i], static_cast<int32_t>(i) * 3 - 5);
+  std::vector<float> sum(count, -1);
+  ASSERT_EQ(hocclReduce(in.data(), rank == root ? sum.data() : nullptr, count, hocclFloat32, hocclSum, root, comm,
+                        nullptr),
+            hocclSuccess);
+  std::vector<float> avg(in);
+  ASSERT_EQ(hocclReduce(avg.data(), avg.data(), count, hocclFloat32, hocclAvg, root, comm, nullptr), hocclSuccess);
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int r = 0; r < nranks; ++r) want += valueOf(r, i);
+    if (rank == root) {
+      ASSERT_EQ(sum[i], want) << "reduce element " << i;
+      ASSERT_FLOAT_EQ(avg[i], want / nranks) << "average element " << i;
+    } else {
+      ASSERT_EQ(sum[i], -1) << "a non-root's buffer was written";
+      ASSERT_EQ(avg[i], valueOf(rank, i)) << "a non-root's in-place buffer was written";
+    }
+  }
+}
+
 TEST(Board, SmallCallsRunThereLargeOnesDoNot) {
   std::string err;
   ASSERT_TRUE(runThreads(4, [](hocclComm_t comm, int rank) {
@@ -72,6 +105,31 @@ TEST(Board, AcrossProcesses) {
   ASSERT_TRUE(spawn(inProcesses(3, 60), [](hocclComm_t comm, int rank) {
     for (int i = 0; i < 50; ++i) smallCalls(comm, rank, 3, 1 + i % 13);
     EXPECT_EQ(boardCalls(comm), 200u);
+  }, &err)) << err;
+}
+
+TEST(Board, BroadcastAndReduceRunThereFromEveryRoot) {
+  std::string err;
+  ASSERT_TRUE(runThreads(4, [](hocclComm_t comm, int rank) {
+    for (int root = 0; root < 4; ++root) rootedCalls(comm, rank, 4, root, 1 + root * 40);  // 4-484 bytes
+    EXPECT_EQ(boardCalls(comm), 16u);
+    rootedCalls(comm, rank, 4, 2, 200);  // 800 bytes: over connections
+    EXPECT_EQ(boardCalls(comm), 16u);
+  }, &err)) << err;
+}
+
+// Calls of every kind in turn from changing roots, across processes: a
+// broadcast's root reads no payload, so only the board's rule that every
+// rank waits for every post keeps a fast root from rewriting a slot a slow
+// rank still reads.
+TEST(Board, RootedAndUnrootedCallsInTurnAcrossProcesses) {
+  std::string err;
+  ASSERT_TRUE(spawn(inProcesses(3, 60), [](hocclComm_t comm, int rank) {
+    for (int i = 0; i < 40; ++i) {
+      rootedCalls(comm, rank, 3, i % 3, 1 + i % 17);
+      smallCalls(comm, rank, 3, 1 + i % 5);
+    }
+    EXPECT_EQ(boardCalls(comm), 320u);
   }, &err)) << err;
 }
 

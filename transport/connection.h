@@ -113,11 +113,13 @@ class Connections {
 };
 
 // What a rank's board slot says about the call it holds: enough to tell
-// that two ranks are in different calls.
+// that two ranks are in different calls. (A board call's count fits 32
+// bits: its input fits a slot.)
 struct BoardNote {
   uint64_t opSeq = 0;
-  uint64_t count = 0;
+  uint32_t count = 0;
   uint32_t bytes = 0;  // payload bytes
+  int32_t root = 0;    // broadcast, reduce
   uint8_t coll = 0, dtype = 0, op = 0;
 };
 
@@ -127,8 +129,11 @@ struct BoardNote {
 // peer's slot, instead of sending a copy to each peer over a connection:
 // one posted line per call instead of one per peer, and no releases. Board
 // calls are numbered from 1 on every rank alike; call b uses slot b % 2,
-// which its owner rewrites only at call b + 2, after every rank has posted
-// call b + 1 and so finished reading call b.
+// which its owner rewrites only at call b + 2. Every rank posts in every
+// board call (a broadcast's non-roots a note without payload) and ends the
+// call only once every rank has posted it; so a rank that starts call b + 2
+// has seen every rank post call b + 1, which each did after finishing call
+// b and its reads of call b's slots.
 class Board {
  public:
   virtual ~Board() = default;

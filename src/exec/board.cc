@@ -1,9 +1,12 @@
 // One-shot calls on the board (transport/connection.h, Board): a small
-// all-reduce, all-gather or reduce-scatter of a communicator whose ranks
-// all share memory writes this rank's input to its board slot once, then
-// takes every rank's input straight from its slot, in rank order, so every
-// rank reduces the same values in the same order and all get the same
-// bits. No schedule steps, no per-peer copies, no releases.
+// all-reduce, all-gather, reduce-scatter, broadcast or reduce of a
+// communicator whose ranks all share memory writes this rank's input to its
+// board slot once (a broadcast: the root's only), then takes every rank's
+// input straight from its slot, in rank order, so every rank reduces the
+// same values in the same order and all get the same bits. Every rank
+// waits for every rank's post, the board's rule for reusing slots (a
+// reduce's non-roots and a broadcast's root read only the notes). No
+// schedule steps, no per-peer copies, no releases.
 #include <cstring>
 
 #include "src/exec/executor.h"
@@ -14,7 +17,9 @@ uint64_t boardInputBytes(const ScheduleKey& key, size_t esize) {
   switch (key.coll) {
     case CollKind::AllReduce:
     case CollKind::AllGather:
-    case CollKind::ReduceScatter: return inputCount(key) * esize;
+    case CollKind::ReduceScatter:
+    case CollKind::Broadcast:
+    case CollKind::Reduce: return inputCount(key) * esize;
     default: return 0;
   }
 }
@@ -47,7 +52,7 @@ Status CollTask::crossCheckBoard() const {
     BoardNote note;
     if (board->peek(peer, call_.boardSeq, &note) && note.opSeq == call_.opSeq)
       return callMismatch(peer, static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
-                          static_cast<RedOp>(note.op), 0, note.opSeq, " (on the shared-memory board)");
+                          static_cast<RedOp>(note.op), note.root, note.opSeq, " (on the shared-memory board)");
   }
   return Status();
 }
@@ -55,13 +60,16 @@ Status CollTask::crossCheckBoard() const {
 Status CollTask::boardProgress(bool* progressed) {
   const ScheduleKey& k = sched_->key;
   const uint64_t seq = call_.boardSeq;
-  const uint64_t inBytes = boardInputBytes(k, esize_);
+  const bool rooted = k.coll == CollKind::Broadcast || k.coll == CollKind::Reduce;
+  // A broadcast's non-roots post only their note.
+  const uint64_t inBytes = k.coll == CollKind::Broadcast && k.rank != call_.root ? 0 : boardInputBytes(k, esize_);
   if (boardNext_ < 0) {
-    memcpy(board_->slot(seq), call_.sendbuff, inBytes);
+    if (inBytes) memcpy(board_->slot(seq), call_.sendbuff, inBytes);
     BoardNote note;
     note.opSeq = call_.opSeq;
-    note.count = call_.count;
+    note.count = static_cast<uint32_t>(call_.count);
     note.bytes = static_cast<uint32_t>(inBytes);
+    note.root = rooted ? call_.root : 0;
     note.coll = static_cast<uint8_t>(call_.coll);
     note.dtype = static_cast<uint8_t>(call_.dtype);
     note.op = static_cast<uint8_t>(call_.op);
@@ -75,18 +83,25 @@ Status CollTask::boardProgress(bool* progressed) {
   // A reduce-scatter takes this rank's block of each input.
   const uint64_t from = k.coll == CollKind::ReduceScatter ? static_cast<uint64_t>(k.rank) * outBytes : 0;
   char* out = static_cast<char*>(call_.recvbuff);
+  // A reduce's output is the root's only.
+  const bool writes = k.coll == CollKind::Reduce ? k.rank == call_.root : true;
   for (; boardNext_ < k.nranks; ++boardNext_) {
     const int r = boardNext_;
     BoardNote note;
     const char* in = static_cast<const char*>(board_->peek(r, seq, &note));
     if (!in) return Status();
     if (note.opSeq != call_.opSeq || note.coll != static_cast<uint8_t>(call_.coll) || note.count != call_.count ||
-        note.dtype != static_cast<uint8_t>(call_.dtype) || note.op != static_cast<uint8_t>(call_.op))
+        note.dtype != static_cast<uint8_t>(call_.dtype) || note.op != static_cast<uint8_t>(call_.op) ||
+        note.root != (rooted ? call_.root : 0))
       return callMismatch(r, static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
-                          static_cast<RedOp>(note.op), 0, note.opSeq, "");
+                          static_cast<RedOp>(note.op), note.root, note.opSeq, "");
     *progressed = true;
     const size_t n = call_.count;
-    if (k.coll == CollKind::AllGather) {
+    if (!writes) continue;
+    if (k.coll == CollKind::Broadcast) {
+      // The root's output is its input: copied only out of place.
+      if (r == call_.root && (k.rank != call_.root || out != call_.sendbuff)) memcpy(out, in, outBytes);
+    } else if (k.coll == CollKind::AllGather) {
       memcpy(out + r * outBytes, in, outBytes);
     } else if (r == 0) {
       boardFirst_ = in + from;  // stays: its owner rewrites it at board call seq + 2 at the earliest

@@ -97,9 +97,10 @@ struct CollCall {
 // "AllReduce(count=1000, float, sum)" as it appears in messages.
 std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, int root);
 
-// Bytes a call puts on its rank's board slot (all-reduce: the buffer;
-// all-gather: the send buffer; reduce-scatter: the whole send buffer); 0
-// for calls that never go there.
+// Bytes a call puts on a rank's board slot (all-reduce, broadcast, reduce:
+// the buffer; all-gather: the send buffer; reduce-scatter: the whole send
+// buffer); 0 for calls that never go there. A broadcast's non-roots post no
+// payload, but the decision takes the root's bytes on every rank.
 uint64_t boardInputBytes(const ScheduleKey& key, size_t esize);
 
 class CollTask {
