@@ -184,6 +184,21 @@ void expectBoardMismatch(bool otherIsBroadcast) {
 TEST(Board, APeerOverConnectionsIsAMismatch) { expectBoardMismatch(false); }
 TEST(Board, APeerInAnotherCollectiveIsAMismatch) { expectBoardMismatch(true); }
 
+// A broadcast's root on the board, its peer over connections (a larger
+// count): the peer, which waits for the root's message, finds the root's
+// call on the board; the root learns it from the peer's abort.
+TEST(Board, ABroadcastPeerOverConnectionsIsAMismatch) {
+  std::string err;
+  ASSERT_TRUE(spawn(inProcesses(2, 60), [&](hocclComm_t comm, int rank) {
+    std::vector<float> buf(4096, 1.0f);
+    EXPECT_NE(hocclBroadcast(buf.data(), buf.data(), rank == 0 ? 4 : 4096, hocclFloat32, 0, comm, nullptr),
+              hocclSuccess);
+    std::string msg = hocclGetLastError(comm);
+    EXPECT_NE(msg.find("mismatch"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("HOCCL_TIMEOUT"), std::string::npos) << msg;
+  }, &err)) << err;
+}
+
 }  // namespace
 
 namespace {
