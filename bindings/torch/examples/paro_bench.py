@@ -125,7 +125,7 @@ def calibrate_intra(groups, elems, calls, advisor_args, blocks=7):
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=groups.world)  # every rank fits the same number
     want_ms = t.item() * 1e3
     sim = os.path.join(os.path.dirname(paro._find_advisor()), "hoccl-sim")
-    lo, hi = 0.1, 10000.0  # Gbit/s; the predicted time falls as the rate rises
+    lo, hi = LOWEST_GBPS, HIGHEST_GBPS  # the predicted time falls as the rate rises
     for _ in range(30):
         mid = math.sqrt(lo * hi)
         if sim_allgather_ms(sim, advisor_args, groups.nlocal, elems * 4, mid) > want_ms:
@@ -133,6 +133,20 @@ def calibrate_intra(groups, elems, calls, advisor_args, blocks=7):
         else:
             hi = mid
     return t.item(), math.sqrt(lo * hi)
+
+
+LOWEST_GBPS, HIGHEST_GBPS = 0.1, 10000.0  # the calibration's bounds
+
+
+def calibration_bound_note(gbps, sim_ms_at_bound):
+    """What a fit that stopped at one of its bounds means, or ""."""
+    if gbps > HIGHEST_GBPS / 1.01:
+        return (f"; WARNING: the fit stopped at its upper bound: the model predicts {sim_ms_at_bound:.2f} ms for "
+                "this all-gather at any memory rate, so it prices intra-node memory at nothing and its "
+                "intra-node predictions will be low")
+    if gbps < LOWEST_GBPS * 1.01:
+        return ("; WARNING: the fit stopped at its lower bound: intra-node predictions will be high")
+    return ""
 
 
 def optimizer_ns(nparams, groups, repeats=5):
@@ -190,6 +204,10 @@ def main():
         per_unit = -(-nparams // args.layers // groups.n) * groups.n
         seconds, gbps = calibrate_intra(groups, per_unit, args.layers, advisor_args)
         calibration = {"allgather_elems": per_unit, "allgather_ms": seconds * 1e3, "node_mem_gbps": gbps}
+        if gbps > HIGHEST_GBPS / 1.01:  # record what the model allows at best
+            sim = os.path.join(os.path.dirname(paro._find_advisor()), "hoccl-sim")
+            calibration["model_ms_at_bound"] = sim_allgather_ms(sim, advisor_args, groups.nlocal, per_unit * 4,
+                                                                HIGHEST_GBPS)
         advisor_args += ["--node-mem-gbps", f"{gbps:.4g}"]
     adam_ns = None if args.no_optimizer_cost else optimizer_ns(nparams, groups)
     if adam_ns is not None:
@@ -269,7 +287,8 @@ def main():
         if calibration:
             print(f"# intra-node calibration: all-gather of {calibration['allgather_elems']} fp32 elements on every "
                   f"node at once took {calibration['allgather_ms']:.2f} ms; the advisor was given "
-                  f"--node-mem-gbps {calibration['node_mem_gbps']:.4g}")
+                  f"--node-mem-gbps {calibration['node_mem_gbps']:.4g}" +
+                  calibration_bound_note(calibration["node_mem_gbps"], calibration.get("model_ms_at_bound", 0)))
         print("| strategy | comm/step measured (ms; range over rounds) | predicted (ms) | error "
               "| predicted optimizer (ms) | step (ms) | state/rank (MB) |")
         print("|---|---|---|---|---|---|---|")
