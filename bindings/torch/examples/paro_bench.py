@@ -107,7 +107,8 @@ def calibrate_intra(groups, elems, calls, advisor_args, blocks=7):
     """Measures `calls` all-gathers of `elems` fp32 elements on every node's
     group at once (as the strategies run them) and returns (seconds per
     call, the node memory rate in Gbit/s at which the model predicts that
-    time): on the emulated cluster every node shares the host's cores and
+    time, a warning when the fit stopped at a bound of its range or ""):
+    on the emulated cluster every node shares the host's cores and
     memory, which the advisor must be told. The time is the median of
     `blocks` blocks of `calls` calls after one block of warm-up: one block's
     mean moved the fitted rate by 25% between runs."""
@@ -132,21 +133,19 @@ def calibrate_intra(groups, elems, calls, advisor_args, blocks=7):
             lo = mid
         else:
             hi = mid
-    return t.item(), math.sqrt(lo * hi)
-
-
-LOWEST_GBPS, HIGHEST_GBPS = 0.1, 10000.0  # the calibration's bounds
-
-
-def calibration_bound_note(gbps, sim_ms_at_bound):
-    """What a fit that stopped at one of its bounds means, or ""."""
+    gbps = math.sqrt(lo * hi)
+    warning = ""
     if gbps > HIGHEST_GBPS / 1.01:
-        return (f"; WARNING: the fit stopped at its upper bound: the model predicts {sim_ms_at_bound:.2f} ms for "
-                "this all-gather at any memory rate, so it prices intra-node memory at nothing and its "
-                "intra-node predictions will be low")
-    if gbps < LOWEST_GBPS * 1.01:
-        return ("; WARNING: the fit stopped at its lower bound: intra-node predictions will be high")
-    return ""
+        best_ms = sim_allgather_ms(sim, advisor_args, groups.nlocal, elems * 4, HIGHEST_GBPS)
+        warning = (f"the fit stopped at its upper bound: the model predicts {best_ms:.2f} ms for this all-gather at "
+                   "any memory rate, so it prices intra-node memory at nothing and its intra-node predictions "
+                   "will be low")
+    elif gbps < LOWEST_GBPS * 1.01:
+        warning = "the fit stopped at its lower bound: intra-node predictions will be high"
+    return t.item(), gbps, warning
+
+
+LOWEST_GBPS, HIGHEST_GBPS = 0.1, 10000.0  # the calibration's range
 
 
 def optimizer_ns(nparams, groups, repeats=5):
@@ -202,12 +201,9 @@ def main():
     calibration = None
     if args.calibrate_intra and groups.nlocal > 1:
         per_unit = -(-nparams // args.layers // groups.n) * groups.n
-        seconds, gbps = calibrate_intra(groups, per_unit, args.layers, advisor_args)
-        calibration = {"allgather_elems": per_unit, "allgather_ms": seconds * 1e3, "node_mem_gbps": gbps}
-        if gbps > HIGHEST_GBPS / 1.01:  # record what the model allows at best
-            sim = os.path.join(os.path.dirname(paro._find_advisor()), "hoccl-sim")
-            calibration["model_ms_at_bound"] = sim_allgather_ms(sim, advisor_args, groups.nlocal, per_unit * 4,
-                                                                HIGHEST_GBPS)
+        seconds, gbps, warning = calibrate_intra(groups, per_unit, args.layers, advisor_args)
+        calibration = {"allgather_elems": per_unit, "allgather_ms": seconds * 1e3, "node_mem_gbps": gbps,
+                       "warning": warning}
         advisor_args += ["--node-mem-gbps", f"{gbps:.4g}"]
     adam_ns = None if args.no_optimizer_cost else optimizer_ns(nparams, groups)
     if adam_ns is not None:
@@ -288,7 +284,7 @@ def main():
             print(f"# intra-node calibration: all-gather of {calibration['allgather_elems']} fp32 elements on every "
                   f"node at once took {calibration['allgather_ms']:.2f} ms; the advisor was given "
                   f"--node-mem-gbps {calibration['node_mem_gbps']:.4g}" +
-                  calibration_bound_note(calibration["node_mem_gbps"], calibration.get("model_ms_at_bound", 0)))
+                  (f"; WARNING: {calibration['warning']}" if calibration["warning"] else ""))
         print("| strategy | comm/step measured (ms; range over rounds) | predicted (ms) | error "
               "| predicted optimizer (ms) | step (ms) | state/rank (MB) |")
         print("|---|---|---|---|---|---|---|")
