@@ -60,7 +60,6 @@ Status CollTask::crossCheckBoard() const {
 Status CollTask::boardProgress(bool* progressed) {
   const ScheduleKey& k = sched_->key;
   const uint64_t seq = call_.boardSeq;
-  const bool rooted = k.coll == CollKind::Broadcast || k.coll == CollKind::Reduce;
   // A broadcast's non-roots post only their note.
   const uint64_t inBytes = k.coll == CollKind::Broadcast && k.rank != call_.root ? 0 : boardInputBytes(k, esize_);
   if (boardNext_ < 0) {
@@ -69,7 +68,7 @@ Status CollTask::boardProgress(bool* progressed) {
     note.opSeq = call_.opSeq;
     note.count = static_cast<uint32_t>(call_.count);
     note.bytes = static_cast<uint32_t>(inBytes);
-    note.root = rooted ? call_.root : 0;
+    note.root = call_.root;  // 0 for the unrooted collectives, as in a slot header
     note.coll = static_cast<uint8_t>(call_.coll);
     note.dtype = static_cast<uint8_t>(call_.dtype);
     note.op = static_cast<uint8_t>(call_.op);
@@ -92,7 +91,7 @@ Status CollTask::boardProgress(bool* progressed) {
     if (!in) return Status();
     if (note.opSeq != call_.opSeq || note.coll != static_cast<uint8_t>(call_.coll) || note.count != call_.count ||
         note.dtype != static_cast<uint8_t>(call_.dtype) || note.op != static_cast<uint8_t>(call_.op) ||
-        note.root != (rooted ? call_.root : 0))
+        note.root != call_.root)
       return callMismatch(r, static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
                           static_cast<RedOp>(note.op), note.root, note.opSeq, "");
     *progressed = true;
