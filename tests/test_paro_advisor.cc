@@ -265,3 +265,44 @@ TEST(ParoAdvisor, NodesOfDifferentSizesAreRefusedSayingSo) {
   EXPECT_FALSE(adv.rectangular(&why));
   EXPECT_NE(why.find("same number of ranks"), std::string::npos) << why;
 }
+
+// --intra-allgather: the copy rates are scaled together until the
+// advisor's own intra-node costing predicts the measured all-gather; a
+// slower measurement gives lower rates, and a time the model cannot reach
+// at any rate is said, not silently clamped.
+TEST(ParoAdvisor, IntraRatesAreFittedToAMeasuredAllGather) {
+  const Machine m = Machine::rectangular(4, 2, 2, LinkModel());
+  const uint64_t bytes = 2461760;
+  const double asGiven = Advisor(m, {}, "").callUs(Group::Intra, CollKind::AllGather, bytes) / 1e3;
+  IntraFit slow, fast;
+  std::string why;
+  ASSERT_TRUE(fitIntraRates(m, {}, "", bytes, 3 * asGiven, &slow, &why)) << why;
+  ASSERT_TRUE(fitIntraRates(m, {}, "", bytes, 1.5 * asGiven, &fast, &why)) << why;
+  for (const IntraFit* f : {&slow, &fast}) {
+    EXPECT_TRUE(f->warning.empty()) << f->warning;
+    EXPECT_NEAR(f->shmGbps / f->nodeMemGbps, m.links.shm.gbps / m.links.nodeMemGbps, 1e-9);
+    // The fitted machine's advisor predicts what was measured.
+    Machine fitted = m;
+    fitted.links.shm.gbps = f->shmGbps;
+    fitted.links.nodeMemGbps = f->nodeMemGbps;
+    EXPECT_NEAR(Advisor(fitted, {}, "").callUs(Group::Intra, CollKind::AllGather, bytes) / 1e3, f->predictedMs,
+                1e-6);
+  }
+  EXPECT_NEAR(slow.predictedMs / (3 * asGiven), 1.0, 0.01);
+  EXPECT_NEAR(fast.predictedMs / (1.5 * asGiven), 1.0, 0.01);
+  EXPECT_LT(slow.scale, fast.scale);
+  EXPECT_LT(fast.scale, 1.0);
+
+  IntraFit bound;
+  ASSERT_TRUE(fitIntraRates(m, {}, "", bytes, 1e-4, &bound, &why));
+  EXPECT_NE(bound.warning.find("faster than the model predicts at any copy rate"), std::string::npos)
+      << bound.warning;
+  EXPECT_DOUBLE_EQ(bound.scale, kIntraFitMaxScale);
+  ASSERT_TRUE(fitIntraRates(m, {}, "", bytes, 1e9, &bound, &why));
+  EXPECT_NE(bound.warning.find("slower than the model predicts"), std::string::npos) << bound.warning;
+  EXPECT_DOUBLE_EQ(bound.scale, kIntraFitMinScale);
+
+  EXPECT_FALSE(fitIntraRates(Machine::rectangular(4, 1, 2, LinkModel()), {}, "", bytes, 5, &bound, &why));
+  EXPECT_NE(why.find("more than one rank"), std::string::npos) << why;
+  EXPECT_FALSE(fitIntraRates(m, {}, "", bytes, 0, &bound, &why));
+}

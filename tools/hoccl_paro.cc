@@ -38,6 +38,10 @@ void usage(FILE* f) {
                "                         ns (time Adam's step on this hardware); every strategy is charged\n"
                "                         for its share of the state [0: not costed]\n"
                "  --mem-gb G             memory per rank for the training state, GB (10^9 B) [no limit]\n"
+               "  --intra-allgather B:MS an all-gather of B bytes on every node's ranks at once took MS ms\n"
+               "                         (measured): the intra-node copy rates (--shm-gbps, --node-mem-gbps)\n"
+               "                         are scaled together until the model predicts that (for nodes whose\n"
+               "                         cores are shared, as on the emulated cluster)\n"
                "  --json                 one JSON object instead of the table\n\n"
                "machine (as hoccl-sim):\n%s",
                machineArgsHelp().c_str());
@@ -61,7 +65,8 @@ bool count(const char* s, double* out) {
 int main(int argc, char** argv) {
   MachineArgs ma;
   paro::ModelSize model;
-  double params = -1, trainable = -1, memGb = 0;
+  double params = -1, trainable = -1, memGb = 0, intraMs = 0;
+  uint64_t intraBytes = 0;
   bool json = false;
   std::string dtype = "bf16";
   for (int i = 1; i < argc; ++i) {
@@ -112,6 +117,15 @@ int main(int argc, char** argv) {
       char* end = nullptr;
       memGb = std::strtod(v, &end);
       if (!*v || *end || !(memGb > 0)) bad(v, "a positive number of GB");
+    } else if (!strcmp(a, "--intra-allgather")) {
+      const char* v = val();
+      const char* colon = std::strchr(v, ':');
+      char* end = nullptr;
+      const std::string b = colon ? std::string(v, colon) : std::string();
+      if (!colon || !count(b.c_str(), &x) || x < 1 || x > 1e15 || !*(colon + 1)) bad(v, "BYTES:MS, e.g. 2461760:7.5");
+      intraMs = std::strtod(colon + 1, &end);
+      if (*end || !(intraMs > 0) || intraMs > 1e9) bad(v, "BYTES:MS with a time in ms above 0");
+      intraBytes = uint64_t(x);
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -141,11 +155,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hoccl-paro: %s\n", st.message().c_str());
     return 1;
   }
-  paro::Advisor advisor(m, tf.rules, tf.path);
-  if (!advisor.rectangular(&why)) {
+  if (!paro::Advisor(m, tf.rules, tf.path).rectangular(&why)) {
     std::fprintf(stderr, "hoccl-paro: %s\n", why.c_str());
     return 1;
   }
+  paro::IntraFit fit;
+  if (intraBytes > 0) {
+    if (!paro::fitIntraRates(m, tf.rules, tf.path, intraBytes, intraMs, &fit, &why)) {
+      std::fprintf(stderr, "hoccl-paro: --intra-allgather: %s\n", why.c_str());
+      return 2;
+    }
+    m.links.shm.gbps = fit.shmGbps;
+    m.links.nodeMemGbps = fit.nodeMemGbps;
+  }
+  paro::Advisor advisor(m, tf.rules, tf.path);
   const std::vector<paro::Costed> rows = advisor.evaluate(model, memGb * 1e9);
   const int best = paro::recommend(rows);
   if (json) {
@@ -153,6 +176,17 @@ int main(int argc, char** argv) {
     out.set("machine", desc);
     out.set("nodes", advisor.nodes());
     out.set("ranks_per_node", advisor.perNode());
+    if (intraBytes > 0) {
+      json::Value f = json::Value::object();
+      f.set("bytes", double(intraBytes));
+      f.set("measured_ms", intraMs);
+      f.set("predicted_ms", fit.predictedMs);
+      f.set("scale", fit.scale);
+      f.set("shm_gbps", fit.shmGbps);
+      f.set("node_mem_gbps", fit.nodeMemGbps);
+      f.set("warning", fit.warning);
+      out.set("intra_fit", f);
+    }
     out.set("recommended", best < 0 ? json::Value(nullptr) : json::Value(std::string(rows[best].strategy.name)));
     json::Value list = json::Value::array();
     for (const paro::Costed& r : rows) {
@@ -194,6 +228,11 @@ int main(int argc, char** argv) {
               model.params, model.trainable, dtype.c_str(), model.accum, model.optimizerBytes, model.units,
               memGb > 0 ? "" : "; no memory limit");
   if (memGb > 0) std::printf("# memory per rank for the training state: %g GB\n", memGb);
+  if (intraBytes > 0)
+    std::printf("# intra-node rates fitted to an all-gather of %llu B in %g ms: %.4g Gbit/s per rank, node memory "
+                "%.4g Gbit/s (x%.4g; the fitted model predicts %.3g ms)%s%s\n",
+                (unsigned long long)intraBytes, intraMs, fit.shmGbps, fit.nodeMemGbps, fit.scale, fit.predictedMs,
+                fit.warning.empty() ? "" : "; WARNING: ", fit.warning.c_str());
   std::printf("# communication per optimizer step (ms): all micro-steps, the accumulation boundary, after the step\n");
   const bool optim = model.optimizerNs > 0;
   if (optim)

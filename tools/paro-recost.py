@@ -6,7 +6,7 @@
 Each RUN.json is what paro_bench.py --json wrote (tools/paro-measure.sh:
 OUT/paro-a.json, OUT/paro-b.json). The measured communication per step
 stays as recorded; hoccl-paro predicts it again from the same inputs (the
-shape, model size, micro-steps, the fitted node memory rate and the
+shape, model size, micro-steps, the intra-node calibration and the
 optimizer time), so a change to the cost model can be checked against
 earlier runs without the emulated cluster. Options after "--" go to
 hoccl-paro (e.g. --reduce-mem-ratio 1.5 to see a setting's effect).
@@ -26,19 +26,39 @@ import subprocess
 import sys
 
 
-def recost(path, prog, advisor_args, extra):
+def refit(args, cal):
+    """An older run's advisor options with its fitted --node-mem-gbps
+    replaced by the all-gather it was fitted to (--intra-allgather)."""
+    out = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--node-mem-gbps":
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    if "--intra-allgather" not in out:
+        out += ["--intra-allgather", f"{cal['allgather_elems'] * 4}:{cal['allgather_ms']:.4g}"]
+    return out
+
+
+def recost(path, prog, advisor_args, extra, refit_intra=False):
     run = json.load(open(path))
     nodes, per_node = run["shape"]
     args = run.get("advisor_args")
+    cal = run.get("calibration")
     if args is None:
         if advisor_args is None:
             raise ValueError("it does not record its advisor options: give --advisor-args")
         args = shlex.split(advisor_args)
-        cal = run.get("calibration")
         if cal:
             args += ["--node-mem-gbps", str(cal["node_mem_gbps"])]
         if run.get("optimizer_ns") is not None:
             args += ["--optimizer-ns", str(run["optimizer_ns"])]
+    if refit_intra:
+        if not cal:
+            raise ValueError("it has no intra-node calibration to refit")
+        args = refit(args, cal)
     units = run.get("units", 8)
     cmd = [prog, "--json", "--nodes", str(nodes), "--ranks-per-node", str(per_node), "--params", str(run["params"]),
            "--accum", str(run["accum"]), "--dtype", "fp32", "--units", str(units)] + args + extra
@@ -61,12 +81,15 @@ def main():
     ap.add_argument("runs", nargs="+", help="paro_bench.py --json files")
     ap.add_argument("--hoccl-paro", default=os.environ.get("HOCCL_PARO", "build/hoccl-paro"))
     ap.add_argument("--advisor-args", help="machine options for files that do not record them")
+    ap.add_argument("--refit-intra", action="store_true",
+                    help="give the advisor the run's measured intra-node all-gather (--intra-allgather) in place "
+                         "of the node memory rate fitted to it (runs before the fit moved into hoccl-paro)")
     args = ap.parse_args(argv)
     failed = False
     within = total = 0
     for path in args.runs:
         try:
-            errors, rec, fastest = recost(path, args.hoccl_paro, args.advisor_args, extra)
+            errors, rec, fastest = recost(path, args.hoccl_paro, args.advisor_args, extra, args.refit_intra)
         except (OSError, KeyError, ValueError) as e:
             print(f"{path}: cannot re-cost: {e}", file=sys.stderr)
             failed = True

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 namespace hoccl {
@@ -166,6 +167,59 @@ std::vector<Costed> Advisor::evaluate(const ModelSize& model, double memBytes) c
     rows.push_back(row);
   }
   return rows;
+}
+
+namespace {
+double intraAllGatherMs(const Machine& base, double scale, const std::vector<TuneRule>& rules,
+                        const std::string& rulesPath, uint64_t bytes) {
+  Machine m = base;
+  m.links.shm.gbps *= scale;
+  m.links.nodeMemGbps *= scale;
+  return Advisor(m, rules, rulesPath).callUs(Group::Intra, CollKind::AllGather, bytes) / 1e3;
+}
+}  // namespace
+
+bool fitIntraRates(const Machine& machine, const std::vector<TuneRule>& rules, const std::string& rulesPath,
+                   uint64_t bytes, double ms, IntraFit* fit, std::string* why) {
+  if (ranksPerNode(machine) <= 1) {
+    *why = "an intra-node all-gather needs nodes of more than one rank";
+    return false;
+  }
+  if (!(ms > 0) || bytes == 0) {
+    *why = "the measured all-gather needs a size and a time above 0";
+    return false;
+  }
+  // The predicted time falls as the rates rise: bisect the scale on a log scale.
+  double lo = kIntraFitMinScale, hi = kIntraFitMaxScale;
+  fit->warning.clear();
+  const double fastest = intraAllGatherMs(machine, hi, rules, rulesPath, bytes);
+  const double slowest = intraAllGatherMs(machine, lo, rules, rulesPath, bytes);
+  char buf[320];
+  if (fastest > ms) {
+    lo = hi;
+    std::snprintf(buf, sizeof buf,
+                  "the measured all-gather (%.3g ms) is faster than the model predicts at any copy rate (%.3g ms): "
+                  "its per-message costs are too high here, so its intra-node predictions will be high",
+                  ms, fastest);
+    fit->warning = buf;
+  } else if (slowest < ms) {
+    hi = lo;
+    std::snprintf(buf, sizeof buf,
+                  "the measured all-gather (%.3g ms) is slower than the model predicts at %g of the copy rates "
+                  "(%.3g ms), so its intra-node predictions will be low",
+                  ms, kIntraFitMinScale, slowest);
+    fit->warning = buf;
+  } else {
+    for (int i = 0; i < 40; ++i) {
+      const double mid = std::sqrt(lo * hi);
+      (intraAllGatherMs(machine, mid, rules, rulesPath, bytes) > ms ? lo : hi) = mid;
+    }
+  }
+  fit->scale = std::sqrt(lo * hi);
+  fit->shmGbps = machine.links.shm.gbps * fit->scale;
+  fit->nodeMemGbps = machine.links.nodeMemGbps * fit->scale;
+  fit->predictedMs = intraAllGatherMs(machine, fit->scale, rules, rulesPath, bytes);
+  return true;
 }
 
 int recommend(const std::vector<Costed>& rows) {

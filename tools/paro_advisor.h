@@ -116,6 +116,25 @@ class Advisor {
   Machine railShared_;                  // one rail's share of the links with all perNode_ at once
 };
 
+// Intra-node copy rates fitted to a measured all-gather. Where a node's
+// "memory" is a share of cores other jobs also run on (the emulated
+// cluster: every node on the host's cores), no default describes it, so a
+// caller measures one all-gather of `bytes` on every node's ranks at once
+// and the fit scales the machine's per-rank copy rate (shm) and node memory
+// rate together, in their given ratio, until the advisor's own intra-node
+// costing (the same tuner and model as callUs(Intra, ...)) predicts `ms`.
+struct IntraFit {
+  double scale = 1;         // applied to both rates
+  double shmGbps = 0;       // the fitted rates
+  double nodeMemGbps = 0;
+  double predictedMs = 0;   // the fitted advisor's time for the measured call
+  std::string warning;      // set where the fit stopped at a bound of its range
+};
+constexpr double kIntraFitMinScale = 1e-3, kIntraFitMaxScale = 1e3;
+// Returns false (with *why) where the machine has one rank per node.
+bool fitIntraRates(const Machine& machine, const std::vector<TuneRule>& rules, const std::string& rulesPath,
+                   uint64_t bytes, double ms, IntraFit* fit, std::string* why);
+
 // The index of the fastest strategy that fits (ties: the least memory), or
 // -1 when none fits.
 int recommend(const std::vector<Costed>& rows);
