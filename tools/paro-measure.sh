@@ -11,9 +11,10 @@
 # medians reported, so one slow spell of the host does not decide a
 # strategy's numbers), STRATEGIES (all). Writes OUT/paro-SHAPE.md (the table) and
 # OUT/paro-SHAPE.json (every number). The emulated nodes share this
-# machine's cores and memory, so the benchmark first measures an all-gather
-# on every node at once and gives the advisor the node memory rate that
-# predicts it (--calibrate-intra); the link rates are the cluster's own.
+# machine's cores and memory, so the benchmark measures an all-gather on
+# every node at once between the strategies' runs and the advisor fits its
+# intra-node copy rates to the median (--calibrate-intra, hoccl-paro
+# --intra-allgather); the link rates are the cluster's own.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)

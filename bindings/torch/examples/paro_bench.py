@@ -13,14 +13,16 @@ the emulated cluster:
         --advisor-args "--node-gbit 1 --oversubscription 4"
 
 (tools/paro-measure.sh runs the two shapes of docs/paro.md.) Rank 0
-prints a table and, with --json FILE, writes every number.
+prints a table and, with --json FILE, writes every number. The advice is
+computed after the runs, from the model size, the machine options, Adam's
+time per parameter and (--calibrate-intra) the intra-node probe; it sees
+none of the strategies' measured times.
 """
 import argparse
 import datetime
 import gc
 import json
 import math
-import os
 import shlex
 import time
 
@@ -51,19 +53,20 @@ def make_model(params, layers):
 
 def replay(trace, groups, repeats):
     """Issues the recorded collectives (phase, group, kind, numel) again,
-    each waited for, `repeats` times; returns seconds per repetition, and
-    per "group kind" class (e.g. "intra RS") its seconds per repetition,
-    each call timed on its own."""
+    each waited for, `repeats` times; returns per repetition its seconds and
+    per "group kind" class (e.g. "intra RS") the seconds of its calls, each
+    call timed on its own."""
     bufs = []
     for _, group, kind, numel in trace:
         size = groups.sizes[group]
         big = torch.zeros(numel)
         small = torch.zeros(numel // size)
         bufs.append((group, kind, big, small))
-    by_class = {}
-    dist.barrier(group=groups.world)
-    t0 = time.perf_counter()
+    reps = []
     for _ in range(repeats):
+        by_class = {}
+        dist.barrier(group=groups.world)
+        t0 = time.perf_counter()
         for group, kind, big, small in bufs:
             pg = groups.pgs[group]
             c0 = time.perf_counter()
@@ -75,8 +78,9 @@ def replay(trace, groups, repeats):
                 dist.all_reduce(big, group=pg)
             key = f"{group} {kind}"
             by_class[key] = by_class.get(key, 0.0) + time.perf_counter() - c0
-    dist.barrier(group=groups.world)
-    return (time.perf_counter() - t0) / repeats, {k: v / repeats for k, v in by_class.items()}
+        dist.barrier(group=groups.world)
+        reps.append((time.perf_counter() - t0, by_class))
+    return reps
 
 
 def predicted_classes(advice_row):
@@ -88,64 +92,34 @@ def predicted_classes(advice_row):
     return out
 
 
-def sim_allgather_ms(sim, advisor_args, per_node, nbytes, node_mem_gbps):
-    """hoccl-sim's closed-form time of the all-gather the tuner picks, on one
-    node of `per_node` ranks with the given node memory rate."""
-    import subprocess
-    out = subprocess.run([sim] + advisor_args + ["--nodes", "1", "--ranks-per-node", str(per_node),
-                                                 "--node-mem-gbps", str(node_mem_gbps), "--coll", "allgather",
-                                                 "-b", str(nbytes), "-e", str(nbytes), "--engine", "model", "--csv"],
-                         check=True, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        f = line.split(",")
-        if len(f) == 7 and f[0] == "AllGather" and f[3] == f[6]:
-            return float(f[4])
-    raise RuntimeError(f"hoccl-sim printed no prediction for the chosen all-gather:\n{out}")
+class IntraProbe:
+    """Times all-gathers of one unit's elements on every node's group at
+    once (the size of the strategies' intra-node calls), in blocks of
+    `calls` calls, between the strategies' runs: on the emulated cluster
+    every node shares the host's cores and memory, which the advisor must be
+    told (hoccl-paro --intra-allgather), and on this host one measurement
+    taken first was once 10x faster than the same calls in the strategies
+    after it. The advisor gets the median block over the whole run."""
 
+    def __init__(self, groups, elems, calls):
+        self.groups, self.elems, self.calls = groups, elems, calls
+        self.out, self.shard = torch.zeros(elems), torch.zeros(elems // groups.nlocal)
+        self.per_call = []
+        self.block()  # warm-up, not kept
+        self.per_call.clear()
 
-def calibrate_intra(groups, elems, calls, advisor_args, blocks=7):
-    """Measures `calls` all-gathers of `elems` fp32 elements on every node's
-    group at once (as the strategies run them) and returns (seconds per
-    call, the node memory rate in Gbit/s at which the model predicts that
-    time, a warning when the fit stopped at a bound of its range or ""):
-    on the emulated cluster every node shares the host's cores and
-    memory, which the advisor must be told. The time is the median of
-    `blocks` blocks of `calls` calls after one block of warm-up: one block's
-    mean moved the fitted rate by 25% between runs."""
-    import os
-    out, shard = torch.zeros(elems), torch.zeros(elems // groups.nlocal)
-    per_call = []
-    for b in range(blocks + 1):
-        dist.barrier(group=groups.world)
+    def block(self):
+        dist.barrier(group=self.groups.world)
         t0 = time.perf_counter()
-        for _ in range(calls):
-            dist.all_gather_into_tensor(out, shard, group=groups.intra)
-        if b > 0:  # block 0 warms up
-            per_call.append((time.perf_counter() - t0) / calls)
-    t = torch.tensor([sorted(per_call)[len(per_call) // 2]])
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=groups.world)  # every rank fits the same number
-    want_ms = t.item() * 1e3
-    sim = os.path.join(os.path.dirname(paro._find_advisor()), "hoccl-sim")
-    lo, hi = LOWEST_GBPS, HIGHEST_GBPS  # the predicted time falls as the rate rises
-    for _ in range(30):
-        mid = math.sqrt(lo * hi)
-        if sim_allgather_ms(sim, advisor_args, groups.nlocal, elems * 4, mid) > want_ms:
-            lo = mid
-        else:
-            hi = mid
-    gbps = math.sqrt(lo * hi)
-    warning = ""
-    if gbps > HIGHEST_GBPS / 1.01:
-        best_ms = sim_allgather_ms(sim, advisor_args, groups.nlocal, elems * 4, HIGHEST_GBPS)
-        warning = (f"the fit stopped at its upper bound: the model predicts {best_ms:.2f} ms for this all-gather at "
-                   "any memory rate, so it prices intra-node memory at nothing and its intra-node predictions "
-                   "will be low")
-    elif gbps < LOWEST_GBPS * 1.01:
-        warning = "the fit stopped at its lower bound: intra-node predictions will be high"
-    return t.item(), gbps, warning
+        for _ in range(self.calls):
+            dist.all_gather_into_tensor(self.out, self.shard, group=self.groups.intra)
+        self.per_call.append((time.perf_counter() - t0) / self.calls)
 
-
-LOWEST_GBPS, HIGHEST_GBPS = 0.1, 10000.0  # the calibration's range
+    def median_ms(self):
+        """The median block's time per call, the same on every rank (the slowest rank's)."""
+        t = torch.tensor([sorted(self.per_call)[len(self.per_call) // 2] * 1e3])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.groups.world)
+        return t.item()
 
 
 def optimizer_ns(nparams, groups, repeats=5):
@@ -182,8 +156,8 @@ def main():
                          "each strategy reports its medians [1]")
     ap.add_argument("--advisor-args", default="", help="hoccl-paro machine options, e.g. \"--node-gbit 1\"")
     ap.add_argument("--calibrate-intra", action="store_true",
-                    help="measure the nodes' all-gather rate first and give the advisor the node memory rate "
-                         "that predicts it (--node-mem-gbps)")
+                    help="time an all-gather on every node at once, before each strategy's run, and have the "
+                         "advisor fit its intra-node copy rates to the median (hoccl-paro --intra-allgather)")
     ap.add_argument("--no-optimizer-cost", action="store_true",
                     help="do not time Adam and give the advisor --optimizer-ns (it then costs communication only)")
     ap.add_argument("--timeout", type=float, default=900, help="the process group's timeout, s [900]")
@@ -198,18 +172,15 @@ def main():
     model, width = make_model(parse_count(args.params), args.layers)
     nparams = sum(p.numel() for p in model.parameters())
     advisor_args = shlex.split(args.advisor_args)
-    calibration = None
+    probe = None
     if args.calibrate_intra and groups.nlocal > 1:
         per_unit = -(-nparams // args.layers // groups.n) * groups.n
-        seconds, gbps, warning = calibrate_intra(groups, per_unit, args.layers, advisor_args)
-        calibration = {"allgather_elems": per_unit, "allgather_ms": seconds * 1e3, "node_mem_gbps": gbps,
-                       "warning": warning}
-        advisor_args += ["--node-mem-gbps", f"{gbps:.4g}"]
+        probe = IntraProbe(groups, per_unit, args.layers)
+        for _ in range(7):
+            probe.block()
     adam_ns = None if args.no_optimizer_cost else optimizer_ns(nparams, groups)
     if adam_ns is not None:
         advisor_args += ["--optimizer-ns", f"{adam_ns:.4g}"]
-    advice = paro.advise(nparams, args.accum, torch.float32, args.layers, groups, advisor_args)
-    predicted = {r["name"]: r for r in advice["strategies"]}
     del model
     g = torch.Generator().manual_seed(rank)
     data = [(torch.randn(args.batch, width, generator=g), torch.randn(args.batch, width, generator=g))
@@ -218,7 +189,7 @@ def main():
 
     def run(name):
         """Trains `name` for the timed steps, then replays its calls: (step
-        seconds, communication seconds, per-class seconds, trace, state)."""
+        seconds, the replays as replay() returns them, trace, state)."""
         net, _ = make_model(parse_count(args.params), args.layers)
         wrapped = paro.ParoDataParallel(net, lambda ps: torch.optim.Adam(ps, lr=1e-4), strategy=name,
                                         accumulation_steps=args.accum, group=groups, trace=True)
@@ -241,8 +212,7 @@ def main():
         state = wrapped.state_bytes()
         del wrapped, net
         gc.collect()
-        comm_s, class_s = replay(trace, groups, args.steps)
-        return step_s, comm_s, class_s, trace, state
+        return step_s, replay(trace, groups, args.steps), trace, state
 
     # Every round runs each strategy once, the order rotated by one per
     # round, so that a slow spell of this machine falls on different
@@ -250,16 +220,34 @@ def main():
     runs = {name: [] for name in names}
     for r in range(args.rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            step_s, comm_s, class_s, trace, state = run(name)
-            runs[name].append((step_s, comm_s, class_s, trace, state))
+            if probe:
+                probe.block()
+            step_s, reps, trace, state = run(name)
+            runs[name].append((step_s, reps, trace, state))
             if rank == 0:
-                print(f"# round {r + 1}/{args.rounds}, {name}: comm {comm_s * 1e3:.1f} ms (predicted "
-                      f"{predicted[name]['comm_ms']:.1f}), step {step_s * 1e3:.1f} ms", flush=True)
+                comm = sorted(x[0] for x in reps)
+                print(f"# round {r + 1}/{args.rounds}, {name}: comm {comm[len(comm) // 2] * 1e3:.1f} ms (median of "
+                      f"{len(comm)}), step {step_s * 1e3:.1f} ms", flush=True)
+    # The advice takes the probe's median over the run; it sees none of
+    # the strategies' own times.
+    calibration = None
+    if probe:
+        ms = probe.median_ms()
+        advisor_args += ["--intra-allgather", f"{probe.elems * 4}:{ms:.4g}"]
+        calibration = {"allgather_elems": probe.elems, "allgather_ms": ms, "blocks": len(probe.per_call),
+                       "rank0_blocks_ms": [x * 1e3 for x in probe.per_call]}
+    advice = paro.advise(nparams, args.accum, torch.float32, args.layers, groups, advisor_args)
+    predicted = {r["name"]: r for r in advice["strategies"]}
+    if calibration:
+        calibration.update(advice.get("intra_fit", {}))
     rows = []
     for name in names:
         per_round = runs[name]
-        mid = sorted(range(len(per_round)), key=lambda i: per_round[i][1])[len(per_round) // 2]
-        _, comm_s, class_s, trace, state = per_round[mid]  # the classes of the median round add up to its total
+        # The communication is the median of every replay of every round;
+        # its classes are those of that replay, so they add up to it.
+        reps = sorted((rep for x in per_round for rep in x[1]), key=lambda rep: rep[0])
+        comm_s, class_s = reps[len(reps) // 2]
+        _, _, trace, state = per_round[0]
         step_s = sorted(x[0] for x in per_round)[len(per_round) // 2]
         # Rank 0's per-class times (each rank's add up to the same calls).
         pred = predicted[name]["comm_ms"]
@@ -267,7 +255,9 @@ def main():
         rows.append({"strategy": name, "comm_ms": comm_s * 1e3, "predicted_comm_ms": pred,
                      "error": pred / (comm_s * 1e3) - 1, "step_ms": step_s * 1e3, "state_bytes": state["total"],
                      "calls": len(trace), "elements": sum(t[3] for t in trace),
-                     "rounds": [{"comm_ms": x[1] * 1e3, "step_ms": x[0] * 1e3} for x in per_round],
+                     "rounds": [{"comm_ms": sorted(rep[0] for rep in x[1])[len(x[1]) // 2] * 1e3,
+                                 "replays_ms": [rep[0] * 1e3 for rep in x[1]], "step_ms": x[0] * 1e3}
+                                for x in per_round],
                      "classes": {k: {"measured_ms": v * 1e3, "predicted_ms": pred_classes.get(k)}
                                  for k, v in sorted(class_s.items())}})
     if rank == 0:
@@ -281,16 +271,19 @@ def main():
             print(f"# optimizer: Adam took {adam_ns:.3g} ns per parameter on rank 0; the advisor was given "
                   f"--optimizer-ns {adam_ns:.4g} and ranks strategies by communication plus that update")
         if calibration:
+            blocks = calibration["rank0_blocks_ms"]
             print(f"# intra-node calibration: all-gather of {calibration['allgather_elems']} fp32 elements on every "
-                  f"node at once took {calibration['allgather_ms']:.2f} ms; the advisor was given "
-                  f"--node-mem-gbps {calibration['node_mem_gbps']:.4g}" +
-                  (f"; WARNING: {calibration['warning']}" if calibration["warning"] else ""))
-        print("| strategy | comm/step measured (ms; range over rounds) | predicted (ms) | error "
+                  f"node at once, {calibration['blocks']} blocks between the runs (rank 0: "
+                  f"{min(blocks):.2f}-{max(blocks):.2f} ms), median {calibration['allgather_ms']:.2f} ms; the "
+                  f"advisor's intra-node rates fitted to it: {calibration.get('shm_gbps', 0):.4g} Gbit/s per rank, "
+                  f"node memory {calibration.get('node_mem_gbps', 0):.4g}" +
+                  (f"; WARNING: {calibration['warning']}" if calibration.get("warning") else ""))
+        print("| strategy | comm/step measured (ms: median replay; range) | predicted (ms) | error "
               "| predicted optimizer (ms) | step (ms) | state/rank (MB) |")
         print("|---|---|---|---|---|---|---|")
         for r in rows:
             optim = predicted[r["strategy"]].get("optimizer_ms", 0.0)
-            spread = [x["comm_ms"] for x in r["rounds"]]
+            spread = [ms for x in r["rounds"] for ms in x["replays_ms"]]
             comm = f"{r['comm_ms']:.1f}" + (f" ({min(spread):.1f}-{max(spread):.1f})" if len(spread) > 1 else "")
             print(f"| {r['strategy']} | {comm} | {r['predicted_comm_ms']:.1f} | {100 * r['error']:+.0f}% "
                   f"| {optim:.1f} | {r['step_ms']:.1f} | {r['state_bytes'] / 1e6:.1f} |")

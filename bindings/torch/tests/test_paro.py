@@ -7,6 +7,7 @@ rank; the ranks are processes on this machine).
 """
 import collections
 import functools
+import json
 import os
 
 import pytest
@@ -205,3 +206,72 @@ def test_emulated_cluster_2x2(tmp_root):
     assert_matches_reference(torch.load(os.path.join(outdir, "paro_resumed.pt")), 4, model_common.STEPS,
                              "resumed IIG,NIG")
     assert {r["shape"]["node"] for r in results} == {0, 1}, [r["shape"] for r in results]
+
+
+def test_paro_bench_reports_measured_beside_predicted(tmp_root):
+    """examples/paro_bench.py on 2 nodes x 2 ranks (HOCCL_HOSTID): every
+    strategy asked for has a row with a positive measured and predicted
+    communication time, the probe's intra-node all-gather was fitted by the
+    advisor (its fitted model predicts the probe's median), and every probe
+    block was kept: 7 up front and one before each strategy in each round."""
+    import subprocess
+    import sys
+    bench = os.path.join(os.path.dirname(launch.HERE), "examples", "paro_bench.py")
+    out_json = os.path.join(tmp_root, "paro_bench.json")
+    port = launch.free_port()
+    procs = []
+    for r in range(4):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE="4", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   OMP_NUM_THREADS="1", HOCCL_HOSTID=f"paro-bench-node{r // 2}")
+        procs.append(subprocess.Popen(
+            [sys.executable, bench, "--params", "40K", "--layers", "4", "--batch", "2", "--accum", "2", "--steps", "2",
+             "--rounds", "2", "--strategies", "DDP,ZeRO-3,MiCS,NIG", "--calibrate-intra", "--timeout", "120",
+             "--advisor-args", "--node-gbit 1", "--json", out_json],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, "\n".join(outs)
+    run = json.load(open(out_json))
+    assert [r["strategy"] for r in run["rows"]] == ["DDP", "ZeRO-3", "MiCS", "NIG"]
+    for r in run["rows"]:
+        assert r["comm_ms"] > 0 and r["predicted_comm_ms"] > 0 and r["step_ms"] > 0, r
+        assert len(r["rounds"]) == 2 and all(len(x["replays_ms"]) == 2 for x in r["rounds"]), r
+        assert min(ms for x in r["rounds"] for ms in x["replays_ms"]) <= r["comm_ms"], r
+    cal = run["calibration"]
+    assert cal["blocks"] == 7 + 2 * 4 == len(cal["rank0_blocks_ms"]), cal
+    assert cal["allgather_elems"] % 4 == 0 and cal["allgather_ms"] > 0, cal
+    assert "--intra-allgather" in run["advisor_args"], run["advisor_args"]
+    if not cal["warning"]:
+        assert abs(cal["predicted_ms"] / cal["allgather_ms"] - 1) < 0.02, cal
+    assert "recommended: " in outs[0] and "| MiCS |" in outs[0], outs[0]
+
+
+def test_group_switch_probe_times_every_case(tmp_root):
+    """examples/group_switch_probe.py on 2 nodes x 2 ranks (HOCCL_HOSTID):
+    every case has 8 positive per-call times that add up to about its
+    total, and a job of one rank per node is refused, saying why."""
+    import subprocess
+    import sys
+    probe = os.path.join(os.path.dirname(launch.HERE), "examples", "group_switch_probe.py")
+    out_json = os.path.join(tmp_root, "switch.json")
+
+    def run(n, per_node, extra):
+        port = launch.free_port()
+        procs = [subprocess.Popen([sys.executable, probe, "--elems", "4096", "--reps", "3", "--pause", "0.01"] + extra,
+                                  env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+                                           MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                                           HOCCL_HOSTID=f"switch-node{r // per_node}"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for r in range(n)]
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        return [p.returncode for p in procs], outs
+
+    codes, outs = run(4, 2, ["--json", out_json])
+    assert codes == [0] * 4, "\n".join(outs)
+    cases = json.load(open(out_json))
+    assert len(cases) == 4 and "after 8 rail RS" in cases, cases
+    for name, c in cases.items():
+        assert len(c["calls_ms"]) == 8 and all(x > 0 for x in c["calls_ms"]), (name, c)
+        assert c["total_ms"] > 0, (name, c)
+    codes, outs = run(2, 1, [])
+    assert all(c != 0 for c in codes), outs
+    assert "needs at least 2 nodes of 2 ranks (this job: 2 x 1)" in outs[0], outs[0]
