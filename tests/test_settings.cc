@@ -92,6 +92,7 @@ std::map<std::string, std::string> badValues(const Scratch& s) {
       {"HOCCL_SOCKET_NSTREAMS", "17"},
       {"HOCCL_SOCKET_DUPLEX", "2"},
       {"HOCCL_BOARD_BYTES", "513"},
+      {"HOCCL_NET_SPIN_BYTES", "-1"},
       {"HOCCL_NET", "rdma"},
       {"HOCCL_IB_HCA", "mlx5_0:zero"},
       {"HOCCL_IB_GID_INDEX", "256"},

@@ -27,6 +27,7 @@ struct Settings {
   int slots = 0;                         // HOCCL_SLOTS
   int nchannels = 0;                     // HOCCL_NCHANNELS (0: auto)
   int spinIters = -1;                    // HOCCL_SPIN (-1: automatic)
+  uint64_t netSpinBytes = 65536;         // HOCCL_NET_SPIN_BYTES
   std::string algo;                      // HOCCL_ALGO, lower case
   std::string hostId;                    // HOCCL_HOSTID (empty: host name + boot id)
   std::string commId;                    // HOCCL_COMM_ID

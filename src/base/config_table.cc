@@ -366,6 +366,13 @@ std::vector<SettingDecl> makeTable() {
       {"HOCCL_SPIN", "-1", "Polls before a waiting rank sleeps; -1 picks a value from the number of local ranks and cores.",
        field<int>(&S::spinIters, integerIn<int>(-1, 100000000, "-1 (automatic) or an iteration count >= 0")),
        kPerRank},
+      {"HOCCL_NET_SPIN_BYTES", "65536",
+       "With more ranks on a machine than cores, a waiting rank of a communicator across nodes polls 2048 "
+       "times before it sleeps in calls of at most this many bytes per rank (the buffer; all-gather: the "
+       "input; reduce-scatter: the output), and as in any call (HOCCL_SPIN) in larger ones, whose waits "
+       "last long enough that polling ranks slow the ranks they wait for. 0: never the longer polls.",
+       field<uint64_t>(&S::netSpinBytes, integerIn<uint64_t>(0, uint64_t(1) << 40, "a byte count (0 = never)")),
+       kPerRank},
       {"HOCCL_CHECK_CALLS", "1",
        "1: every message carries the collective's signature, so calls that differ across ranks "
        "are reported instead of corrupting data.",

@@ -28,7 +28,7 @@ namespace {
 constexpr int kYieldSpins = 128;
 // In a communicator that uses the network (docs/algorithms.md, "Small
 // messages across nodes: one socket per pair, and waiting ranks").
-constexpr int kYieldSpinsRemote = 2048;
+constexpr int kYieldSpinsRemote = 2048;  // in calls of up to HOCCL_NET_SPIN_BYTES
 constexpr int kBusySpins = 20000;
 
 int onlineCpus() {
@@ -127,6 +127,7 @@ Status finishInit(hocclComm* c) {
   c->policy.remoteSpinIters = spin >= 0 ? spin : c->policy.yieldWhileSpinning ? kYieldSpinsRemote : kBusySpins;
   if (spin < 0) spin = c->policy.yieldWhileSpinning ? kYieldSpins : kBusySpins;
   c->policy.spinIters = spin;
+  c->policy.remoteSpinMaxBytes = c->settings.netSpinBytes;
   HINFO(kSubInit, "rank %d/%d: %zu local ranks, %d cpus, algorithm %s, slice %llu B x %d slots, spin %d "
         "(%d on the network), transport setup %.1f ms",
         c->rank, c->nranks, c->localRanks.size(), onlineCpus(), c->algo ? c->algo->name : "auto",

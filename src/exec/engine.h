@@ -21,10 +21,15 @@ namespace hoccl {
 struct ProgressPolicy {
   double timeoutSec = 1800;
   int spinIters = 0;
-  // Polls before sleeping in a call of a communicator that spans nodes: a
-  // network round trip outlasts a local one, and a rank that sleeps through
-  // it wakes late, so its peers wait longer and sleep too.
+  // Polls before sleeping in a small call (up to remoteSpinMaxBytes per
+  // rank) of a communicator that spans nodes: a network round trip
+  // outlasts a local one, and a rank that sleeps through it wakes late, so
+  // its peers wait longer and sleep too. A larger call's waits last
+  // milliseconds, and ranks polling through them on shared cores slowed
+  // the ranks they waited for (docs/algorithms.md, "Waiting ranks on
+  // shared cores"), so it polls spinIters times as any call does.
   int remoteSpinIters = 0;
+  uint64_t remoteSpinMaxBytes = 0;
   bool yieldWhileSpinning = false;
 };
 

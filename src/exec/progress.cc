@@ -8,6 +8,7 @@
 #include <set>
 
 #include "src/base/clock.h"
+#include "src/exec/dataops.h"
 #include "src/exec/engine.h"
 
 namespace hoccl {
@@ -142,13 +143,26 @@ class HostExecutor : public Executor {
     return false;
   }
 
-  // A call of a communicator that spans nodes: whoever a rank waits on, a
-  // network round trip is usually on the way (a leader's broadcast waits
-  // for the leaders' exchange).
+  // A small call of a communicator that spans nodes: whoever a rank waits
+  // on, a network round trip is usually on the way (a leader's broadcast
+  // waits for the leaders' exchange). Large calls do not qualify
+  // (ProgressPolicy::remoteSpinMaxBytes).
   static bool waitsOnNetwork(const Work* work, CollTask* const* tasks, size_t ntasks) {
     for (size_t i = 0; i < ntasks; ++i)
-      if (!tasks[i]->done() && work[i].owner->usesNetwork()) return true;
+      if (!tasks[i]->done() && work[i].owner->usesNetwork() &&
+          callBytes(tasks[i]->call()) <= work[i].owner->progressPolicy().remoteSpinMaxBytes)
+        return true;
     return false;
+  }
+
+  // A rank's bytes in a call: its buffer (all-reduce, broadcast, ...) or
+  // its part (all-gather's input, reduce-scatter's output), or all it
+  // sends and receives (send/receive).
+  static uint64_t callBytes(const CollCall& c) {
+    if (c.coll != CollKind::SendRecv) return c.count * dtypeSize(c.dtype);
+    uint64_t bytes = 0;
+    for (const PeerPart& p : c.parts) bytes += p.count * dtypeSize(p.dtype);
+    return bytes;
   }
 
   static Status progress(const Work* work, CollTask* const* tasks, size_t ntasks, int spun = 0) {
