@@ -39,9 +39,12 @@ void usage(FILE* f) {
                "                         for its share of the state [0: not costed]\n"
                "  --mem-gb G             memory per rank for the training state, GB (10^9 B) [no limit]\n"
                "  --intra-allgather B:MS an all-gather of B bytes on every node's ranks at once took MS ms\n"
-               "                         (measured): the intra-node copy rates (--shm-gbps, --node-mem-gbps)\n"
-               "                         are scaled together until the model predicts that (for nodes whose\n"
+               "                         (measured): the intra group's copy rates (--shm-gbps, --node-mem-gbps)\n"
+               "                         are scaled together until the advisor predicts that (for nodes whose\n"
                "                         cores are shared, as on the emulated cluster)\n"
+               "  --engine E             how calls are costed: schedule (the builders' schedules simulated, as\n"
+               "                         hoccl-sim), model (the closed form) or auto (schedule for groups of up\n"
+               "                         to 512 ranks) [auto]\n"
                "  --json                 one JSON object instead of the table\n\n"
                "machine (as hoccl-sim):\n%s",
                machineArgsHelp().c_str());
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
   double params = -1, trainable = -1, memGb = 0, intraMs = 0;
   uint64_t intraBytes = 0;
   bool json = false;
+  paro::Engine engine = paro::Engine::Auto;
   std::string dtype = "bf16";
   for (int i = 1; i < argc; ++i) {
     std::string err;
@@ -126,6 +130,9 @@ int main(int argc, char** argv) {
       intraMs = std::strtod(colon + 1, &end);
       if (*end || !(intraMs > 0) || intraMs > 1e9) bad(v, "BYTES:MS with a time in ms above 0");
       intraBytes = uint64_t(x);
+    } else if (!strcmp(a, "--engine")) {
+      const char* v = val();
+      if (!paro::parseEngine(v, &engine)) bad(v, "schedule, model or auto");
     } else if (!strcmp(a, "--json")) {
       json = true;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -161,19 +168,18 @@ int main(int argc, char** argv) {
   }
   paro::IntraFit fit;
   if (intraBytes > 0) {
-    if (!paro::fitIntraRates(m, tf.rules, tf.path, intraBytes, intraMs, &fit, &why)) {
+    if (!paro::fitIntraRates(m, tf.rules, tf.path, intraBytes, intraMs, &fit, &why, engine)) {
       std::fprintf(stderr, "hoccl-paro: --intra-allgather: %s\n", why.c_str());
       return 2;
     }
-    m.links.shm.gbps = fit.shmGbps;
-    m.links.nodeMemGbps = fit.nodeMemGbps;
   }
-  paro::Advisor advisor(m, tf.rules, tf.path);
+  paro::Advisor advisor(m, tf.rules, tf.path, engine, fit.scale);
   const std::vector<paro::Costed> rows = advisor.evaluate(model, memGb * 1e9);
   const int best = paro::recommend(rows);
   if (json) {
     json::Value out = json::Value::object();
     out.set("machine", desc);
+    out.set("engine", std::string(paro::engineName(engine)));
     out.set("nodes", advisor.nodes());
     out.set("ranks_per_node", advisor.perNode());
     if (intraBytes > 0) {
@@ -222,7 +228,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", json::write(out).c_str());
     return best < 0 ? 3 : 0;
   }
-  std::printf("# hoccl-paro: %s\n", desc.c_str());
+  std::printf("# hoccl-paro: %s; calls costed by the %s engine\n", desc.c_str(), paro::engineName(engine));
   std::printf("# model: %.4g parameters, %.4g trainable, %s, %d micro-step(s) per step, optimizer %d+4 B per "
               "trainable parameter, %d call(s) per collective%s\n",
               model.params, model.trainable, dtype.c_str(), model.accum, model.optimizerBytes, model.units,

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 
+#include "src/tune/sim.h"
+
 namespace hoccl {
 namespace tune {
 namespace paro {
@@ -78,9 +80,11 @@ int ranksPerNode(const Machine& m) { return m.nnodes() > 0 ? m.nranks() / m.nnod
 // The links of one node of `m` costed alone. A node of a multi-node job
 // shares its cores with the job's network threads, so its messages cost
 // msgCpuUs, not the one-node job's localMsgCpuUs (model.h).
-LinkModel nodeLinks(const Machine& m) {
+LinkModel nodeLinks(const Machine& m, double scale) {
   LinkModel l = m.links;
   if (m.nnodes() > 1) l.localMsgCpuUs = l.msgCpuUs;
+  l.shm.gbps *= scale;
+  l.nodeMemGbps *= scale;
   return l;
 }
 // The machine one rail runs on: one rank on every node, under the same
@@ -107,14 +111,27 @@ Machine railMachine(const Machine& m, int rails) {
 }
 }  // namespace
 
-Advisor::Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath)
+bool parseEngine(const std::string& name, Engine* out) {
+  if (name == "model") *out = Engine::Model;
+  else if (name == "schedule") *out = Engine::Schedule;
+  else if (name == "auto") *out = Engine::Auto;
+  else return false;
+  return true;
+}
+
+const char* engineName(Engine e) { return e == Engine::Model ? "model" : e == Engine::Schedule ? "schedule" : "auto"; }
+
+Advisor::Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath, Engine engine,
+                 double intraScale)
     : world_(machine),
       nodes_(machine.nnodes()),
       perNode_(ranksPerNode(machine)),
       worldTuner_(machine, rules, rulesPath, nullptr, 0),
-      intraTuner_(Machine::rectangular(1, std::max(perNode_, 1), 1, nodeLinks(machine)), rules, rulesPath, nullptr, 0),
+      intraTuner_(Machine::rectangular(1, std::max(perNode_, 1), 1, nodeLinks(machine, intraScale)), rules, rulesPath,
+                  nullptr, 0),
       railTuner_(railMachine(machine, 1), rules, rulesPath, nullptr, 0),
-      railShared_(railMachine(machine, perNode_)) {}
+      railShared_(railMachine(machine, perNode_)),
+      engine_(engine) {}
 
 bool Advisor::rectangular(std::string* why) const {
   std::map<int, int> count;
@@ -130,19 +147,31 @@ bool Advisor::rectangular(std::string* why) const {
   return true;
 }
 
+double Advisor::costUs(const Machine& m, CollKind coll, const Choice& c, uint64_t bytes) const {
+  const bool sched = engine_ == Engine::Schedule || (engine_ == Engine::Auto && m.nranks() <= kScheduleMaxRanks);
+  if (sched) {
+    const SimResult r = simulate(m, coll, c.algo, bytes, c.nchannels, c.pipelineChunks);
+    if (r.ok) return r.us;
+  }
+  return predict(m, coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
+}
+
 double Advisor::callUs(Group g, CollKind coll, uint64_t bytes) const {
+  const auto key = std::make_tuple(int(g), int(coll), bytes);
+  auto hit = cache_.find(key);
+  if (hit != cache_.end()) return hit->second;
+  double us = 0;
   if (g != Group::Rail) {
     const Tuner& t = g == Group::Intra ? intraTuner_ : worldTuner_;
-    if (t.machine().nranks() <= 1) return 0;
-    const Choice c = t.choose(coll, bytes);
-    return predict(t.machine(), coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
+    if (t.machine().nranks() > 1) us = costUs(t.machine(), coll, t.choose(coll, bytes), bytes);
+  } else if (nodes_ > 1) {
+    // The m rails at once, each a communicator of one rank per node: the
+    // algorithm its tuner picks (on the rail's own machine, as the rail's
+    // communicator would), costed with the rail's share of the links.
+    us = costUs(railShared_, coll, railTuner_.choose(coll, bytes), bytes);
   }
-  // The m rails at once, each a communicator of one rank per node: the
-  // algorithm its tuner picks (on the rail's own machine, as the rail's
-  // communicator would), costed with the rail's share of the links.
-  if (nodes_ <= 1) return 0;
-  const Choice c = railTuner_.choose(coll, bytes);
-  return predict(railShared_, coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
+  cache_[key] = us;
+  return us;
 }
 
 std::vector<Costed> Advisor::evaluate(const ModelSize& model, double memBytes) const {
@@ -171,16 +200,13 @@ std::vector<Costed> Advisor::evaluate(const ModelSize& model, double memBytes) c
 
 namespace {
 double intraAllGatherMs(const Machine& base, double scale, const std::vector<TuneRule>& rules,
-                        const std::string& rulesPath, uint64_t bytes) {
-  Machine m = base;
-  m.links.shm.gbps *= scale;
-  m.links.nodeMemGbps *= scale;
-  return Advisor(m, rules, rulesPath).callUs(Group::Intra, CollKind::AllGather, bytes) / 1e3;
+                        const std::string& rulesPath, uint64_t bytes, Engine engine) {
+  return Advisor(base, rules, rulesPath, engine, scale).callUs(Group::Intra, CollKind::AllGather, bytes) / 1e3;
 }
 }  // namespace
 
 bool fitIntraRates(const Machine& machine, const std::vector<TuneRule>& rules, const std::string& rulesPath,
-                   uint64_t bytes, double ms, IntraFit* fit, std::string* why) {
+                   uint64_t bytes, double ms, IntraFit* fit, std::string* why, Engine engine) {
   if (ranksPerNode(machine) <= 1) {
     *why = "an intra-node all-gather needs nodes of more than one rank";
     return false;
@@ -192,8 +218,8 @@ bool fitIntraRates(const Machine& machine, const std::vector<TuneRule>& rules, c
   // The predicted time falls as the rates rise: bisect the scale on a log scale.
   double lo = kIntraFitMinScale, hi = kIntraFitMaxScale;
   fit->warning.clear();
-  const double fastest = intraAllGatherMs(machine, hi, rules, rulesPath, bytes);
-  const double slowest = intraAllGatherMs(machine, lo, rules, rulesPath, bytes);
+  const double fastest = intraAllGatherMs(machine, hi, rules, rulesPath, bytes, engine);
+  const double slowest = intraAllGatherMs(machine, lo, rules, rulesPath, bytes, engine);
   char buf[320];
   if (fastest > ms) {
     lo = hi;
@@ -212,13 +238,13 @@ bool fitIntraRates(const Machine& machine, const std::vector<TuneRule>& rules, c
   } else {
     for (int i = 0; i < 40; ++i) {
       const double mid = std::sqrt(lo * hi);
-      (intraAllGatherMs(machine, mid, rules, rulesPath, bytes) > ms ? lo : hi) = mid;
+      (intraAllGatherMs(machine, mid, rules, rulesPath, bytes, engine) > ms ? lo : hi) = mid;
     }
   }
   fit->scale = std::sqrt(lo * hi);
   fit->shmGbps = machine.links.shm.gbps * fit->scale;
   fit->nodeMemGbps = machine.links.nodeMemGbps * fit->scale;
-  fit->predictedMs = intraAllGatherMs(machine, fit->scale, rules, rulesPath, bytes);
+  fit->predictedMs = intraAllGatherMs(machine, fit->scale, rules, rulesPath, bytes, engine);
   return true;
 }
 

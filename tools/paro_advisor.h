@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/tune/tuner.h"
@@ -95,16 +97,34 @@ struct Costed {
   double totalUs() const { return commUs() + optimizerUs; }  // what recommend() ranks by
 };
 
+// How a call is costed: the closed-form model (predict), the schedule
+// simulator (simulate: the builders' real schedules, piece by piece, on the
+// same link model; hoccl-sim's default up to kScheduleMaxRanks ranks), or
+// Auto: the simulator where the group has at most kScheduleMaxRanks ranks.
+// On the emulated 4:1 shape the closed form priced HO-Ring's mid-sized
+// world calls about 20% high where the simulator was within 10%
+// (docs/paro.md, tenth run).
+enum class Engine { Model, Schedule, Auto };
+constexpr int kScheduleMaxRanks = 512;
+bool parseEngine(const std::string& name, Engine* out);
+const char* engineName(Engine e);
+
 class Advisor {
  public:
   // The machine must be rectangular (every node the same number of ranks).
-  Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath);
+  // intraScale (fitIntraRates) multiplies the copy rates of the intra
+  // group's node only: the fit measures a node's ranks copying at once on
+  // shared cores, while the world's and rails' copies run while they wait
+  // on the network (docs/paro.md, "Intra-node rates from a measurement").
+  Advisor(const Machine& machine, std::vector<TuneRule> rules, std::string rulesPath, Engine engine = Engine::Model,
+          double intraScale = 1.0);
   bool rectangular(std::string* why) const;
   int nodes() const { return nodes_; }
   int perNode() const { return perNode_; }
 
   // Predicted time of one call on a group, in microseconds.
   double callUs(Group g, CollKind coll, uint64_t bytes) const;
+  Engine engine() const { return engine_; }
   // Every strategy costed; memBytes <= 0: no memory limit.
   std::vector<Costed> evaluate(const ModelSize& model, double memBytes) const;
 
@@ -114,15 +134,20 @@ class Advisor {
   Tuner worldTuner_, intraTuner_;       // intra: one node of perNode_ ranks, same links
   Tuner railTuner_;                     // one rail: one rank per node, same links
   Machine railShared_;                  // one rail's share of the links with all perNode_ at once
+  Engine engine_ = Engine::Model;
+  // The time of one call on machine m with the tuner's choice c, by engine_.
+  double costUs(const Machine& m, CollKind coll, const Choice& c, uint64_t bytes) const;
+  mutable std::map<std::tuple<int, int, uint64_t>, double> cache_;  // (group, coll, bytes) -> us
 };
 
 // Intra-node copy rates fitted to a measured all-gather. Where a node's
 // "memory" is a share of cores other jobs also run on (the emulated
 // cluster: every node on the host's cores), no default describes it, so a
 // caller measures one all-gather of `bytes` on every node's ranks at once
-// and the fit scales the machine's per-rank copy rate (shm) and node memory
-// rate together, in their given ratio, until the advisor's own intra-node
-// costing (the same tuner and model as callUs(Intra, ...)) predicts `ms`.
+// and the fit scales the intra group's per-rank copy rate (shm) and node
+// memory rate together, in their given ratio, until the advisor's own
+// intra-node costing (callUs(Intra, ...), same engine) predicts `ms`; the
+// Advisor then takes `scale` as its intraScale.
 struct IntraFit {
   double scale = 1;         // applied to both rates
   double shmGbps = 0;       // the fitted rates
@@ -133,7 +158,7 @@ struct IntraFit {
 constexpr double kIntraFitMinScale = 1e-3, kIntraFitMaxScale = 1e3;
 // Returns false (with *why) where the machine has one rank per node.
 bool fitIntraRates(const Machine& machine, const std::vector<TuneRule>& rules, const std::string& rulesPath,
-                   uint64_t bytes, double ms, IntraFit* fit, std::string* why);
+                   uint64_t bytes, double ms, IntraFit* fit, std::string* why, Engine engine = Engine::Model);
 
 // The index of the fastest strategy that fits (ties: the least memory), or
 // -1 when none fits.
