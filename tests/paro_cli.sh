@@ -11,7 +11,9 @@ base=(--params 4923520 --accum 4 --dtype fp32 --units 8 --nodes 4 --ranks-per-no
       --uplink-gbit 0.5 --oversubscription 4)
 fail() { echo "paro_cli: $*"; exit 1; }
 for bad in 2461760 2461760: :7 x:7 2461760:0 2461760:-1 2461760:7ms 0:7; do
-  if err=$("$paro" "${base[@]}" --intra-allgather "$bad" 2>&1 >/dev/null); then fail "--intra-allgather $bad accepted"; fi
+  if err=$("$paro" "${base[@]}" --intra-allgather "$bad" 2>&1 >/dev/null); then
+    fail "--intra-allgather $bad accepted"
+  fi
   grep -q -- "--intra-allgather $bad: expected BYTES:MS" <<<"$err" || fail "--intra-allgather $bad: $err"
 done
 if err=$("$paro" "${base[@]}" --engine sim 2>&1 >/dev/null); then fail "--engine sim accepted"; fi
@@ -31,7 +33,8 @@ print(f["node_mem_gbps"])' "$1"
 }
 for engine in auto model; do
   slow=$(fit 9) && fast=$(fit 5) || fail "--engine $engine: the fit did not predict the measured time"
-  awk -v s="$slow" -v f="$fast" 'BEGIN { exit !(s < f) }' || fail "--engine $engine: 9 ms fitted $slow Gbit/s, 5 ms $fast"
+  awk -v s="$slow" -v f="$fast" 'BEGIN { exit !(s < f) }' ||
+    fail "--engine $engine: 9 ms fitted $slow Gbit/s, 5 ms $fast"
 done
 "$paro" "${base[@]}" --intra-allgather 2461760:0.001 | grep -q "WARNING: the measured all-gather" ||
   fail "a time below the model's reach was not warned about"
