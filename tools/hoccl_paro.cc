@@ -44,7 +44,7 @@ void usage(FILE* f) {
                "                         cores are shared, as on the emulated cluster)\n"
                "  --engine E             how calls are costed: schedule (the builders' schedules simulated, as\n"
                "                         hoccl-sim), model (the closed form) or auto (schedule for groups of up\n"
-               "                         to 512 ranks) [auto]\n"
+               "                         to 32 ranks) [auto]\n"
                "  --json                 one JSON object instead of the table\n\n"
                "machine (as hoccl-sim):\n%s",
                machineArgsHelp().c_str());

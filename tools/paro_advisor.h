@@ -99,13 +99,15 @@ struct Costed {
 
 // How a call is costed: the closed-form model (predict), the schedule
 // simulator (simulate: the builders' real schedules, piece by piece, on the
-// same link model; hoccl-sim's default up to kScheduleMaxRanks ranks), or
-// Auto: the simulator where the group has at most kScheduleMaxRanks ranks.
+// same link model, as hoccl-sim does by default), or Auto: the simulator
+// where the group has at most kScheduleMaxRanks ranks. The advisor costs
+// dozens of calls, so its bound is lower than hoccl-sim's 512: hoccl-paro
+// took about 0.5 s of CPU at 32 ranks, 7 s at 64 and 36 s at 256.
 // On the emulated 4:1 shape the closed form priced HO-Ring's mid-sized
 // world calls about 20% high where the simulator was within 10%
 // (docs/paro.md, tenth run).
 enum class Engine { Model, Schedule, Auto };
-constexpr int kScheduleMaxRanks = 512;
+constexpr int kScheduleMaxRanks = 32;
 bool parseEngine(const std::string& name, Engine* out);
 const char* engineName(Engine e);
 
