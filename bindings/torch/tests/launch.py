@@ -58,6 +58,22 @@ def launch(scenario, n, outdir, backend="hoccl", timeout_s=60, limit_s=300, rank
     return codes, outputs, results
 
 
+def run_example(name, args, n, per_node, node_prefix, limit_s=300):
+    """Runs examples/NAME with ARGS on n ranks (env:// rendezvous on
+    127.0.0.1), per_node of them on each "node" (HOCCL_HOSTID
+    NODE_PREFIX<i>); returns (return codes, outputs)."""
+    script = os.path.join(os.path.dirname(HERE), "examples", name)
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, script] + args,
+                              env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+                                       MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                                       HOCCL_HOSTID=f"{node_prefix}{r // per_node}"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(n)]
+    outs = [p.communicate(timeout=limit_s)[0] for p in procs]
+    return [p.returncode for p in procs], outs
+
+
 def describe(codes, outputs):
     return "\n".join(f"--- rank {r}: exit {c}\n{o[-3000:]}" for r, (c, o) in enumerate(zip(codes, outputs)))
 

@@ -214,22 +214,13 @@ def test_paro_bench_reports_measured_beside_predicted(tmp_root):
     communication time, the probe's intra-node all-gather was fitted by the
     advisor (its fitted model predicts the probe's median), and every probe
     block was kept: 7 up front and one before each strategy in each round."""
-    import subprocess
-    import sys
-    bench = os.path.join(os.path.dirname(launch.HERE), "examples", "paro_bench.py")
     out_json = os.path.join(tmp_root, "paro_bench.json")
-    port = launch.free_port()
-    procs = []
-    for r in range(4):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE="4", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   OMP_NUM_THREADS="1", HOCCL_HOSTID=f"paro-bench-node{r // 2}")
-        procs.append(subprocess.Popen(
-            [sys.executable, bench, "--params", "40K", "--layers", "4", "--batch", "2", "--accum", "2", "--steps", "2",
-             "--rounds", "2", "--strategies", "DDP,ZeRO-3,MiCS,NIG", "--calibrate-intra", "--timeout", "120",
-             "--advisor-args", "--node-gbit 1", "--json", out_json],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = [p.communicate(timeout=300)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0] * 4, "\n".join(outs)
+    codes, outs = launch.run_example(
+        "paro_bench.py", ["--params", "40K", "--layers", "4", "--batch", "2", "--accum", "2", "--steps", "2",
+                          "--rounds", "2", "--strategies", "DDP,ZeRO-3,MiCS,NIG", "--calibrate-intra", "--timeout",
+                          "120", "--advisor-args", "--node-gbit 1", "--json", out_json],
+        4, 2, "paro-bench-node")
+    assert codes == [0] * 4, "\n".join(outs)
     run = json.load(open(out_json))
     assert [r["strategy"] for r in run["rows"]] == ["DDP", "ZeRO-3", "MiCS", "NIG"]
     for r in run["rows"]:
@@ -247,23 +238,13 @@ def test_paro_bench_reports_measured_beside_predicted(tmp_root):
 
 def test_group_switch_probe_times_every_case(tmp_root):
     """examples/group_switch_probe.py on 2 nodes x 2 ranks (HOCCL_HOSTID):
-    every case has 8 positive per-call times that add up to about its
-    total, and a job of one rank per node is refused, saying why."""
-    import subprocess
-    import sys
-    probe = os.path.join(os.path.dirname(launch.HERE), "examples", "group_switch_probe.py")
+    every case has 8 positive per-call times and a positive total, and a
+    job of one rank per node is refused, saying why."""
     out_json = os.path.join(tmp_root, "switch.json")
 
     def run(n, per_node, extra):
-        port = launch.free_port()
-        procs = [subprocess.Popen([sys.executable, probe, "--elems", "4096", "--reps", "3", "--pause", "0.01"] + extra,
-                                  env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
-                                           MASTER_PORT=str(port), OMP_NUM_THREADS="1",
-                                           HOCCL_HOSTID=f"switch-node{r // per_node}"),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for r in range(n)]
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-        return [p.returncode for p in procs], outs
+        args = ["--elems", "4096", "--reps", "3", "--pause", "0.01"] + extra
+        return launch.run_example("group_switch_probe.py", args, n, per_node, "switch-node", limit_s=120)
 
     codes, outs = run(4, 2, ["--json", out_json])
     assert codes == [0] * 4, "\n".join(outs)
