@@ -149,11 +149,12 @@ def main():
     ap.add_argument("--layers", type=int, default=8, help="Linear layers (one unit each) [8]")
     ap.add_argument("--batch", type=int, default=8, help="samples per rank per micro-step [8]")
     ap.add_argument("--accum", type=int, default=4, help="micro-steps per optimizer step [4]")
-    ap.add_argument("--steps", type=int, default=3, help="timed steps (and replays) per strategy [3]")
+    ap.add_argument("--steps", type=int, default=3,
+                    help="timed steps, each between barriers, and replays per strategy per round [3]")
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps first [1]")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="rounds: each trains and replays every strategy, the order rotated by one per round; "
-                         "each strategy reports its medians [1]")
+                    help="rounds: each steps and replays every strategy, the order rotated by one per round; "
+                         "each strategy reports its medians over all rounds [1]")
     ap.add_argument("--advisor-args", default="", help="hoccl-paro machine options, e.g. \"--node-gbit 1\"")
     ap.add_argument("--calibrate-intra", action="store_true",
                     help="time an all-gather on every node at once, before each strategy's run, and have the "
@@ -187,47 +188,52 @@ def main():
             for _ in range(args.accum)]
     names = args.strategies.split(",")
 
-    def run(name):
-        """Trains `name` for the timed steps, then replays its calls: (step
-        seconds, the replays as replay() returns them, trace, state)."""
+    def build(name):
+        """A model wrapped for `name`, warmed up; its trace is that of its last step."""
         net, _ = make_model(parse_count(args.params), args.layers)
         wrapped = paro.ParoDataParallel(net, lambda ps: torch.optim.Adam(ps, lr=1e-4), strategy=name,
                                         accumulation_steps=args.accum, group=groups, trace=True)
-
-        def step():
-            wrapped.trace.clear()
-            for x, y in data:
-                nn.functional.mse_loss(wrapped(x), y).backward()
-            wrapped.step()
-
         for _ in range(args.warmup):
-            step()
+            train_step(wrapped)
+        return wrapped
+
+    def train_step(wrapped):
+        wrapped.trace.clear()
+        for x, y in data:
+            nn.functional.mse_loss(wrapped(x), y).backward()
+        wrapped.step()
+
+    def timed_step(wrapped):
+        """One step, between barriers: the slowest rank's time."""
         dist.barrier(group=groups.world)
         t0 = time.perf_counter()
-        for _ in range(args.steps):
-            step()
+        train_step(wrapped)
         dist.barrier(group=groups.world)
-        step_s = (time.perf_counter() - t0) / args.steps
-        trace = list(wrapped.trace)
-        state = wrapped.state_bytes()
-        del wrapped, net
-        gc.collect()
-        return step_s, replay(trace, groups, args.steps), trace, state
+        return time.perf_counter() - t0
 
-    # Every round runs each strategy once, the order rotated by one per
-    # round, so that a slow spell of this machine falls on different
-    # strategies; each strategy's numbers are its medians over the rounds.
+    # Every strategy's model lives through the whole run, so the rounds
+    # interleave them step by step: each round runs --steps timed steps and
+    # as many replays of every strategy, the order rotated by one per round.
+    # On this host a slow spell lasts seconds and lengthens every step in
+    # it, so one strategy's steps taken together (the runs before the
+    # twelfth) let a spell decide which strategy stepped fastest.
+    wrapped = {name: build(name) for name in names}
     runs = {name: [] for name in names}
     for r in range(args.rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             if probe:
                 probe.block()
-            step_s, reps, trace, state = run(name)
-            runs[name].append((step_s, reps, trace, state))
+            steps_s = [timed_step(wrapped[name]) for _ in range(args.steps)]
+            trace = list(wrapped[name].trace)
+            reps = replay(trace, groups, args.steps)
+            runs[name].append((steps_s, reps, trace))
             if rank == 0:
                 comm = sorted(x[0] for x in reps)
                 print(f"# round {r + 1}/{args.rounds}, {name}: comm {comm[len(comm) // 2] * 1e3:.1f} ms (median of "
-                      f"{len(comm)}), step {step_s * 1e3:.1f} ms", flush=True)
+                      f"{len(comm)}), step {sorted(steps_s)[len(steps_s) // 2] * 1e3:.1f} ms", flush=True)
+    states = {name: wrapped[name].state_bytes() for name in names}
+    del wrapped
+    gc.collect()
     # The advice takes the probe's median over the run; it sees none of
     # the strategies' own times.
     calibration = None
@@ -247,16 +253,18 @@ def main():
         # its classes are those of that replay, so they add up to it.
         reps = sorted((rep for x in per_round for rep in x[1]), key=lambda rep: rep[0])
         comm_s, class_s = reps[len(reps) // 2]
-        _, _, trace, state = per_round[0]
-        step_s = sorted(x[0] for x in per_round)[len(per_round) // 2]
+        trace, state = per_round[0][2], states[name]
+        steps = sorted(t for x in per_round for t in x[0])
+        step_s = steps[len(steps) // 2]
         # Rank 0's per-class times (each rank's add up to the same calls).
         pred = predicted[name]["comm_ms"]
         pred_classes = predicted_classes(predicted[name])
         rows.append({"strategy": name, "comm_ms": comm_s * 1e3, "predicted_comm_ms": pred,
-                     "error": pred / (comm_s * 1e3) - 1, "step_ms": step_s * 1e3, "state_bytes": state["total"],
+                     "error": pred / (comm_s * 1e3) - 1, "step_ms": step_s * 1e3,
+                     "step_range_ms": [steps[0] * 1e3, steps[-1] * 1e3], "state_bytes": state["total"],
                      "calls": len(trace), "elements": sum(t[3] for t in trace),
                      "rounds": [{"comm_ms": sorted(rep[0] for rep in x[1])[len(x[1]) // 2] * 1e3,
-                                 "replays_ms": [rep[0] * 1e3 for rep in x[1]], "step_ms": x[0] * 1e3}
+                                 "replays_ms": [rep[0] * 1e3 for rep in x[1]], "steps_ms": [t * 1e3 for t in x[0]]}
                                 for x in per_round],
                      "classes": {k: {"measured_ms": v * 1e3, "predicted_ms": pred_classes.get(k)}
                                  for k, v in sorted(class_s.items())}})
@@ -265,7 +273,8 @@ def main():
         fastest = min(fits, key=lambda r: r["step_ms"])["strategy"] if fits else None
         print(f"# {dist.get_world_size()} ranks: {groups.nnodes} nodes x {groups.nlocal}; {nparams} parameters "
               f"(fp32, {args.layers} layers of {width}); {args.accum} micro-steps of {args.batch} samples per "
-              f"step; {args.steps} timed steps after {args.warmup}, {args.rounds} round(s), medians; "
+              f"step; {args.warmup} untimed step(s), then {args.rounds} round(s) of {args.steps} timed step(s) and "
+              f"replay(s) of every strategy, interleaved, medians; "
               f"advisor: {advice['machine']}")
         if adam_ns is not None:
             print(f"# optimizer: Adam took {adam_ns:.3g} ns per parameter on rank 0; the advisor was given "
@@ -279,14 +288,15 @@ def main():
                   f"node memory {calibration.get('node_mem_gbps', 0):.4g}" +
                   (f"; WARNING: {calibration['warning']}" if calibration.get("warning") else ""))
         print("| strategy | comm/step measured (ms: median replay; range) | predicted (ms) | error "
-              "| predicted optimizer (ms) | step (ms) | state/rank (MB) |")
+              "| predicted optimizer (ms) | step (ms: median; range) | state/rank (MB) |")
         print("|---|---|---|---|---|---|---|")
         for r in rows:
             optim = predicted[r["strategy"]].get("optimizer_ms", 0.0)
             spread = [ms for x in r["rounds"] for ms in x["replays_ms"]]
             comm = f"{r['comm_ms']:.1f}" + (f" ({min(spread):.1f}-{max(spread):.1f})" if len(spread) > 1 else "")
             print(f"| {r['strategy']} | {comm} | {r['predicted_comm_ms']:.1f} | {100 * r['error']:+.0f}% "
-                  f"| {optim:.1f} | {r['step_ms']:.1f} | {r['state_bytes'] / 1e6:.1f} |")
+                  f"| {optim:.1f} | {r['step_ms']:.1f} ({r['step_range_ms'][0]:.0f}-{r['step_range_ms'][1]:.0f}) "
+                  f"| {r['state_bytes'] / 1e6:.1f} |")
         print(f"recommended: {advice['recommended']}; measured fastest step: {fastest}")
         print("per class of call (rank 0's time in the calls, per step): measured / predicted ms")
         for r in rows:

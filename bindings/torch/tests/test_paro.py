@@ -227,6 +227,9 @@ def test_paro_bench_reports_measured_beside_predicted(tmp_root):
         assert r["comm_ms"] > 0 and r["predicted_comm_ms"] > 0 and r["step_ms"] > 0, r
         assert len(r["rounds"]) == 2 and all(len(x["replays_ms"]) == 2 for x in r["rounds"]), r
         assert min(ms for x in r["rounds"] for ms in x["replays_ms"]) <= r["comm_ms"], r
+        steps = sorted(ms for x in r["rounds"] for ms in x["steps_ms"])
+        assert len(steps) == 4 and r["step_range_ms"] == [steps[0], steps[-1]], r
+        assert steps[0] <= r["step_ms"] <= steps[-1], r
     cal = run["calibration"]
     assert cal["blocks"] == 7 + 2 * 4 == len(cal["rank0_blocks_ms"]), cal
     assert cal["allgather_elems"] % 4 == 0 and cal["allgather_ms"] > 0, cal
@@ -256,3 +259,4 @@ def test_group_switch_probe_times_every_case(tmp_root):
     codes, outs = run(2, 1, [])
     assert all(c != 0 for c in codes), outs
     assert "needs at least 2 nodes of 2 ranks (this job: 2 x 1)" in outs[0], outs[0]
+
