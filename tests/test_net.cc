@@ -3,6 +3,7 @@
 // different "nodes" talk over TCP and ranks on the same one over shm.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -294,6 +295,44 @@ TEST(FakeNodesPolicy, ACommunicatorAcrossNodesSpinsLonger) {
   });
   unsetenv("HOCCL_SPIN");
   reloadSettingsForTesting();
+}
+
+// A group of few ranks still yields the core between polls when its
+// parent's ranks, or another live communicator's, outnumber the cores on
+// this machine: they all run there. (PaRO's rail group, one rank per node,
+// polled busily on 2 cores shared with 6 more ranks.) With the process on
+// one core, 4 ranks outnumber it and one does not.
+TEST(FakeNodesPolicy, ASmallGroupCountsTheOtherRanksOnTheMachine) {
+  cpu_set_t saved, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &saved)) ++cpu;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);  // the rank threads inherit it
+  auto alone = [](hocclComm_t* out) {
+    hocclUniqueId id;
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    ASSERT_EQ(hocclCommInitRank(out, 1, id, 0), hocclSuccess);
+  };
+  runOnFakeNodes(2, 2, [&](hocclComm_t comm, int rank) {
+    EXPECT_EQ(comm->sharingMachine, 4);
+    EXPECT_TRUE(comm->policy.yieldWhileSpinning);
+    hocclComm_t split = nullptr, fresh = nullptr;
+    ASSERT_EQ(hocclCommSplit(comm, rank, 0, &split, nullptr), hocclSuccess) << hocclGetLastError(comm);
+    EXPECT_EQ(split->sharingMachine, 4);  // its parent's count
+    EXPECT_TRUE(split->policy.yieldWhileSpinning);
+    alone(&fresh);
+    EXPECT_EQ(fresh->sharingMachine, 1);  // its own; it waits as the live ones say
+    EXPECT_TRUE(fresh->policy.yieldWhileSpinning);
+    EXPECT_EQ(hocclCommDestroy(fresh), hocclSuccess);
+    EXPECT_EQ(hocclCommDestroy(split), hocclSuccess);
+  });
+  hocclComm_t last = nullptr;
+  alone(&last);  // every other communicator is gone: one rank on one core polls busily
+  if (last) EXPECT_FALSE(last->policy.yieldWhileSpinning);
+  if (last) EXPECT_EQ(hocclCommDestroy(last), hocclSuccess);
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
 }
 
 class FakeNodes : public ::testing::TestWithParam<std::pair<int, int>> {};

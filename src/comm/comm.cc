@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -36,6 +37,37 @@ int onlineCpus() {
   if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
+
+// The most ranks known to share this machine among this process's live
+// communicators. A waiting rank yields the core when they outnumber the
+// cores, whichever communicator it waits in: PaRO's rail group has one rank
+// per node, and one on each of two emulated nodes sharing 2 cores polled
+// busily through its calls while the job's 6 other ranks needed the cores
+// (rail all-reduce 25.2 ms against 20.5 yielding; docs/algorithms.md,
+// "Waiting ranks on shared cores").
+class MachineSharing {
+ public:
+  static int enter(int ranks) {
+    std::lock_guard<std::mutex> lock(mu());
+    live().insert(ranks);
+    return *live().rbegin();
+  }
+  static void leave(int ranks) {
+    std::lock_guard<std::mutex> lock(mu());
+    auto it = live().find(ranks);
+    if (it != live().end()) live().erase(it);
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::multiset<int>& live() {
+    static std::multiset<int> s;
+    return s;
+  }
+};
 
 // HOCCL_ALGO: null for auto (the tuner decides per call).
 const AlgoInfo* forcedAlgorithm(const Settings& s) {
@@ -117,13 +149,21 @@ Status finishInit(hocclComm* c) {
   // cores. More of them than cores: a spinning rank steals the core its
   // peer needs, so it yields between polls instead of pausing, and every
   // step also waits for the scheduler (the cost model's latencies scale).
+  // A split also counts its parent's ranks here (sharingMachine, set by
+  // commSplit), as every member's parent does: the tuners agree.
   int onMachine = 0;
   for (const RankInfo& r : table) onMachine += strcmp(r.machineId, table[c->rank].machineId) == 0;
+  onMachine = std::max(onMachine, c->sharingMachine);
   c->algo = forcedAlgorithm(c->settings);
   HOCCL_TRY(makeTuner(c, double(onMachine) / std::max(1, onlineCpus())));
+  // How this rank waits is its own choice, so it also counts the ranks of
+  // this process's other communicators (a group made by a fresh init).
+  c->sharingMachine = onMachine;
+  const int sharing = MachineSharing::enter(onMachine);
+  c->sharingCounted = true;
   int spin = c->settings.spinIters;
   c->policy.timeoutSec = c->settings.timeoutSec;
-  c->policy.yieldWhileSpinning = onMachine > onlineCpus();
+  c->policy.yieldWhileSpinning = sharing > onlineCpus();
   c->policy.remoteSpinIters = spin >= 0 ? spin : c->policy.yieldWhileSpinning ? kYieldSpinsRemote : kBusySpins;
   if (spin < 0) spin = c->policy.yieldWhileSpinning ? kYieldSpins : kBusySpins;
   c->policy.spinIters = spin;
@@ -227,6 +267,7 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
   c->nranks = static_cast<int>(table.size());
   c->hostId = parent->hostId;
   c->probed = parent->probed;  // a split measures nothing its parent measured
+  c->sharingMachine = parent->sharingMachine;
   uint64_t seed[3] = {parent->commHash, static_cast<uint64_t>(generation), static_cast<uint64_t>(color)};
   c->commHash = fnv1a64(seed, sizeof seed);
   HOCCL_TRY(Bootstrap::fromTable(c->commHash, newRank, std::move(table), std::move(listener),
@@ -235,6 +276,14 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
   *out = c.release();
   return Status();
 }
+
+}  // namespace hoccl
+
+hocclComm::~hocclComm() {
+  if (sharingCounted) hoccl::MachineSharing::leave(sharingMachine);
+}
+
+namespace hoccl {
 
 void commFree(hocclComm* comm) {
   comm->liveMagic = 0;

@@ -68,6 +68,12 @@ struct hocclComm : public hoccl::TaskOwner {
   std::unique_ptr<hoccl::tune::Tuner> tuner;
   std::set<std::pair<int, int>> loggedChoices;  // (collective, log2 of bytes) already logged
   hoccl::ProgressPolicy policy;  // spinning and timeout of this rank's waits
+  // Ranks known to share this rank's machine: its own there or, for a
+  // split, its parent's if more; counted in the process's tally from init
+  // to destruction when `sharingCounted` (comm.cc).
+  int sharingMachine = 0;
+  bool sharingCounted = false;
+  ~hocclComm() override;
   uint64_t boardSeq = 0;  // calls run on the board so far
   uint64_t opSeq = 0;  // collectives run so far (point-to-point calls are not counted)
   // Point-to-point messages so far, per peer: sends to it, receives from it.

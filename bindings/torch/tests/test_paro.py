@@ -260,3 +260,24 @@ def test_group_switch_probe_times_every_case(tmp_root):
     assert all(c != 0 for c in codes), outs
     assert "needs at least 2 nodes of 2 ranks (this job: 2 x 1)" in outs[0], outs[0]
 
+
+def test_group_calls_probe_times_every_case(tmp_root):
+    """examples/group_calls_probe.py on 2 nodes x 2 ranks (HOCCL_HOSTID):
+    every case has its blocks, all positive, and a median among them; a
+    job of one rank per node is refused, saying why."""
+    out_json = os.path.join(tmp_root, "calls.json")
+
+    def run(n, per_node, extra):
+        return launch.run_example("group_calls_probe.py", ["--elems", "4096", "--blocks", "3"] + extra, n, per_node,
+                                  "calls-node", limit_s=120)
+
+    codes, outs = run(4, 2, ["--json", out_json])
+    assert codes == [0] * 4, "\n".join(outs)
+    cases = json.load(open(out_json))
+    assert len(cases) == 5 and "rail all-reduce (shard)" in cases, cases
+    for name, c in cases.items():
+        assert len(c["blocks_ms"]) == 3 and all(x > 0 for x in c["blocks_ms"]), (name, c)
+        assert c["median_ms"] in c["blocks_ms"], (name, c)
+    codes, outs = run(2, 1, [])
+    assert all(c != 0 for c in codes), outs
+    assert "needs at least 2 nodes of 2 ranks (this job: 2 x 1)" in outs[0], outs[0]
