@@ -6,10 +6,11 @@
 #   a: 2 nodes x 4 ranks under one leaf, 1 Gbit/s node links;
 #   b: 4 nodes x 2 ranks under 2 leaves, 1 Gbit/s node links and 0.5 Gbit/s
 #      uplinks (4:1 oversubscribed).
-# Environment: PARAMS (5M), LAYERS (8), ACCUM (4), BATCH (8), STEPS (3),
-# WARMUP (1), ROUNDS (3: every strategy once per round, the order rotated,
-# medians reported, so one slow spell of the host does not decide a
-# strategy's numbers), STRATEGIES (all). Writes OUT/paro-SHAPE.md (the table) and
+# Environment: PARAMS (5M), LAYERS (8), ACCUM (4), BATCH (8), WARMUP (1),
+# ROUNDS (9) and STEPS (1): each round runs STEPS timed steps and replays
+# of every strategy, the order rotated, and each strategy reports its
+# medians, so one slow spell of the host does not decide a strategy's
+# numbers; STRATEGIES (all). Writes OUT/paro-SHAPE.md (the table) and
 # OUT/paro-SHAPE.json (every number). The emulated nodes share this
 # machine's cores and memory, so the benchmark measures an all-gather on
 # every node at once between the strategies' runs and the advisor fits its
@@ -49,8 +50,8 @@ for shape in ${SHAPES:-a b}; do
   echo "== shape $shape" >&2
   "$cluster" run --cluster $name --ranks-per-node ${ranks[$shape]} --timeout 3000 -- \
     "$py" "$root/bindings/torch/examples/paro_bench.py" --params "${PARAMS:-5M}" --layers "${LAYERS:-8}" \
-    --accum "${ACCUM:-4}" --batch "${BATCH:-8}" --steps "${STEPS:-3}" --warmup "${WARMUP:-1}" \
-    --rounds "${ROUNDS:-3}" \
+    --accum "${ACCUM:-4}" --batch "${BATCH:-8}" --steps "${STEPS:-1}" --warmup "${WARMUP:-1}" \
+    --rounds "${ROUNDS:-9}" \
     ${STRATEGIES:+--strategies "$STRATEGIES"} --calibrate-intra \
     --advisor-args "${adv[$shape]} --oversubscription $over --tune-file $tunefile" \
     --json "$out/paro-$shape.json" | tee "$out/paro-$shape.md"
