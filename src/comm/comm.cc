@@ -59,13 +59,15 @@ class MachineSharing {
   }
 
  private:
+  // Never destroyed: a communicator may be freed during exit, after
+  // function-local statics are gone.
   static std::mutex& mu() {
-    static std::mutex m;
-    return m;
+    static std::mutex* m = new std::mutex;
+    return *m;
   }
   static std::multiset<int>& live() {
-    static std::multiset<int> s;
-    return s;
+    static std::multiset<int>* s = new std::multiset<int>;
+    return *s;
   }
 };
 
