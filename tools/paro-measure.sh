@@ -10,7 +10,8 @@
 # ROUNDS (9) and STEPS (1): each round runs STEPS timed steps and replays
 # of every strategy, the order rotated, and each strategy reports its
 # medians, so one slow spell of the host does not decide a strategy's
-# numbers; STRATEGIES (all). Writes OUT/paro-SHAPE.md (the table) and
+# numbers; STRATEGIES (all); ONE_AT_A_TIME (unset; set: hold one model at a
+# time, for models too large to hold every strategy's at once). Writes OUT/paro-SHAPE.md (the table) and
 # OUT/paro-SHAPE.json (every number). The emulated nodes share this
 # machine's cores and memory, so the benchmark measures an all-gather on
 # every node at once between the strategies' runs and the advisor fits its
@@ -52,7 +53,7 @@ for shape in ${SHAPES:-a b}; do
     "$py" "$root/bindings/torch/examples/paro_bench.py" --params "${PARAMS:-5M}" --layers "${LAYERS:-8}" \
     --accum "${ACCUM:-4}" --batch "${BATCH:-8}" --steps "${STEPS:-1}" --warmup "${WARMUP:-1}" \
     --rounds "${ROUNDS:-9}" \
-    ${STRATEGIES:+--strategies "$STRATEGIES"} --calibrate-intra \
+    ${STRATEGIES:+--strategies "$STRATEGIES"} ${ONE_AT_A_TIME:+--one-at-a-time} --calibrate-intra \
     --advisor-args "${adv[$shape]} --oversubscription $over --tune-file $tunefile" \
     --json "$out/paro-$shape.json" | tee "$out/paro-$shape.md"
   "$cluster" down --name $name >/dev/null

@@ -155,6 +155,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="rounds: each steps and replays every strategy, the order rotated by one per round; "
                          "each strategy reports its medians over all rounds [1]")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="hold one strategy's model at a time, built and warmed up again in every round, for models "
+                         "too large to hold every strategy's at once (about 670 MB per rank at 5M parameters)")
     ap.add_argument("--advisor-args", default="", help="hoccl-paro machine options, e.g. \"--node-gbit 1\"")
     ap.add_argument("--calibrate-intra", action="store_true",
                     help="time an all-gather on every node at once, before each strategy's run, and have the "
@@ -217,21 +220,28 @@ def main():
     # On this host a slow spell lasts seconds and lengthens every step in
     # it, so one strategy's steps taken together (the runs before the
     # twelfth) let a spell decide which strategy stepped fastest.
-    wrapped = {name: build(name) for name in names}
+    # --one-at-a-time keeps one model at a time instead (built and warmed
+    # up again in every round), for models too large to hold them all.
+    wrapped = {} if args.one_at_a_time else {name: build(name) for name in names}
     runs = {name: [] for name in names}
+    states = {}
     for r in range(args.rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
+            model = wrapped[name] if name in wrapped else build(name)
             if probe:
                 probe.block()
-            steps_s = [timed_step(wrapped[name]) for _ in range(args.steps)]
-            trace = list(wrapped[name].trace)
+            steps_s = [timed_step(model) for _ in range(args.steps)]
+            trace = list(model.trace)
+            states[name] = model.state_bytes()
+            del model
+            if args.one_at_a_time:
+                gc.collect()
             reps = replay(trace, groups, args.steps)
             runs[name].append((steps_s, reps, trace))
             if rank == 0:
                 comm = sorted(x[0] for x in reps)
                 print(f"# round {r + 1}/{args.rounds}, {name}: comm {comm[len(comm) // 2] * 1e3:.1f} ms (median of "
                       f"{len(comm)}), step {sorted(steps_s)[len(steps_s) // 2] * 1e3:.1f} ms", flush=True)
-    states = {name: wrapped[name].state_bytes() for name in names}
     del wrapped
     gc.collect()
     # The advice takes the probe's median over the run; it sees none of
@@ -274,8 +284,8 @@ def main():
         print(f"# {dist.get_world_size()} ranks: {groups.nnodes} nodes x {groups.nlocal}; {nparams} parameters "
               f"(fp32, {args.layers} layers of {width}); {args.accum} micro-steps of {args.batch} samples per "
               f"step; {args.warmup} untimed step(s), then {args.rounds} round(s) of {args.steps} timed step(s) and "
-              f"replay(s) of every strategy, interleaved, medians; "
-              f"advisor: {advice['machine']}")
+              f"replay(s) of every strategy, interleaved{', one model at a time' if args.one_at_a_time else ''}; "
+              f"medians; advisor: {advice['machine']}")
         if adam_ns is not None:
             print(f"# optimizer: Adam took {adam_ns:.3g} ns per parameter on rank 0; the advisor was given "
                   f"--optimizer-ns {adam_ns:.4g} and ranks strategies by communication plus that update")
@@ -309,7 +319,7 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"shape": [groups.nnodes, groups.nlocal], "params": nparams, "accum": args.accum,
-                           "units": args.layers, "rounds": args.rounds, "advisor_args": advisor_args, "advice": advice,
+                           "units": args.layers, "rounds": args.rounds, "one_at_a_time": args.one_at_a_time, "advisor_args": advisor_args, "advice": advice,
                            "calibration": calibration, "optimizer_ns": adam_ns, "rows": rows,
                            "measured_fastest": fastest}, f, indent=1)
     dist.destroy_process_group()

@@ -237,6 +237,18 @@ def test_paro_bench_reports_measured_beside_predicted(tmp_root):
     if not cal["warning"]:
         assert abs(cal["predicted_ms"] / cal["allgather_ms"] - 1) < 0.02, cal
     assert "recommended: " in outs[0] and "| MiCS |" in outs[0], outs[0]
+    # One model at a time: the same rows, every step and replay kept.
+    codes, outs = launch.run_example(
+        "paro_bench.py", ["--params", "40K", "--layers", "4", "--batch", "2", "--accum", "2", "--steps", "1",
+                          "--rounds", "2", "--strategies", "ZeRO-1,NII", "--one-at-a-time", "--timeout", "120",
+                          "--advisor-args", "--node-gbit 1", "--json", out_json],
+        4, 2, "paro-bench-node")
+    assert codes == [0] * 4, "\n".join(outs)
+    run = json.load(open(out_json))
+    assert run["one_at_a_time"] and [r["strategy"] for r in run["rows"]] == ["ZeRO-1", "NII"], run["rows"]
+    for r in run["rows"]:
+        assert [len(x["steps_ms"]) for x in r["rounds"]] == [1, 1] and r["state_bytes"] > 0, r
+    assert "one model at a time" in outs[0], outs[0]
 
 
 def test_group_switch_probe_times_every_case(tmp_root):
