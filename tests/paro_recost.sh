@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tools/paro-recost.py rebuilds the advisor's inputs from a recorded run:
 # a run whose "measured" times are the advisor's own predictions / 1.1
-# re-costs to +10% for every strategy, and a run without its advisor
-# options is refused, naming the option to give.
+# re-costs to +10% for every strategy, a run without its advisor options
+# is refused, naming the option to give, and a run recorded in docs/data
+# re-costs with the tune file beside it.
 #   tests/paro_recost.sh HOCCL_PARO
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,4 +35,7 @@ fi
 grep -q "give --advisor-args" "$tmp/err" || { cat "$tmp/err"; echo "paro_recost: the refusal does not say what to give"; exit 1; }
 out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" --advisor-args "${args[*]}" "$tmp/old.json")
 grep -q "10 of 10 within 20%" <<<"$out" || { echo "$out"; echo "paro_recost: --advisor-args was not used"; exit 1; }
+# A recorded run moved out of its output directory finds its tune file beside it.
+out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" "$root/docs/data/paro-2026-11-29/paro-b.json")
+grep -q "of 10 within 20%" <<<"$out" || { echo "$out"; echo "paro_recost: the recorded run was not re-costed"; exit 1; }
 echo "paro_recost: ok"

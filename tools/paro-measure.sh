@@ -11,8 +11,9 @@
 # of every strategy, the order rotated, and each strategy reports its
 # medians, so one slow spell of the host does not decide a strategy's
 # numbers; STRATEGIES (all); ONE_AT_A_TIME (unset; set: hold one model at a
-# time, for models too large to hold every strategy's at once). Writes OUT/paro-SHAPE.md (the table) and
-# OUT/paro-SHAPE.json (every number). The emulated nodes share this
+# time, for models too large to hold every strategy's at once).
+# Writes OUT/paro-SHAPE.md (the table), OUT/paro-SHAPE.json (every number)
+# and OUT/paro.png (tools/paro-plot.py). The emulated nodes share this
 # machine's cores and memory, so the benchmark measures an all-gather on
 # every node at once between the strategies' runs and the advisor fits its
 # intra-node copy rates to the median (--calibrate-intra, hoccl-paro
@@ -58,3 +59,7 @@ for shape in ${SHAPES:-a b}; do
     --json "$out/paro-$shape.json" | tee "$out/paro-$shape.md"
   "$cluster" down --name $name >/dev/null
 done
+# The plot of every shape measured now (docs/paro.md).
+plots=()
+for shape in ${SHAPES:-a b}; do plots+=("$out/paro-$shape.json"); done
+"$py" "$root/tools/paro-plot.py" "${plots[@]}" -o "$out/paro.png"

@@ -10,7 +10,9 @@ shape, model size, micro-steps, the intra-node calibration and the
 optimizer time), so a change to the cost model can be checked against
 earlier runs without the emulated cluster. Options after "--" go to
 hoccl-paro (e.g. --reduce-mem-ratio 1.5 to see a setting's effect).
-Files written before paro_bench recorded its advisor options need
+A --tune-file the run recorded that no longer exists is read from beside
+RUN.json when it is there. Files written before paro_bench recorded its
+advisor options need
 --advisor-args (e.g. "--leaves 2 --node-gbit 1 --uplink-gbit 0.5
 --oversubscription 4 --tune-file OUT/emulated-b.tune").
 
@@ -42,6 +44,18 @@ def refit(args, cal):
     return out
 
 
+def local_tune_file(args, path):
+    """A --tune-file that is gone (the run's output directory was moved,
+    as into docs/data/) read from beside the run file when it is there."""
+    out = list(args)
+    for i, a in enumerate(out[:-1]):
+        if a == "--tune-file" and not os.path.exists(out[i + 1]):
+            beside = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(out[i + 1]))
+            if os.path.exists(beside):
+                out[i + 1] = beside
+    return out
+
+
 def recost(path, prog, advisor_args, extra, refit_intra=False):
     run = json.load(open(path))
     nodes, per_node = run["shape"]
@@ -59,6 +73,7 @@ def recost(path, prog, advisor_args, extra, refit_intra=False):
         if not cal:
             raise ValueError("it has no intra-node calibration to refit")
         args = refit(args, cal)
+    args = local_tune_file(args, path)
     units = run.get("units", 8)
     cmd = [prog, "--json", "--nodes", str(nodes), "--ranks-per-node", str(per_node), "--params", str(run["params"]),
            "--accum", str(run["accum"]), "--dtype", "fp32", "--units", str(units)] + args + extra

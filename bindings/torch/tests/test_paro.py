@@ -237,6 +237,7 @@ def test_paro_bench_reports_measured_beside_predicted(tmp_root):
     if not cal["warning"]:
         assert abs(cal["predicted_ms"] / cal["allgather_ms"] - 1) < 0.02, cal
     assert "recommended: " in outs[0] and "| MiCS |" in outs[0], outs[0]
+    check_plot(out_json, tmp_root)
     # One model at a time: the same rows, every step and replay kept.
     codes, outs = launch.run_example(
         "paro_bench.py", ["--params", "40K", "--layers", "4", "--batch", "2", "--accum", "2", "--steps", "1",
@@ -249,6 +250,28 @@ def test_paro_bench_reports_measured_beside_predicted(tmp_root):
     for r in run["rows"]:
         assert [len(x["steps_ms"]) for x in r["rounds"]] == [1, 1] and r["state_bytes"] > 0, r
     assert "one model at a time" in outs[0], outs[0]
+
+
+def check_plot(run_json, tmp_root):
+    """tools/paro-plot.py draws a run into a PNG (when matplotlib is there)
+    and refuses a file that is not a run, naming it."""
+    import subprocess
+    import sys
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "paro-plot.py")
+    png = os.path.join(tmp_root, "paro.png")
+    done = subprocess.run([sys.executable, tool, run_json, "-o", png], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    try:
+        import matplotlib  # noqa: F401
+        with open(png, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    except ImportError:
+        assert "matplotlib is not installed" in done.stderr, done.stderr
+    bad = os.path.join(tmp_root, "not-a-run.json")
+    with open(bad, "w") as f:
+        json.dump({"rows": [{"strategy": "DDP"}]}, f)
+    done = subprocess.run([sys.executable, tool, bad, "-o", png], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "not-a-run.json: row DDP lacks a field" in done.stderr, done.stderr
 
 
 def test_group_switch_probe_times_every_case(tmp_root):
