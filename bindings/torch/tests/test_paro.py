@@ -257,7 +257,7 @@ def check_plot(run_json, tmp_root):
     and refuses a file that is not a run, naming it."""
     import subprocess
     import sys
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "paro-plot.py")
+    tool = os.path.join(launch.REPO, "tools", "paro-plot.py")
     png = os.path.join(tmp_root, "paro.png")
     done = subprocess.run([sys.executable, tool, run_json, "-o", png], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
