@@ -20,6 +20,7 @@
 #include "tests/support/cuda_device_cases.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/fake_cuda_ipc.h"
+#include "tests/support/fake_cuda_vmm.h"
 #include "tests/support/harness.h"
 
 namespace hoccl {
@@ -244,6 +245,78 @@ TEST_F(CudaDeviceTest, RanksInSeparateProcessesMatchTheHostBitForBit) {
       }
     }, &error)) << nranks << " ranks: " << error;
   }
+  unsetenv("HOCCL_DEVICE_IPC");
+  reloadSettingsForTesting();
+}
+
+// Ranks in different processes on different GPUs, each process seeing
+// both GPUs or, as under CUDA_VISIBLE_DEVICES=rank, only its own. Before a
+// rank writes into the other's GPU it maps a buffer of that GPU and copies
+// 64 KiB into it and back (HOCCL_P2P_CHECK). Where that passes the pair
+// connects by VMM, whether the process sees the GPU or not: no warning, no
+// host memory staged. Where rank 1's copies come back damaged, only rank
+// 1's connections into rank 0 stage, with one warning naming the test;
+// the same where rank 1 cannot map memory of rank 0's GPU at all, and
+// with legacy IPC handles. With HOCCL_P2P_CHECK=0 a GPU the process does
+// not see stages both ways, each naming why. Results match the host bit
+// for bit every time.
+TEST_F(CudaDeviceTest, ProcessesOnTwoGpusTestThePathBeforeWritingDirectly) {
+  struct Mode {
+    bool ownGpuOnly, rank1Corrupts, rank1CannotMap, check, legacy;
+    int warnings[2];  // per rank
+    const char* reason;
+  };
+  const char* damaged = "the peer-path self-test into its GPU memory failed: of 16384 words";
+  const Mode modes[] = {
+      {false, false, false, true, false, {0, 0}, ""},
+      {true, false, false, true, false, {0, 0}, ""},
+      {true, true, false, true, false, {0, 1}, damaged},
+      {true, false, true, true, false, {0, 1}, "its GPU memory could not be mapped here: cuMemImportFromShareableHandle"},
+      {true, true, false, true, true, {0, 1}, damaged},
+      {true, false, false, false, false, {1, 1}, "is not visible to this process"}};
+  for (const Mode& m : modes) {
+    SCOPED_TRACE(std::string(m.ownGpuOnly ? "own GPU only" : "both GPUs") + (m.rank1Corrupts ? ", rank 1 corrupts" : "") +
+                 (m.rank1CannotMap ? ", rank 1 cannot map" : "") + (m.check ? "" : ", HOCCL_P2P_CHECK=0") +
+                 (m.legacy ? ", legacy IPC" : ""));
+    setenv("HOCCL_P2P_CHECK", m.check ? "1" : "0", 1);
+    setenv("HOCCL_DEVICE_IPC", m.legacy ? "legacy" : "auto", 1);
+    reloadSettingsForTesting();
+    testutil::Options o = testutil::inProcesses(2);
+    std::string error;
+    EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
+      fake->setDevices(m.ownGpuOnly ? 1 : 2);
+      if (m.ownGpuOnly) fake->setFirstDevice(rank);
+      fake->corruptDeviceCopies(m.rank1Corrupts && rank == 1);
+      fakecuda::vmm::refuseImports(m.rank1CannotMap && rank == 1);
+      const int gpu = m.ownGpuOnly ? 0 : rank;
+      void* stream = fake->createStream();
+      logged.clear();
+      setLogSink(&takeLine, LogLevel::Warn);
+      for (const Case& c : kStagedCases) runAndCompare(fake.get(), c, comm, rank, o.ranks, stream, gpu);
+      setLogSink(nullptr, LogLevel::None);
+      std::vector<std::string> staged;
+      for (const std::string& w : linesAt(LogLevel::Warn))
+        if (w.find("stage through host memory") != std::string::npos) staged.push_back(w);
+      ASSERT_EQ(int(staged.size()), m.warnings[rank]) << "rank " << rank << (staged.empty() ? "" : ": " + staged[0]);
+      if (!staged.empty()) {
+        EXPECT_NE(staged[0].find(std::string("rank ") + std::to_string(rank) + " (GPU Fake GPU " +
+                                 std::to_string(rank)), std::string::npos) << staged[0];
+        EXPECT_NE(staged[0].find(m.reason), std::string::npos) << staged[0];
+      }
+      const bool stagedHere = m.warnings[0] + m.warnings[1] > 0;  // either end of a staged pair registers it
+      if (stagedHere) {
+        EXPECT_GT(fake->hostLive(), 1) << "rank " << rank << ": no connection staged";
+      } else {
+        EXPECT_EQ(fake->hostLive(), 1) << "rank " << rank << ": host memory besides the control block";
+      }
+      if (m.legacy) {  // opened by the rank that writes directly
+        EXPECT_TRUE(m.warnings[rank] > 0 || fakecuda::ipc::openLive() > 0) << "rank " << rank << ": none opened";
+      } else if (!(m.warnings[0] && m.warnings[1])) {
+        EXPECT_GT(fake->vmmLive(), 0) << "rank " << rank << ": no connection by VMM";
+      }
+    }, &error)) << error;
+  }
+  unsetenv("HOCCL_P2P_CHECK");
   unsetenv("HOCCL_DEVICE_IPC");
   reloadSettingsForTesting();
 }

@@ -429,9 +429,11 @@ std::vector<SettingDecl> makeTable() {
        "and for testing that path).",
        field<bool>(&S::p2pDisable, zeroOrOne()), kPerRank},
       {"HOCCL_P2P_CHECK", "1",
-       "Device buffers, ranks of a process on different GPUs: 1 tests each pair's peer access once "
-       "it is enabled (64 KiB copied to the peer GPU and back, compared) and stages the pair through "
-       "host memory, with a warning, if the data does not come back intact; 0 trusts the driver.",
+       "Device buffers, ranks on different GPUs: 1 tests each pair's path before its kernels write "
+       "into the peer GPU (64 KiB copied into the peer's memory and back, compared; between "
+       "processes through the same kind of mapping as their connections) and stages the pair "
+       "through host memory, with a warning, if the data does not come back intact; 0 trusts the "
+       "driver, and stages pairs whose peer GPU this process does not see.",
        field<bool>(&S::p2pCheck, zeroOrOne()), kPerRank},
       {"HOCCL_DEVICE_IPC", "auto",
        "How ranks in different processes of a host share device connection memory: fd (CUDA VMM "

@@ -110,10 +110,11 @@ struct Buffers {
   bool same() const { return std::memcmp(device, host.mem.data(), host.mem.size()) == 0; }
 };
 
-// Runs `c` on device buffers (queued on `stream`) and on host buffers,
-// then compares every byte.
-inline void runAndCompare(FakeCuda* fake, const Case& c, hocclComm_t comm, int rank, int nranks, void* stream) {
-  Buffers b(fake, c, nranks, rank);
+// Runs `c` on device buffers (on GPU `gpu`, queued on `stream`) and on
+// host buffers, then compares every byte.
+inline void runAndCompare(FakeCuda* fake, const Case& c, hocclComm_t comm, int rank, int nranks, void* stream,
+                          int gpu = 0) {
+  Buffers b(fake, c, nranks, rank, gpu);
   ASSERT_EQ(callApi(c, b.devIn(), b.devOut(), comm, stream), hocclSuccess)
       << describe(c) << ": " << hocclGetLastError(comm);
   ASSERT_EQ(callApi(c, b.host.in(), b.host.out(), comm, nullptr), hocclSuccess)

@@ -55,6 +55,7 @@ struct FakeCuda::State {
   std::atomic<uint32_t> lastFlags{0};
   std::map<Stream*, int> capture;  // streams being captured (global mode): their CUstreamCaptureStatus
   std::atomic<int> devices{1};
+  std::atomic<int> firstDevice{0};               // the GPU that ordinal 0 names (setFirstDevice)
   std::map<uintptr_t, int> deviceOf;             // allocations placed on a GPU other than 0 (allocOn)
   std::set<std::pair<int, int>> noPeerAccess;    // (device, peer) pairs cuDeviceCanAccessPeer refuses
   std::atomic<int> peerEnables{0};              // cuCtxEnablePeerAccess calls
@@ -153,7 +154,7 @@ int deviceGetAttribute(int* value, int attribute, int device) {
   return kOk;
 }
 int deviceGetName(char* name, int len, int device) {  // also the PCI bus id: one per device
-  snprintf(name, len, "Fake GPU %d (host threads)", device);
+  snprintf(name, len, "Fake GPU %d (host threads)", device + g->firstDevice.load());
   return kOk;
 }
 int pointerGetAttribute(void* data, int attribute, uint64_t ptr) {
@@ -523,7 +524,11 @@ void* FakeCuda::allocOn(int device, size_t bytes) {
   state_->deviceOf[reinterpret_cast<uintptr_t>(p)] = device;
   return p;
 }
-void FakeCuda::setDevices(int n) { state_->devices = n; }
+void FakeCuda::setDevices(int n) {
+  state_->devices = n;
+  vmm::setDevices(n);
+}
+void FakeCuda::setFirstDevice(int first) { state_->firstDevice = first; }
 int FakeCuda::deviceLive() const {
   std::lock_guard<std::mutex> l(state_->mu);
   return int(state_->device.size());

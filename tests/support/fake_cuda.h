@@ -56,6 +56,10 @@ class FakeCuda {
   void setDevices(int n);
   void* allocOn(int device, size_t bytes);
   void refusePeerAccess(int device, int peer);
+  // This process sees GPUs first.. as its ordinals 0.. (their names and PCI
+  // bus ids say so): CUDA_VISIBLE_DEVICES=first in a forked rank, whose
+  // peers' GPUs it then does not see.
+  void setFirstDevice(int first);
   int peerEnables() const;  // cuCtxEnablePeerAccess calls so far
   // cuMemcpyDtoDAsync loses a byte in every 4 KiB it writes (a peer path
   // that ACS or an IOMMU breaks; the peer-access self-test's copies).

@@ -57,7 +57,11 @@ State& st() {
   return *s;
 }
 
-bool validDevice(const cuda::MemLocation& l) { return l.type == cuda::kMemLocationTypeDevice && l.id == 0; }
+std::atomic<int> devices{1};
+std::atomic<bool> noImports{false};
+bool validDevice(const cuda::MemLocation& l) {
+  return l.type == cuda::kMemLocationTypeDevice && l.id >= 0 && l.id < devices.load();
+}
 
 bool validProp(const cuda::MemAllocationProp* prop) {
   return prop && prop->type == cuda::kMemAllocationTypePinned && validDevice(prop->location) &&
@@ -151,7 +155,7 @@ int importFabric(MemHandle* h, const void* handle) {
 int importHandle(MemHandle* h, void* osHandle, int type) {
   if (!h) return kInvalid;
   if (type == cuda::kMemHandleTypeFabric) return importFabric(h, osHandle);
-  if (type != cuda::kMemHandleTypePosixFd) return kNotSupported;
+  if (type != cuda::kMemHandleTypePosixFd || noImports) return kNotSupported;
   const int fd = int(reinterpret_cast<intptr_t>(osHandle));
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_size <= 0 || size_t(sb.st_size) % kGranularity != 0) return kInvalid;
@@ -276,7 +280,12 @@ int live() {
   return int(st().handles.size() + st().reserved.size());
 }
 
+void setDevices(int n) { devices = n; }
+void refuseImports(bool on) { noImports = on; }
+
 void reset() {
+  devices = 1;
+  noImports = false;
   std::lock_guard<std::mutex> l(st().mu);
   State& s = st();
   for (auto& [p, m] : s.maps) munmap(reinterpret_cast<void*>(p), m.size);

@@ -29,6 +29,10 @@ inline constexpr size_t kGranularity = size_t(2) << 20;
 
 enum class Fabric { Unsupported, NotPermitted, Works };
 void setFabric(Fabric f);  // before fork(): children inherit it
+void setDevices(int n);    // memory may be placed on GPUs 0..n-1 (FakeCuda::setDevices; 1 after reset)
+// cuMemImportFromShareableHandle(POSIX fd) says CUDA_ERROR_NOT_SUPPORTED (a
+// driver that cannot map another GPU's memory for this one); off after reset.
+void refuseImports(bool on);
 Fabric fabric();
 int fabricExports();  // fabric handles this process exported so far
 

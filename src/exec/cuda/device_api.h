@@ -188,6 +188,16 @@ Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>
 // copies did not finish within `waitSec`, or a driver call failed.
 std::string peerSelfTest(const DeviceApi& api, int device, int peer, CuHandle peerCtx, double waitSec = 5);
 
+// The test itself, on memory of the peer's GPU already mapped here at
+// `remote` (kRoundTripBytes of it; a peer process's memory imported with
+// VMM or legacy IPC, device_conns.cc): a pattern made from `seed` copied
+// there and back with the current context, and compared. "" if intact,
+// else why not, as peerSelfTest. *stuck: the copies did not finish, so
+// their memory was leaked rather than freed (the caller must not free
+// `remote` either).
+inline constexpr size_t kRoundTripBytes = size_t(64) << 10;
+std::string copyRoundTrip(const DeviceApi& api, DevPtr remote, uint32_t seed, double waitSec, bool* stuck);
+
 // "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2)" as a hocclUnhandledCudaError,
 // or Status() for CUDA_SUCCESS.
 Status cuCheck(int rc, const char* what);

@@ -18,6 +18,10 @@ namespace {
 constexpr uint32_t kTagDevConn = 0x60000000;
 constexpr uint32_t kTagDevIpc = 0x60000001;
 
+// The link number of the peer-path self-test's buffers (probePeers), which
+// travel as connections do; no plan has this many links.
+constexpr int32_t kProbeLink = 0x7fffffff;
+
 // What the receiver of an edge tells its sender.
 struct ConnAddress {
   int32_t from, to, link, reserved;
@@ -74,10 +78,22 @@ Status DeviceExecutor::reachRow(const Driver& d, std::vector<uint8_t>* row, std:
       int can = 0;
       if (local >= 0)
         HOCCL_TRY(cuCheck(api_.deviceCanAccessPeer(&can, device_, local), "cuDeviceCanAccessPeer"));
-      if (can) continue;
-      reason = local < 0 ? "its GPU (" + other.bus + ") is not visible to this process (CUDA_VISIBLE_DEVICES?)"
-                         : "cuDeviceCanAccessPeer says GPU " + me.bus + " has no peer access to GPU " + other.bus +
-                               " (no NVLink or PCIe peer path, or ACS/IOMMU forbids it)";
+      // A GPU this process sees needs the driver's yes and then the test;
+      // one it does not see (CUDA_VISIBLE_DEVICES) only the test, which
+      // wrote into memory of that GPU through the same kind of mapping.
+      const auto test = probed_.find(r);
+      if (local >= 0 && !can)
+        reason = "cuDeviceCanAccessPeer says GPU " + me.bus + " has no peer access to GPU " + other.bus +
+                 " (no NVLink or PCIe peer path, or ACS/IOMMU forbids it)";
+      else if (test != probed_.end() && test->second.empty())
+        continue;
+      else if (test != probed_.end())
+        reason = test->second + " (HOCCL_P2P_CHECK=0 skips the test)";
+      else if (local >= 0)
+        continue;  // HOCCL_P2P_CHECK=0
+      else
+        reason = "its GPU (" + other.bus + ") is not visible to this process (CUDA_VISIBLE_DEVICES?), and "
+                 "HOCCL_P2P_CHECK=0 skips the test that could show this rank's GPU reaches it";
     }
     (*row)[size_t(r)] = 0;
   }
@@ -92,11 +108,17 @@ Status DeviceExecutor::sharePaths(const Driver& d) {
   const size_t n = size_t(nranks_);
   std::vector<uint8_t> row;
   std::map<int, std::string> why;
-  const Status mine = reachRow(d, &row, &why);
-  direct_.assign(n * n, 1);
+  direct_.assign(n * n, 1);  // the self-test's buffers are not staged
+  const size_t maps = ipcMaps_.size(), exported = ipcExported_.size(), opened = ipcOpened_.size();
+  Status mine = probePeers(&probed_);
+  if (mine.ok()) mine = reachRow(d, &row, &why);
   if (mine.ok()) std::memcpy(&direct_[size_t(rank_) * n], row.data(), n);
   else direct_[size_t(rank_) * n + size_t(rank_)] = 2;
-  HOCCL_TRY(oob_->allGather(direct_.data(), n).context("device setup: sharing which GPUs reach which"));
+  const Status shared = oob_->allGather(direct_.data(), n).context("device setup: sharing which GPUs reach which");
+  // Every rank has tested the buffers it imported once it joined the
+  // allgather, so each can let go of those it exported.
+  if (shared.ok()) releaseProbes(maps, exported, opened);
+  HOCCL_TRY(shared);
   HOCCL_TRY(mine);
   for (size_t r = 0; r < n; ++r)
     if (direct_[r * n + r] == 2)
@@ -113,6 +135,95 @@ Status DeviceExecutor::sharePaths(const Driver& d) {
             rankGpus_[size_t(r)].bus.c_str(), reason.c_str());
   }
   return Status();
+}
+
+// The ranks of other processes on other GPUs (by PCI bus id): the pairs
+// whose path the self-test checks (probePeers), the same set seen from
+// either end.
+std::vector<int> DeviceExecutor::probeTargets() const {
+  std::vector<int> out;
+  const std::string& mine = rankGpus_[size_t(rank_)].bus;
+  for (int r = 0; r < nranks_; ++r) {
+    const std::string& theirs = rankGpus_[size_t(r)].bus;
+    if (r != rank_ && !owner_->sameProcess(r) && !mine.empty() && !theirs.empty() && theirs != mine)
+      out.push_back(r);
+  }
+  return out;
+}
+
+// The peer-path self-test between processes (HOCCL_P2P_CHECK). Each rank
+// hands every probeTargets rank that runs the test a buffer of its own
+// GPU's memory, the way it hands over connection memory (a VMM fd, fabric
+// or legacy IPC handle). The ranks then share which buffers went out, so
+// that each takes exactly those sent to it (none is left queued for a
+// later connection, and none is awaited from a rank whose export failed).
+// Each maps the buffers it was given and copies 64 KiB into each and back
+// (copyRoundTrip). (*probed)[r] says why this rank cannot write into r's
+// GPU: the buffer could not be mapped here, or the data came back wrong;
+// "" if it came back intact. Only where this rank runs the test. The
+// buffers are released by sharePaths once every rank has answered.
+// Every rank calls it where some rank is another process (the allgather).
+Status DeviceExecutor::probePeers(std::map<int, std::string>* probed) {
+  probed->clear();
+  if (!otherProcesses_) return Status();
+  const size_t n = size_t(nranks_);
+  const std::vector<int> peers = probeTargets();
+  std::vector<uint8_t> sent(n * n, 0);  // [exporter * n + importer]
+  Status mine;
+  for (int r : peers) {
+    if (!probing_[size_t(r)]) continue;
+    DevPtr mem = 0;
+    mine = exportConn(PlanEdge{r, rank_, kProbeLink}, &mem);
+    if (!mine.ok()) break;
+    sent[size_t(rank_) * n + size_t(r)] = 1;
+  }
+  HOCCL_TRY(oob_->allGather(sent.data(), n).context("device setup: sharing the peer-path self-test's buffers"));
+  HOCCL_TRY(mine.context("device setup: the peer-path self-test"));
+  std::vector<int> from;
+  for (int r : peers)
+    if (sent[size_t(r) * n + size_t(rank_)]) from.push_back(r);
+  std::map<int, std::string> unmapped;
+  for (int r : from) conns_[std::make_tuple(rank_, r, kProbeLink)] = 0;
+  Status st = from.empty()           ? Status()
+              : ipc_ == Ipc::Fd ? importConns(from, {}, &unmapped)
+                                     : importConns({}, from, &unmapped);
+  std::map<int, DevPtr> at;
+  for (int r : from) {
+    auto key = std::make_tuple(rank_, r, kProbeLink);
+    at[r] = conns_[key];
+    conns_.erase(key);
+  }
+  HOCCL_TRY(st.context("device setup: the peer-path self-test"));
+  if (!probing_[size_t(rank_)]) return Status();
+  for (int r : peers) {
+    std::string& why = (*probed)[r];
+    if (!at.count(r)) {
+      why = "rank " + std::to_string(r) + " handed over no buffer for the test (its error says why)";
+      continue;
+    }
+    if (unmapped.count(r) || at[r] == 0) {
+      why = "its GPU memory could not be mapped here: " + unmapped[r];
+      continue;
+    }
+    bool stuck = false;
+    why = copyRoundTrip(api_, at[r] + ipcSlotsOffset(), uint32_t(rank_ << 16 | r), 5, &stuck);
+    if (stuck) probeStuck_ = true;
+    if (!why.empty()) why = "the peer-path self-test into its GPU memory failed: " + why;
+  }
+  return Status();
+}
+
+// Releases what probePeers mapped and exported: the entries past the given
+// sizes (after a copy that never finished, nothing: a leak, not a free
+// under a running copy).
+void DeviceExecutor::releaseProbes(size_t maps, size_t exported, size_t opened) {
+  if (probeStuck_) return;
+  for (size_t i = opened; i < ipcOpened_.size(); ++i) api_.ipc.ipcCloseMemHandle(ipcOpened_[i]);
+  for (size_t i = exported; i < ipcExported_.size(); ++i) api_.memFree(ipcExported_[i]);
+  for (size_t i = maps; i < ipcMaps_.size(); ++i) vmmRelease(api_.vmm, &ipcMaps_[i]);
+  ipcOpened_.resize(opened);
+  ipcExported_.resize(exported);
+  ipcMaps_.resize(maps);
 }
 
 // A connection's memory for a sender of this process: on this GPU, or in
@@ -241,7 +352,11 @@ std::string DeviceExecutor::describePeer(int peer) const {
 // exportByHandle). *mem is the DevConnMem here.
 Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   const std::string peer = describePeer(e.from);
-  const size_t slotsOffset = ipcSlotsOffset(), slotsBytes = kDevSlots * slotBytes_;
+  const size_t slotsOffset = ipcSlotsOffset();
+  // A self-test's buffer is one 2 MiB allocation (VMM's usual granularity;
+  // legacy IPC hands out whole allocations, and one that size shares its
+  // pages with no other): the test uses its first kRoundTripBytes.
+  const size_t slotsBytes = e.link == kProbeLink ? (size_t(2) << 20) - slotsOffset : kDevSlots * slotBytes_;
   DevConnMem init;
   std::memset(static_cast<void*>(&init), 0, sizeof init);
   init.dataOffset = slotsOffset;
@@ -338,13 +453,14 @@ Status DeviceExecutor::exportLegacy(const DevConnMem& init, IpcBufferMsg* msg, D
 // The sending ends whose memory other processes export, one per entry of
 // `exporters` (as fds) and of `byHandle` (fabric or legacy IPC handles),
 // mapped here.
-Status DeviceExecutor::importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle) {
+Status DeviceExecutor::importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle,
+                                   std::map<int, std::string>* unmapped) {
   std::vector<IpcReceived> got;
   Status st;
   if (!exporters.empty())
     st = ipcReceive(
         api_, device_, fdListener_, nranks_, exporters, [this](int r) { return owner_->peerProcessGone(r); },
-        [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got);
+        [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got, unmapped);
   for (const IpcReceived& r : got) {
     if (r.shm.dev) shmMaps_.push_back(r.shm);
     else ipcMaps_.push_back(r.mapping);
@@ -362,20 +478,22 @@ Status DeviceExecutor::importConns(const std::vector<int>& exporters, const std:
       return errorf(hocclRemoteError, "device connection: %s sent a %s handle for edge %d->%d, where a %s "
                     "handle of its own was expected (HOCCL_DEVICE_IPC differs?)", describePeer(peer).c_str(),
                     ipcHandleName(IpcHandle(r.msg.handleType)), r.msg.from, r.msg.to, ipcHandleName(want));
+    Status mapped;
     if (want == IpcHandle::Fabric) {
-      Status mapped = vmmImportFabric(api_.vmm, device_, r.msg.handle, r.msg.size, &r.mapping);
+      mapped = vmmImportFabric(api_.vmm, device_, r.msg.handle, r.msg.size, &r.mapping);
       if (r.mapping.handle) ipcMaps_.push_back(r.mapping);
-      HOCCL_TRY(mapped.context("device connections: mapping " + describePeer(peer) + "'s connection memory"));
-      got.push_back(r);
+    } else {
+      IpcMemHandle h;
+      std::memcpy(&h, r.msg.handle, sizeof h);
+      mapped = cuCheck(api_.ipc.ipcOpenMemHandle(&r.mapping.base, h, kIpcLazyEnablePeerAccess),
+                       "cuIpcOpenMemHandle");
+      if (mapped.ok()) ipcOpened_.push_back(r.mapping.base);
+    }
+    if (!mapped.ok() && unmapped) {
+      (*unmapped)[peer] = mapped.message();
       continue;
     }
-    IpcMemHandle h;
-    std::memcpy(&h, r.msg.handle, sizeof h);
-    DevPtr p = 0;
-    HOCCL_TRY(cuCheck(api_.ipc.ipcOpenMemHandle(&p, h, kIpcLazyEnablePeerAccess),
-                      ("cuIpcOpenMemHandle(" + describePeer(peer) + "'s connection memory)").c_str()));
-    ipcOpened_.push_back(p);
-    r.mapping.base = p;
+    HOCCL_TRY(mapped.context("device connections: mapping " + describePeer(peer) + "'s connection memory"));
     got.push_back(r);
   }
   for (const IpcReceived& r : got) {

@@ -109,6 +109,8 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   HOCCL_TRY(cuCheck(cu.devicePrimaryCtxRetain(&e->ctx_, e->device_), "cuDevicePrimaryCtxRetain"));
   e->retained_ = true;
   CtxScope scope(*e);
+  // Uploads go on it from here on (sharePaths' self-test buffers too).
+  HOCCL_TRY(cuCheck(cu.streamCreate(&e->setupStream_, kStreamNonBlocking), "cuStreamCreate(setup)"));
   HOCCL_TRY(e->sharePaths(d));
   const void* image = testImage.load(std::memory_order_acquire);
   if (!image) image = kernelImage().data;
@@ -123,7 +125,6 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   std::memset(static_cast<void*>(e->control_), 0, sizeof(DevControl));
   HOCCL_TRY(cuCheck(cu.memHostGetDevicePointer(&e->controlDev_, host, 0), "cuMemHostGetDevicePointer"));
   HOCCL_TRY(cuCheck(cu.eventCreate(&e->last_, kEventDisableTiming), "cuEventCreate"));
-  HOCCL_TRY(cuCheck(cu.streamCreate(&e->setupStream_, kStreamNonBlocking), "cuStreamCreate(setup)"));
   // A schedule's step carries up to slots/2 slices (its key's
   // maxStepCount); the device has kDevSlots slots, half of which must hold it.
   // At least kMinDeviceSlot: each message costs a wait on the peer and two
@@ -157,6 +158,7 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
     char bus[32];    // PCI bus id, "" if unknown
     int32_t channels[3];  // HOCCL_DEVICE_CHANNELS, config->minCTAs, maxCTAs: must match
     int32_t ipcCaps;      // kIpcVmm | kIpcLegacy | kIpcFabric: how the driver shares memory between processes
+    int32_t probing;      // runs the peer-path self-test (probePeers)
   };
   constexpr int32_t kIpcVmm = 1, kIpcLegacy = 2, kIpcFabric = 4;
   std::string noFabric;  // why this rank cannot use fabric handles (asked only where they are wanted)
@@ -165,7 +167,8 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
   Entry& me = all[size_t(rank_)];
   me = Entry{device_, asked.ok() ? sms : 0, randomU64(), {}, {settings_.channels, settings_.minChannels,
                                                               settings_.maxChannels},
-             (api_.vmm.usable() ? kIpcVmm : 0) | (api_.ipc.usable() ? kIpcLegacy : 0) | (fabric ? kIpcFabric : 0)};
+             (api_.vmm.usable() ? kIpcVmm : 0) | (api_.ipc.usable() ? kIpcLegacy : 0) | (fabric ? kIpcFabric : 0),
+             settings_.p2pCheck && !settings_.p2pDisable};
   int dev = 0;
   if (d.api.deviceGet && d.api.deviceGetPciBusId && d.api.deviceGet(&dev, device_) == kCudaSuccess &&
       d.api.deviceGetPciBusId(me.bus, sizeof me.bus - 1, dev) != kCudaSuccess)
@@ -213,7 +216,10 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
                         d.status + ")");
     }
   }
-  for (const Entry& r : all) rankGpus_.push_back(RankGpu{r.device, r.bus});
+  for (const Entry& r : all) {
+    rankGpus_.push_back(RankGpu{r.device, r.bus});
+    probing_.push_back(r.probing != 0);
+  }
   // Ranks of this process on other GPUs: this rank's kernels write into
   // their connection memory, so its context needs peer access (create).
   for (int p = 0; p < nranks_; ++p) {

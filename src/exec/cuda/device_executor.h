@@ -131,6 +131,9 @@ class DeviceExecutor {
   Status shareDevices(const Driver& d);
   Status sharePaths(const Driver& d);  // device_conns.cc
   Status reachRow(const Driver& d, std::vector<uint8_t>* row, std::map<int, std::string>* why);
+  std::vector<int> probeTargets() const;
+  Status probePeers(std::map<int, std::string>* probed);
+  void releaseProbes(size_t maps, size_t exported, size_t opened);
   bool staged(int from, int to) const { return from != to && !direct_[size_t(from) * size_t(nranks_) + size_t(to)]; }
   Status makeConn(bool staged, DevPtr* mem);
   void releaseConns();
@@ -139,7 +142,8 @@ class DeviceExecutor {
   Status connect(const std::vector<PlanEdge>& edges);  // connectEdges, and on failure forgets what is half made
   Status connectEdges(const std::vector<PlanEdge>& edges);
   Status exportConn(const PlanEdge& e, DevPtr* mem);
-  Status importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle);
+  Status importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle,
+                     std::map<int, std::string>* unmapped = nullptr);
   Status exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
   Status exportLegacy(const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
   Status vmmConn(int handleType, const DevConnMem& init, const std::string& peer, IpcBufferMsg* msg, VmmMapping* m);
@@ -174,6 +178,13 @@ class DeviceExecutor {
   // [from * nranks + to]: 1 where rank `from`'s kernels write into rank
   // `to`'s GPU memory directly; 0: their connection stages through host memory.
   std::vector<uint8_t> direct_;
+  // The peer-path self-test's answer for each rank of another process on
+  // another GPU (probePeers): "" if this rank's GPU wrote into that rank's
+  // GPU memory and read it back intact, else why not. Empty without
+  // HOCCL_P2P_CHECK or with HOCCL_P2P_DISABLE.
+  std::map<int, std::string> probed_;
+  std::vector<uint8_t> probing_;  // by rank: runs that test (HOCCL_P2P_CHECK=1, HOCCL_P2P_DISABLE=0)
+  bool probeStuck_ = false;  // a self-test's copies did not finish: its buffers are leaked
   std::vector<int> peerDevices_;   // GPUs of this process's other ranks, not ours (shareDevices)
   std::vector<int> peerRetained_;  // their primary contexts, retained for peer access
   CuHandle ctx_ = nullptr, module_ = nullptr, last_ = nullptr;

@@ -202,7 +202,7 @@ Status ipcSend(int fd, const IpcBufferMsg& msg, const std::string& peerSocket, c
 
 Status ipcReceive(const DeviceApi& api, int device, const FdListener& listener, int nranks, const std::vector<int>& from,
                   const std::function<bool(int)>& peerGone, const std::function<std::string(int)>& describe,
-                  const Deadline& dl, std::vector<IpcReceived>* out) {
+                  const Deadline& dl, std::vector<IpcReceived>* out, std::map<int, std::string>* unmapped) {
   std::vector<int> waiting = from;
   while (!waiting.empty()) {
     if (!listener.pending(std::min(100, dl.remainingMs()))) {
@@ -244,9 +244,13 @@ Status ipcReceive(const DeviceApi& api, int device, const FdListener& listener, 
     else
       mapped = errorf(hocclRemoteError, "a %s handle, which this hoccl does not import",
                       ipcHandleName(IpcHandle(msg.handleType)));
+    waiting.erase(it);
+    if (!mapped.ok() && unmapped) {
+      (*unmapped)[msg.to] = mapped.message();
+      continue;
+    }
     HOCCL_TRY(mapped.context("device connections: mapping " + describe(msg.to) + "'s connection memory"));
     out->push_back(r);
-    waiting.erase(it);
   }
   return Status();
 }

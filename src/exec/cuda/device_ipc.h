@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -103,8 +104,11 @@ struct IpcReceived {
 // expected; `describe(rank)` names a rank in errors. On error, what was
 // mapped is in *out. (The message's pid is not checked against the
 // socket's: ranks in containers may see each other's pids differently.)
+// With `unmapped`, an export that this process cannot map is no error: its
+// exporter's entry there says why, and the rest are still taken.
 Status ipcReceive(const DeviceApi& api, int device, const FdListener& listener, int nranks, const std::vector<int>& from,
                   const std::function<bool(int)>& peerGone, const std::function<std::string(int)>& describe,
-                  const Deadline& dl, std::vector<IpcReceived>* out);
+                  const Deadline& dl, std::vector<IpcReceived>* out,
+                  std::map<int, std::string>* unmapped = nullptr);
 
 }  // namespace hoccl::cuda
