@@ -21,6 +21,7 @@
 #include "tests/support/fake_cuda.h"
 #include "tests/support/fake_cuda_ipc.h"
 #include "tests/support/fake_cuda_vmm.h"
+#include "tests/support/fake_nvml.h"
 #include "tests/support/harness.h"
 
 namespace hoccl {
@@ -258,26 +259,32 @@ TEST_F(CudaDeviceTest, RanksInSeparateProcessesMatchTheHostBitForBit) {
 // 1's connections into rank 0 stage, with one warning naming the test;
 // the same where rank 1 cannot map memory of rank 0's GPU at all, and
 // with legacy IPC handles. With HOCCL_P2P_CHECK=0 a GPU the process does
-// not see stages both ways, each naming why. Results match the host bit
-// for bit every time.
+// not see is reached directly if NVML (which sees every GPU) says P2P
+// works, and staged both ways, each naming why, if NVML says no or there
+// is no NVML. Results match the host bit for bit every time.
 TEST_F(CudaDeviceTest, ProcessesOnTwoGpusTestThePathBeforeWritingDirectly) {
   struct Mode {
     bool ownGpuOnly, rank1Corrupts, rank1CannotMap, check, legacy;
+    int nvml;  // 0: none; 1: a fake NVML that says P2P works; 2: one that says no
     int warnings[2];  // per rank
     const char* reason;
   };
   const char* damaged = "the peer-path self-test into its GPU memory failed: of 16384 words";
+  const char* unmappable = "its GPU memory could not be mapped here: cuMemImportFromShareableHandle";
   const Mode modes[] = {
-      {false, false, false, true, false, {0, 0}, ""},
-      {true, false, false, true, false, {0, 0}, ""},
-      {true, true, false, true, false, {0, 1}, damaged},
-      {true, false, true, true, false, {0, 1}, "its GPU memory could not be mapped here: cuMemImportFromShareableHandle"},
-      {true, true, false, true, true, {0, 1}, damaged},
-      {true, false, false, false, false, {1, 1}, "is not visible to this process"}};
+      {false, false, false, true, false, 0, {0, 0}, ""},
+      {true, false, false, true, false, 0, {0, 0}, ""},
+      {true, true, false, true, false, 0, {0, 1}, damaged},
+      {true, false, true, true, false, 0, {0, 1}, unmappable},
+      {true, true, false, true, true, 0, {0, 1}, damaged},
+      {true, false, false, false, false, 0, {1, 1}, "is not visible to this process (CUDA_VISIBLE_DEVICES?), and NVML "
+                                                    "could not say whether it is reachable (no NVML"},
+      {true, false, false, false, false, 1, {0, 0}, ""},
+      {true, false, false, false, false, 2, {1, 1}, "NVML says NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED"}};
   for (const Mode& m : modes) {
     SCOPED_TRACE(std::string(m.ownGpuOnly ? "own GPU only" : "both GPUs") + (m.rank1Corrupts ? ", rank 1 corrupts" : "") +
                  (m.rank1CannotMap ? ", rank 1 cannot map" : "") + (m.check ? "" : ", HOCCL_P2P_CHECK=0") +
-                 (m.legacy ? ", legacy IPC" : ""));
+                 (m.legacy ? ", legacy IPC" : "") + (m.nvml ? m.nvml == 1 ? ", NVML yes" : ", NVML no" : ""));
     setenv("HOCCL_P2P_CHECK", m.check ? "1" : "0", 1);
     setenv("HOCCL_DEVICE_IPC", m.legacy ? "legacy" : "auto", 1);
     reloadSettingsForTesting();
@@ -288,6 +295,8 @@ TEST_F(CudaDeviceTest, ProcessesOnTwoGpusTestThePathBeforeWritingDirectly) {
       if (m.ownGpuOnly) fake->setFirstDevice(rank);
       fake->corruptDeviceCopies(m.rank1Corrupts && rank == 1);
       fakecuda::vmm::refuseImports(m.rank1CannotMap && rank == 1);
+      if (m.nvml) fakenvml::install({"Fake GPU 0 (host threads)", "Fake GPU 1 (host threads)"});
+      if (m.nvml == 2) fakenvml::state().p2p = {{{0, 1}, 3}, {{1, 0}, 3}};  // IOH topology not supported
       const int gpu = m.ownGpuOnly ? 0 : rank;
       void* stream = fake->createStream();
       logged.clear();

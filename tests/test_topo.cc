@@ -159,6 +159,11 @@ TEST(TopoFile, EveryErrorNamesTheFileAndLine) {
               {"line 3", "unknown key \"memory\"", "NUMA entry"});
   expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\",\n \"gpus\": [{\"index\": 0, \"nvlink\": []}]}]}"),
               {"line 3", "unknown key \"nvlink\"", "GPU entry"});
+  expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\",\n \"gpus\": [{\"index\": 0, \"nvlink_peers\": [7]}]}]}"),
+              {"line 3", "GPU 0's nvlink_peers names GPU 7, which is not a GPU entry of this node"});
+  expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\",\n \"gpus\": [{\"index\": 0}, {\"index\": 1, "
+                   "\"p2p_peers\": [0, 1]}]}]}"),
+              {"line 3", "GPU 1's p2p_peers names GPU 1, itself"});
   expectError(topo("{\"version\": 1, \"nodes\": [\n{\"cores\": 4}]}"), {"line 2", "without \"host\""});
   expectError(topo("{\"version\": 1, \"nodes\": [\n{\"host\": \"a\",\n  \"cores\": \"four\"}]}"),
               {"line 3", "\"cores\" must be an integer", "not string"});
@@ -477,6 +482,8 @@ NodeInfo richNode(const std::string& id) {
   g0.pciBusId = "0000:18:00.0";
   g0.numaNode = 0;
   g0.nvlinkPeers = {1};
+  g0.p2pPeers = {1};  // NVML answered for GPU 0, not for GPU 1
+  g0.p2pProbed = true;
   g1.index = 1;
   g1.nvlinkPeers = {0};
   n.gpus = {g0, g1};
@@ -536,6 +543,9 @@ TEST(Dump, RoundTripsThroughTheTopologyFileFormat) {
   EXPECT_EQ(toTopoFile(back), text);  // a fixed point
   EXPECT_EQ(back.link(0, 5), LinkClass::NetSpine);
   EXPECT_EQ(back.link(4, 5), LinkClass::NetLeaf);
+  const std::string tree = describeSystem(back);
+  EXPECT_NE(tree.find("pci 0000:18:00.0  numa 0  nvlink to 1  p2p to 1\n"), std::string::npos) << tree;
+  EXPECT_NE(tree.find("gpu    1: ?  numa -  nvlink to 0\n"), std::string::npos) << "GPU 1: no p2p claimed\n" << tree;
 }
 
 TEST(Wire, SerializeRoundTrips) {
@@ -552,6 +562,9 @@ TEST(Wire, SerializeRoundTrips) {
   EXPECT_EQ(back.nics.at(1).speedGbps, 2.5);
   EXPECT_FALSE(back.nics.at(1).up);
   EXPECT_EQ(back.gpus.at(0).nvlinkPeers, std::vector<int>({1}));
+  EXPECT_TRUE(back.gpus.at(0).p2pProbed);
+  EXPECT_EQ(back.gpus.at(0).p2pPeers, std::vector<int>({1}));
+  EXPECT_FALSE(back.gpus.at(1).p2pProbed);
   EXPECT_EQ(back.numa.at(1).memBytes, (1ull << 37) + 4096);
   EXPECT_EQ(back.switchName, "leaf7");
   NodeInfo empty;

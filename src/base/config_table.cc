@@ -433,7 +433,8 @@ std::vector<SettingDecl> makeTable() {
        "into the peer GPU (64 KiB copied into the peer's memory and back, compared; between "
        "processes through the same kind of mapping as their connections) and stages the pair "
        "through host memory, with a warning, if the data does not come back intact; 0 trusts the "
-       "driver, and stages pairs whose peer GPU this process does not see.",
+       "driver, and for a peer GPU this process does not see NVML's P2P status (staged where NVML "
+       "says no or cannot say).",
        field<bool>(&S::p2pCheck, zeroOrOne()), kPerRank},
       {"HOCCL_DEVICE_IPC", "auto",
        "How ranks in different processes of a host share device connection memory: fd (CUDA VMM "

@@ -127,6 +127,11 @@ class Tree {
         s += "  nvlink to";
         for (int p : g.nvlinkPeers) s += " " + std::to_string(p);
       }
+      if (g.p2pProbed) {
+        s += "  p2p to";
+        for (int p : g.p2pPeers) s += " " + std::to_string(p);
+        if (g.p2pPeers.empty()) s += " none";
+      }
       line(d + 1, s);
     }
     line(d + 1, "gpus   " + (n.gpuStatus.empty() ? std::string("?") : n.gpuStatus));

@@ -1,18 +1,17 @@
 // GPUs (CUDA driver, NVML for NVLink) and verbs devices, probed at run time
 // through dlopen so that the library never links CUDA or libibverbs. Each
 // probe says in one line what it found or why it found nothing.
-#include <dlfcn.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "build_info.h"
 #include "src/base/cuda_driver.h"
 #include "src/base/verbs.h"  // the verbs loader the IB transport uses too
+#include "src/topo/nvml.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {
@@ -28,80 +27,10 @@ int pciNumaNode(const std::string& pciDir);
 
 namespace {
 
-template <typename Fn>
-bool sym(void* lib, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(dlsym(lib, name));
-  return *out != nullptr;
-}
-
 std::string format(const char* fmt, int a) {
   char buf[160];
   snprintf(buf, sizeof buf, fmt, a);
   return buf;
-}
-
-// "00000000:3B:00.0" or "0000:3b:00.0" -> "0000:3b:00.0"; "" if malformed.
-std::string canonicalBusId(const char* id) {
-  unsigned domain, bus, dev, fn;
-  if (sscanf(id, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4) return "";
-  char buf[32];
-  snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", domain & 0xffff, bus & 0xff, dev & 0xff, fn & 0xf);
-  return buf;
-}
-
-// ---- CUDA driver and NVML -------------------------------------------------
-
-struct NvmlPciInfo {  // nvmlPciInfo_t (NVML >= 9)
-  char busIdLegacy[16];
-  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-};
-using NvmlDevice = void*;
-
-// Fills nvlinkPeers from NVML; returns the number of active links seen.
-int probeNvlink(std::vector<GpuInfo>* gpus) {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return 0;
-  int (*init)();
-  int (*shutdown)();
-  int (*byBusId)(const char*, NvmlDevice*);
-  int (*linkState)(NvmlDevice, unsigned, int*);
-  int (*remotePci)(NvmlDevice, unsigned, NvmlPciInfo*);
-  if (!sym(lib, "nvmlInit_v2", &init) || !sym(lib, "nvmlShutdown", &shutdown) ||
-      !sym(lib, "nvmlDeviceGetHandleByPciBusId_v2", &byBusId) || !sym(lib, "nvmlDeviceGetNvLinkState", &linkState) ||
-      !sym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &remotePci) || init() != 0)
-    return 0;
-  int active = 0;
-  std::vector<bool> onSwitch(gpus->size(), false);
-  for (size_t i = 0; i < gpus->size(); ++i) {
-    NvmlDevice dev = nullptr;
-    if (byBusId((*gpus)[i].pciBusId.c_str(), &dev) != 0) continue;
-    std::set<int> peers;
-    for (unsigned link = 0; link < 18; ++link) {  // NVML_NVLINK_MAX_LINKS
-      int state = 0;
-      NvmlPciInfo remote;
-      memset(&remote, 0, sizeof remote);
-      if (linkState(dev, link, &state) != 0 || state != 1 || remotePci(dev, link, &remote) != 0) continue;
-      ++active;
-      remote.busId[sizeof remote.busId - 1] = '\0';
-      std::string peer = canonicalBusId(remote.busId);
-      bool gpu = false;
-      for (size_t j = 0; j < gpus->size(); ++j)
-        if (j != i && (*gpus)[j].pciBusId == peer) peers.insert(static_cast<int>(j)), gpu = true;
-      if (!gpu) onSwitch[i] = true;  // the far end is an NVSwitch
-    }
-    (*gpus)[i].nvlinkPeers.assign(peers.begin(), peers.end());
-  }
-  // GPUs on NVSwitches all reach each other.
-  for (size_t i = 0; i < gpus->size(); ++i) {
-    if (!onSwitch[i]) continue;
-    std::set<int> peers((*gpus)[i].nvlinkPeers.begin(), (*gpus)[i].nvlinkPeers.end());
-    for (size_t j = 0; j < gpus->size(); ++j)
-      if (j != i && onSwitch[j]) peers.insert(static_cast<int>(j));
-    (*gpus)[i].nvlinkPeers.assign(peers.begin(), peers.end());
-  }
-  shutdown();
-  return active;
 }
 
 }  // namespace
@@ -130,7 +59,7 @@ void probeGpus(NodeInfo* n) {
     if (!g.pciBusId.empty()) g.numaNode = pciNumaNode("/sys/bus/pci/devices/" + g.pciBusId);
     n->gpus.push_back(g);
   }
-  int links = probeNvlink(&n->gpus);
+  int links = probeNvml(processNvml(), &n->gpus);
   n->gpuStatus = format(devices == 1 ? "%d GPU" : "%d GPUs", devices);
   if (links > 0) n->gpuStatus += format(", %d active NVLinks", links);
 }

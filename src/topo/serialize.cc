@@ -122,6 +122,10 @@ Value nodeEntry(const NodeInfo& n) {
     x.set("numa", g.numaNode);
     Value& peers = x.set("nvlink_peers", Value::array());
     for (int p : g.nvlinkPeers) peers.push(p);
+    if (g.p2pProbed) {
+      Value& p2p = x.set("p2p_peers", Value::array());
+      for (int p : g.p2pPeers) p2p.push(p);
+    }
   }
   e.set("gpu_status", n.gpuStatus);
   e.set("verbs_status", n.verbsStatus);

@@ -199,16 +199,18 @@ class Reader {
       } else if (m.key == "name") HOCCL_TRY(string(m, &out->name));
       else if (m.key == "pci_bus_id") HOCCL_TRY(string(m, &out->pciBusId));
       else if (m.key == "numa") HOCCL_TRY(integer(m, -1, &out->numaNode));
-      else if (m.key == "nvlink_peers") {
+      else if (m.key == "nvlink_peers" || m.key == "p2p_peers") {
         if (!m.value.isArray()) return typeError(m, "an array of GPU indices");
+        const bool p2p = m.key == "p2p_peers";
+        out->p2pProbed = out->p2pProbed || p2p;
         for (const Value& e : m.value.items()) {
           Member item{m.key, e, e.line, e.column};
           int peer = 0;
           HOCCL_TRY(integer(item, 0, &peer));
-          out->nvlinkPeers.push_back(peer);
+          (p2p ? out->p2pPeers : out->nvlinkPeers).push_back(peer);
         }
       } else if (m.key != "comment")
-        return unknownKey(m, "a GPU entry", "index, name, pci_bus_id, numa, nvlink_peers, comment");
+        return unknownKey(m, "a GPU entry", "index, name, pci_bus_id, numa, nvlink_peers, p2p_peers, comment");
     }
     if (!haveIndex) return at(v.line, v.column, "GPU entry without \"index\"");
     return Status();
@@ -249,6 +251,7 @@ class Reader {
           out->gpus.emplace_back();
           return gpu(e, &out->gpus.back());
         }));
+        HOCCL_TRY(gpuPeers(m, out->gpus));
       } else {
         return unknownKey(m, "a node entry",
                           "host, hostname, source, switch, packages, cores, pus, numa, nics, gpus, gpu_status, "
@@ -257,6 +260,19 @@ class Reader {
       set->push_back(k);
     }
     if (!haveHost) return at(v.line, v.column, "node entry without \"host\" (a host id or host name)");
+    return Status();
+  }
+
+  // Every peer a GPU entry names is another GPU entry of its node.
+  Status gpuPeers(const Member& m, const std::vector<GpuInfo>& gpus) const {
+    std::set<int> indices;
+    for (const GpuInfo& g : gpus) indices.insert(g.index);
+    for (const GpuInfo& g : gpus)
+      for (const auto& [peers, key] : {std::pair{&g.nvlinkPeers, "nvlink_peers"}, {&g.p2pPeers, "p2p_peers"}})
+        for (int p : *peers)
+          if (p == g.index || !indices.count(p))
+            return at(m.line, m.column, "GPU %d's %s names GPU %d, %s", g.index, key, p,
+                      p == g.index ? "itself" : "which is not a GPU entry of this node");
     return Status();
   }
 

@@ -37,6 +37,10 @@ struct GpuInfo {
   std::string pciBusId;
   int numaNode = -1;
   std::vector<int> nvlinkPeers;  // indices of GPUs on this node reachable by NVLink
+  // GPUs this one can write into by P2P (NVLink or PCIe), as NVML says;
+  // meaningful where p2pProbed (NVML answered for this GPU).
+  std::vector<int> p2pPeers;
+  bool p2pProbed = false;
 };
 
 struct NodeInfo {

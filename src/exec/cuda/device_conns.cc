@@ -9,6 +9,7 @@
 
 #include "src/base/log.h"
 #include "src/exec/cuda/device_executor.h"
+#include "src/topo/nvml.h"
 
 namespace hoccl::cuda {
 namespace {
@@ -91,9 +92,14 @@ Status DeviceExecutor::reachRow(const Driver& d, std::vector<uint8_t>* row, std:
         reason = test->second + " (HOCCL_P2P_CHECK=0 skips the test)";
       else if (local >= 0)
         continue;  // HOCCL_P2P_CHECK=0
+      else if (const topo::P2pAnswer nvml = topo::p2pWrite(topo::processNvml(), me.bus, other.bus);
+               nvml.kind == topo::P2pAnswer::Yes)
+        continue;  // HOCCL_P2P_CHECK=0, and NVML, which sees every GPU, says yes
       else
-        reason = "its GPU (" + other.bus + ") is not visible to this process (CUDA_VISIBLE_DEVICES?), and "
-                 "HOCCL_P2P_CHECK=0 skips the test that could show this rank's GPU reaches it";
+        reason = "its GPU (" + other.bus + ") is not visible to this process (CUDA_VISIBLE_DEVICES?), " +
+                 (nvml.kind == topo::P2pAnswer::No ? nvml.why : "and NVML could not say whether it is reachable (" +
+                                                                   nvml.why + ")") +
+                 ", and HOCCL_P2P_CHECK=0 skips the test that could show this rank's GPU reaches it";
     }
     (*row)[size_t(r)] = 0;
   }
