@@ -5,6 +5,7 @@
 // ranks a rank progresses up to 2(P-1) independent streams.
 #include "algorithms/pairwise.h"
 
+#include <algorithm>
 #include <map>
 
 namespace hoccl {
@@ -121,6 +122,58 @@ Schedule buildAllToAll(const ScheduleKey& key) {
     return s;
   }
   return buildPointToPoint(key, ops, "pairwise");
+}
+
+Schedule buildAllToAllShifted(const ScheduleKey& key) {
+  const int P = key.nranks, r = key.rank;
+  const uint64_t n = key.count;
+  const int C = static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(uint64_t(std::max(key.nchannels, 1)),
+                                                                          std::max<uint64_t>(n, 1))));
+  Schedule s;
+  s.key = key;
+  s.key.nchannels = C;
+  s.algorithm = "shifted";
+  if (n == 0 || P < 1) return s;
+  const Buf from = key.inPlace ? Buf::Scratch : Buf::Input;
+  if (key.inPlace) s.scratchCount = uint64_t(P) * n;
+  const uint64_t most = key.maxStepCount > 0 ? key.maxStepCount : n;
+  s.channels.resize(size_t(C));
+  for (int c = 0; c < C; ++c) {
+    std::vector<Step>& steps = s.channels[size_t(c)].steps;
+    const uint64_t lo = partStart(n, uint64_t(C), uint64_t(c)), len = partSize(n, uint64_t(C), uint64_t(c));
+    if (key.inPlace) {  // this channel's part of every block, before any of them is overwritten
+      for (int p = 0; p < P; ++p) {
+        Step copy;
+        copy.src = Slice{Buf::Input, uint64_t(p) * n + lo, 0};
+        copy.dst = Slice{Buf::Scratch, uint64_t(p) * n + lo, 0};
+        copy.count = len;
+        steps.push_back(copy);
+      }
+    } else {  // the own block
+      Step copy;
+      copy.src = Slice{Buf::Input, uint64_t(r) * n + lo, 0};
+      copy.dst = Slice{Buf::Output, uint64_t(r) * n + lo, 0};
+      copy.count = len;
+      steps.push_back(copy);
+    }
+    for (int k = 1; k < P; ++k) {
+      const int to = (r + k) % P, peer = (r + P - k) % P;
+      for (uint64_t at = 0; at < len; at += most) {
+        const uint64_t m = std::min(most, len - at);
+        Step send;
+        send.sendPeer = to;
+        send.src = Slice{from, uint64_t(to) * n + lo + at, 0};
+        send.count = m;
+        steps.push_back(send);
+        Step recv;
+        recv.recvPeer = peer;
+        recv.dst = Slice{Buf::Output, uint64_t(peer) * n + lo + at, 0};
+        recv.count = m;
+        steps.push_back(recv);
+      }
+    }
+  }
+  return s;
 }
 
 }  // namespace hoccl

@@ -28,4 +28,13 @@ Schedule buildPointToPoint(const ScheduleKey& key, const std::vector<PointOp>& o
 // or, for AllToAll, in place through a scratch copy of the input.
 Schedule buildAllToAll(const ScheduleKey& key);
 
+// AllToAll for executors whose channels are few and costly (a CTA each on
+// a GPU): key.nchannels channels, each carrying its part of every block.
+// At round k a channel sends its part of the block for rank+k and then
+// receives rank-k's, cut into messages of at most key.maxStepCount, so all
+// ranks exchange with one peer at a time in step (the shifted pairwise
+// exchange). In place, the input is first copied to scratch (each
+// channel its own part).
+Schedule buildAllToAllShifted(const ScheduleKey& key);
+
 }  // namespace hoccl

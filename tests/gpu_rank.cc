@@ -27,7 +27,7 @@ using hoccl::gputest::Arena;
 using hoccl::gputest::DevPtr;
 using hoccl::gputest::Gpu;
 
-enum class Coll { AllReduce, ReduceScatter, AllGather, Broadcast };
+enum class Coll { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll };
 
 struct Case {
   const char* name;
@@ -35,7 +35,7 @@ struct Case {
   hocclDataType_t type;
   size_t elemBytes;
   hocclRedOp_t op;
-  size_t count;  // per rank: recvcount of reduce-scatter, sendcount of all-gather
+  size_t count;  // per rank: recvcount of reduce-scatter, sendcount of all-gather; per peer: all-to-all
   bool inPlace;
   int root;
 };
@@ -81,14 +81,16 @@ hocclResult_t call(const Case& c, const void* in, void* out, hocclComm_t comm, v
     case Coll::ReduceScatter: return hocclReduceScatter(in, out, c.count, c.type, c.op, comm, stream);
     case Coll::AllGather: return hocclAllGather(in, out, c.count, c.type, comm, stream);
     case Coll::Broadcast: return hocclBroadcast(in, out, c.count, c.type, c.root, comm, stream);
+    case Coll::AllToAll: return hocclAlltoAll(in, out, c.count, c.type, comm, stream);
   }
   return hocclInternalError;
 }
 
 // "" when the device and the host agree, else what differs.
 std::string runCase(Gpu* g, const Case& c, hocclComm_t comm, int rank, int nranks) {
-  const size_t inElems = c.coll == Coll::ReduceScatter ? c.count * nranks : c.count;
-  const size_t outElems = c.coll == Coll::AllGather ? c.count * nranks : c.count;
+  const bool a2a = c.coll == Coll::AllToAll;
+  const size_t inElems = c.coll == Coll::ReduceScatter || a2a ? c.count * nranks : c.count;
+  const size_t outElems = c.coll == Coll::AllGather || a2a ? c.count * nranks : c.count;
   const size_t inBytes = inElems * c.elemBytes, outBytes = outElems * c.elemBytes;
   // Out of place: input, then output, in one allocation. In place, as NCCL
   // places them: all-gather's input is the rank's block of its output,
@@ -165,6 +167,8 @@ int main(int argc, char** argv) {
       {"all-gather f64 1 Mi", Coll::AllGather, hocclFloat64, 8, hocclSum, size_t(1) << 20, false, 0},
       {"all-gather u8 1001 in place", Coll::AllGather, hocclUint8, 1, hocclSum, 1001, true, 0},
       {"broadcast u8 1000 root 1", Coll::Broadcast, hocclUint8, 1, hocclSum, 1000, false, nranks > 1 ? 1 : 0},
+      {"all-to-all f32 256 Ki per peer", Coll::AllToAll, hocclFloat32, 4, hocclSum, size_t(1) << 18, false, 0},
+      {"all-to-all i32 1001 per peer in place", Coll::AllToAll, hocclInt32, 4, hocclSum, 1001, true, 0},
   };
   const char* ipc = getenv("HOCCL_DEVICE_IPC");
   const char* p2p = getenv("HOCCL_P2P_DISABLE");

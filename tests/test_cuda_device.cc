@@ -50,7 +50,7 @@ using namespace devicetest;
 
 TEST_F(CudaDeviceTest, CollectivesMatchTheHostBitForBit) {
   const CollKind colls[] = {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather, CollKind::Broadcast,
-                            CollKind::Reduce};
+                            CollKind::Reduce, CollKind::AllToAll};
   const DType types[] = {DType::Float32, DType::Int32, DType::Float16, DType::Bfloat16, DType::Float64,
                          DType::Uint8, DType::Int64};
   const RedOp ops[] = {RedOp::Sum, RedOp::Max, RedOp::Prod, RedOp::Min, RedOp::Avg};
@@ -350,8 +350,10 @@ TEST_F(CudaDeviceTest, CallsTheDevicePathCannotRunAreRefused) {
     EXPECT_EQ(hocclAllReduce(d, d, 16, hocclFloat32, premul, comm, nullptr), hocclInvalidArgument);
     EXPECT_NE(std::string(hocclGetLastError(comm)).find("PreMulSum"), std::string::npos) << hocclGetLastError(comm);
     EXPECT_EQ(hocclRedOpDestroy(premul, comm), hocclSuccess);
-    EXPECT_EQ(hocclAlltoAll(d, static_cast<char*>(d) + 1024, 16, hocclFloat32, comm, nullptr), hocclInvalidUsage);
-    EXPECT_NE(std::string(hocclGetLastError(comm)).find("point-to-point and all-to-all"), std::string::npos);
+    const size_t counts[2] = {16, 16}, displs[2] = {0, 16};
+    EXPECT_EQ(hocclAlltoAllv(d, counts, displs, static_cast<char*>(d) + 1024, counts, displs, hocclFloat32, comm,
+                             nullptr), hocclInvalidUsage);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("device memory"), std::string::npos) << hocclGetLastError(comm);
     EXPECT_EQ(hocclSend(d, 16, hocclFloat32, 1 - rank, comm, nullptr), hocclInvalidUsage);
     // None of them broke the communicator: a host call runs.
     std::vector<float> x(8, 1.0f);

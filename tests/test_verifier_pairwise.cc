@@ -57,6 +57,48 @@ TEST(PairwiseVerifies, AllToAllEveryShape) {
   }
 }
 
+// The device's all-to-all: channels each with their part of every block,
+// in messages of at most maxStepCount, verified with one message of slot
+// room per connection (the executor gives it two), in and out of place.
+TEST(PairwiseVerifies, ShiftedAllToAllEveryShape) {
+  for (int P = 1; P <= 9; ++P)
+    for (uint64_t count : {0, 1, 7, 1000})
+      for (int channels : {1, 3})
+        for (uint64_t most : {0, 3})
+          for (int placement = 0; placement < 3; ++placement) {
+            std::vector<Schedule> all;
+            for (int r = 0; r < P; ++r) {
+              ScheduleKey k = allToAllKey(P, count, placement == 1 || (placement == 2 && r % 2));
+              k.rank = r;
+              k.nchannels = channels;
+              k.maxStepCount = most;
+              all.push_back(buildAllToAllShifted(k));
+              markStableValues(&all.back());
+              if (count > 0) EXPECT_EQ(all.back().channels.size(), size_t(std::min<uint64_t>(channels, count)));
+              EXPECT_EQ(firstUnorderedConflict(all.back()), "") << "P " << P << " rank " << r;
+            }
+            const VerifyResult res = verifySchedules(all, 1);
+            EXPECT_TRUE(res.ok) << "P " << P << " count " << count << " channels " << channels << " max " << most
+                                << " placement " << placement << ": " << res.error;
+          }
+}
+
+// Each rank sends before it receives; receiving first, every rank would
+// wait for a peer that waits too.
+TEST(PairwiseCaught, ShiftedRanksThatAllReceiveFirst) {
+  std::vector<Schedule> all;
+  for (int r = 0; r < 3; ++r) {
+    ScheduleKey k = allToAllKey(3, 4);
+    k.rank = r;
+    all.push_back(buildAllToAllShifted(k));
+    std::vector<Step>& steps = all.back().channels[0].steps;
+    for (size_t i = 1; i + 1 < steps.size(); i += 2) std::swap(steps[i], steps[i + 1]);
+  }
+  const VerifyResult res = verifySchedules(all, 1);
+  ASSERT_FALSE(res.ok);
+  EXPECT_NE(res.error.find("deadlock"), std::string::npos) << res.error;
+}
+
 TEST(PairwiseVerifies, AllToAllAt256Ranks) {
   const VerifyResult res = verifySchedules(buildEach(allToAllKey(256, 3)));
   EXPECT_TRUE(res.ok) << res.error;

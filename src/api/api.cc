@@ -69,10 +69,10 @@ Status bufferKind(const char* fn, const void* sendbuff, const void* recvbuff, bo
 // A collective on device buffers: one the device-plan interpreter runs,
 // with a kernel for its type and op.
 Status checkDeviceCall(const char* fn, const CollCall& call) {
-  if (call.coll == CollKind::AllToAll || call.coll == CollKind::AllToAllv || call.coll == CollKind::SendRecv)
-    return errorf(hocclInvalidUsage, "%s: device buffers are not supported for point-to-point and all-to-all "
-                  "calls yet (the device executor runs all-reduce, reduce-scatter, all-gather, broadcast and reduce)",
-                  fn);
+  if (call.coll == CollKind::AllToAllv || call.coll == CollKind::SendRecv)
+    return errorf(hocclInvalidUsage, "%s: device buffers are not supported for point-to-point and all-to-all-v "
+                  "calls yet (the device executor runs all-reduce, reduce-scatter, all-gather, broadcast, reduce "
+                  "and all-to-all)", fn);
   if (cuda::interpKernelName(call.dtype, call.op).empty())
     return errorf(hocclInvalidArgument, "%s: no device kernel for %s %s (device buffers take the integer, fp16, "
                   "bf16, float and double types with sum, prod, max, min and avg)", fn, dtypeName(call.dtype),

@@ -311,9 +311,13 @@ Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize, const c
   // CTA, and one CTA moves a fraction of what the device can.
   if (device) {
     key.nchannels = device->channelsFor(bytes);
-    if (use.maxChannels > 0) key.nchannels = std::min(key.nchannels, use.maxChannels);
+    if (use.maxChannels > 0 && key.coll != CollKind::AllToAll) key.nchannels = std::min(key.nchannels, use.maxChannels);
   }
-  Schedule built = buildExecutable(use, key, settings.checkCalls);
+  // All-to-all on the device: channelsFor's CTAs, each exchanging its part
+  // of every block with one peer at a time (the host's pairwise schedule
+  // runs a channel per peer and direction, 2(P-1) CTAs).
+  Schedule built = device && key.coll == CollKind::AllToAll ? buildAllToAllShifted(key)
+                                                              : buildExecutable(use, key, settings.checkCalls);
   int bucket = 0;
   while (bucket < 63 && (uint64_t{2} << bucket) <= bytes) ++bucket;
   if (rank == 0 && loggedChoices.insert({static_cast<int>(key.coll), bucket}).second) {

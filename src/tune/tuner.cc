@@ -129,6 +129,8 @@ Choice Tuner::chooseForDevice(CollKind coll, uint64_t bytes) const {
   } else if (coll == CollKind::ReduceScatter || coll == CollKind::AllGather) {
     c.algo = AlgoId::Ring;
     c.why = "device rule: ring";
+  } else if (coll == CollKind::AllToAll) {
+    c.why = "device rule: shifted pairwise exchange";  // algorithms/pairwise.h; the communicator builds it
   } else {
     c.why = "model (host costs)";
   }

@@ -86,6 +86,7 @@ inline hocclResult_t callApi(const Case& c, const void* in, void* out, hocclComm
     case CollKind::AllGather: return hocclAllGather(in, out, c.count, t, comm, stream);
     case CollKind::Broadcast: return hocclBroadcast(in, out, c.count, t, c.root, comm, stream);
     case CollKind::Reduce: return hocclReduce(in, out, c.count, t, op, c.root, comm, stream);
+    case CollKind::AllToAll: return hocclAlltoAll(in, out, c.count, t, comm, stream);
     default: return hocclInvalidArgument;
   }
 }
