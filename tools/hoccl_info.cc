@@ -12,6 +12,7 @@
 #include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/image.h"
 #include "src/exec/dataops.h"
+#include "src/topo/nvml.h"
 #include "tools/machine_args.h"
 #include "transport/net/net.h"
 
@@ -121,6 +122,10 @@ int main(int argc, char** argv) {
       const cuda::Driver& d = cuda::processDriver();
       printf("  CUDA driver here : %s\n", d.status.c_str());
       printf("  CUDA devices     : %d\n", d.devices);
+      const topo::NvmlApi& nvml = topo::processNvml();
+      printf("  NVML here        : %s\n", !nvml.usable()   ? nvml.status.c_str()
+                                         : nvml.p2pStatus ? "loaded: NVLink peers and P2P status per pair (hoccl-topo)"
+                                                          : "loaded, without nvmlDeviceGetP2PStatus: NVLink peers only");
       // What a call on device buffers does on this machine with this build.
       if (!k.data) {
         printf("  device buffers   : no: this build embeds no CUDA kernels; a call on them fails with\n"
