@@ -159,7 +159,9 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
     int32_t channels[3];  // HOCCL_DEVICE_CHANNELS, config->minCTAs, maxCTAs: must match
     int32_t ipcCaps;      // kIpcVmm | kIpcLegacy | kIpcFabric: how the driver shares memory between processes
     int32_t probing;      // runs the peer-path self-test (probePeers)
+    int32_t reserved;     // 0: no padding goes over the wire
   };
+  static_assert(sizeof(Entry) == 72, "Entry has no padding");
   constexpr int32_t kIpcVmm = 1, kIpcLegacy = 2, kIpcFabric = 4;
   std::string noFabric;  // why this rank cannot use fabric handles (asked only where they are wanted)
   const bool fabric = otherProcesses_ && settings_.ipc == "fabric" && fabricUsable(api_, device_, &noFabric);
@@ -168,7 +170,7 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
   me = Entry{device_, asked.ok() ? sms : 0, randomU64(), {}, {settings_.channels, settings_.minChannels,
                                                               settings_.maxChannels},
              (api_.vmm.usable() ? kIpcVmm : 0) | (api_.ipc.usable() ? kIpcLegacy : 0) | (fabric ? kIpcFabric : 0),
-             settings_.p2pCheck && !settings_.p2pDisable};
+             settings_.p2pCheck && !settings_.p2pDisable, 0};
   int dev = 0;
   if (d.api.deviceGet && d.api.deviceGetPciBusId && d.api.deviceGet(&dev, device_) == kCudaSuccess &&
       d.api.deviceGetPciBusId(me.bus, sizeof me.bus - 1, dev) != kCudaSuccess)
