@@ -353,8 +353,11 @@ TEST_F(CudaDeviceTest, CallsTheDevicePathCannotRunAreRefused) {
     const size_t counts[2] = {16, 16}, displs[2] = {0, 16};
     EXPECT_EQ(hocclAlltoAllv(d, counts, displs, static_cast<char*>(d) + 1024, counts, displs, hocclFloat32, comm,
                              nullptr), hocclInvalidUsage);
-    EXPECT_NE(std::string(hocclGetLastError(comm)).find("device memory"), std::string::npos) << hocclGetLastError(comm);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("CUDA device memory, and all-to-all-v runs on host memory"),
+              std::string::npos) << hocclGetLastError(comm);
     EXPECT_EQ(hocclSend(d, 16, hocclFloat32, 1 - rank, comm, nullptr), hocclInvalidUsage);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("a point-to-point call runs on host memory"),
+              std::string::npos) << hocclGetLastError(comm);
     // None of them broke the communicator: a host call runs.
     std::vector<float> x(8, 1.0f);
     EXPECT_EQ(hocclAllReduce(x.data(), x.data(), 8, hocclFloat32, hocclSum, comm, nullptr), hocclSuccess);

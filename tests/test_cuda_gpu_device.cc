@@ -27,6 +27,7 @@
 #include "src/base/config.h"
 #include "src/base/cuda_driver.h"
 #include "src/exec/cuda/device_api.h"
+#include "src/exec/cuda/device_ipc.h"
 #include "tests/support/cuda_gpu.h"
 #include "tests/support/harness.h"
 
@@ -101,6 +102,26 @@ TEST(GpuDevicePath, PeerSelfTestRunsOnTheDriver) {
   cuda::CuHandle now = nullptr;
   ASSERT_EQ(api.ctxGetCurrent(&now), 0);
   EXPECT_EQ(now, g->context);
+}
+
+// The self-test between processes writes through a VMM mapping: here the
+// GPU's own VMM memory, made and mapped as a connection's would be, takes
+// the same round trip and comes back intact.
+TEST(GpuDevicePath, RoundTripThroughVmmMemoryRunsOnTheDriver) {
+  HOCCL_GPU_OR_SKIP(g);
+  cuda::DeviceApi api;
+  const Status resolved = cuda::resolveDeviceApi(cuda::processDriver(), &api);
+  ASSERT_TRUE(resolved.ok()) << resolved.message();
+  if (!api.vmm.usable()) GTEST_SKIP() << "this driver lacks VMM: " << api.vmmMissing;
+  ASSERT_EQ(api.ctxSetCurrent(g->context), 0);
+  cuda::VmmMapping m;
+  size_t granularity = 0;
+  const Status made = cuda::vmmCreate(api.vmm, 0, size_t(2) << 20, cuda::kMemHandleTypePosixFd, &m, &granularity);
+  ASSERT_TRUE(made.ok()) << made.message();
+  bool stuck = false;
+  EXPECT_EQ(cuda::copyRoundTrip(api, m.base + cuda::ipcSlotsOffset(), 0x5a5a, 5, &stuck), "");
+  EXPECT_FALSE(stuck);
+  cuda::vmmRelease(api.vmm, &m);
 }
 
 // 16 MiB per rank: the call spreads over many channels (CTAs), up to the

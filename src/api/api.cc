@@ -86,9 +86,10 @@ Status checkHostBuffers(const char* fn, const void* sendbuff, const void* recvbu
   bool device = false;
   HOCCL_TRY(bufferKind(fn, sendbuff, recvbuff, &device));
   if (device)
-    return errorf(hocclInvalidUsage, "%s: %s is CUDA device memory, and point-to-point calls run on host memory "
-                  "only (the device executor runs collectives; %s)", fn, sendbuff ? "sendbuff" : "recvbuff",
-                  cuda::processDriver().status.c_str());
+    return errorf(hocclInvalidUsage, "%s: %s is CUDA device memory, and %s runs on host memory only (the device "
+                  "executor runs all-reduce, reduce-scatter, all-gather, broadcast, reduce and all-to-all; %s)", fn,
+                  sendbuff ? "sendbuff" : "recvbuff", strcmp(fn, "hocclAlltoAllv") == 0 ? "all-to-all-v" :
+                  "a point-to-point call", cuda::processDriver().status.c_str());
   return Status();
 }
 
