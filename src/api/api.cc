@@ -81,15 +81,15 @@ Status checkDeviceCall(const char* fn, const CollCall& call) {
 }
 }  // namespace
 
-// Point-to-point calls: host buffers only for now.
-Status checkHostBuffers(const char* fn, const void* sendbuff, const void* recvbuff) {
+// Point-to-point calls and all-to-all-v (`what`, as the error names it):
+// host buffers only for now.
+Status checkHostBuffers(const char* fn, const char* what, const void* sendbuff, const void* recvbuff) {
   bool device = false;
   HOCCL_TRY(bufferKind(fn, sendbuff, recvbuff, &device));
   if (device)
     return errorf(hocclInvalidUsage, "%s: %s is CUDA device memory, and %s runs on host memory only (the device "
                   "executor runs all-reduce, reduce-scatter, all-gather, broadcast, reduce and all-to-all; %s)", fn,
-                  sendbuff ? "sendbuff" : "recvbuff", strcmp(fn, "hocclAlltoAllv") == 0 ? "all-to-all-v" :
-                  "a point-to-point call", cuda::processDriver().status.c_str());
+                  sendbuff ? "sendbuff" : "recvbuff", what, cuda::processDriver().status.c_str());
   return Status();
 }
 

@@ -35,9 +35,10 @@ bool waitUnused(hocclComm* comm, double seconds);
 
 // comm has finished a non-blocking init and has no fatal error.
 Status checkUsable(hocclComm* comm, const char* fn);
-// Point-to-point buffers must be host memory (asks the CUDA driver only
-// when one is usable; null buffers are not checked).
-Status checkHostBuffers(const char* fn, const void* sendbuff, const void* recvbuff);
+// Point-to-point and all-to-all-v buffers must be host memory (asks the
+// CUDA driver only when one is usable; null buffers are not checked);
+// `what` names the kind of call in the error.
+Status checkHostBuffers(const char* fn, const char* what, const void* sendbuff, const void* recvbuff);
 // The datatype is one of hocclDataType_t, or an error naming it and fn.
 Status checkDatatype(const char* fn, int dtype);
 

@@ -64,7 +64,8 @@ hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, 
     st = errorf(hocclInvalidArgument, "%s: count %zu is too large", fn, count);
   if (st.ok() && count > 0 && !buff)
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn, send ? "sendbuff" : "recvbuff");
-  if (st.ok() && count > 0) st = checkHostBuffers(fn, send ? buff : nullptr, send ? nullptr : buff);
+  if (st.ok() && count > 0)
+    st = checkHostBuffers(fn, "a point-to-point call", send ? buff : nullptr, send ? nullptr : buff);
   if (!st.ok()) return report(nullptr, st);
   setLogRank(comm->rank);
   PeerPart part;
@@ -133,7 +134,7 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
                 "recvcounts[%d] = %zu", fn, r, r, sendcounts[r], r, recvcounts[r]);
   if (st.ok() && sendEnd && !sendbuff) st = errorf(hocclInvalidArgument, "%s: sendbuff is NULL", fn);
   if (st.ok() && recvEnd && !recvbuff) st = errorf(hocclInvalidArgument, "%s: recvbuff is NULL", fn);
-  if (st.ok()) st = checkHostBuffers(fn, sendEnd ? sendbuff : nullptr, recvEnd ? recvbuff : nullptr);
+  if (st.ok()) st = checkHostBuffers(fn, "all-to-all-v", sendEnd ? sendbuff : nullptr, recvEnd ? recvbuff : nullptr);
   auto s = reinterpret_cast<uintptr_t>(sendbuff), d = reinterpret_cast<uintptr_t>(recvbuff);
   if (st.ok() && sendEnd && recvEnd && s < d + recvEnd * esize && d < s + sendEnd * esize)
     st = errorf(hocclInvalidArgument, "%s: sendbuff and recvbuff overlap; all-to-all-v runs out of place only", fn);
