@@ -61,6 +61,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (decodeAbortNotice(payload, 8, &n).ok()) sink += strlen(n.msg) + static_cast<size_t>(n.code);
         break;
       }
+      case kTagCallNotice: {
+        CallNotice n;
+        if (decodeCallNotice(payload, 8, &n).ok() && (n.rank < 0 || n.rank >= 8)) __builtin_trap();
+        break;
+      }
       default: {
         // Node records travel through the bootstrap's allGather at init.
         topo::NodeInfo node;

@@ -154,6 +154,13 @@ Status Bootstrap::acceptOne(const Deadline& dl) {
     if (abort_.ok()) abort_ = Status(static_cast<hocclResult_t>(n.code), n.msg);
     return Status();
   }
+  if (tag == kTagCallNotice) {
+    CallNotice n;
+    HOCCL_TRY(decodeCallNotice(payload, nranks(), &n));
+    std::lock_guard<std::mutex> lock(abortMu_);
+    if (notices_.size() < 4096) notices_.push_back(n);  // bounded: a peer could send without end
+    return Status();
+  }
   if (tag != kTagPeerHello) return errorf(hocclInvalidUsage, "bootstrap: unexpected first message (tag %u)", tag);
   int from = -1;
   HOCCL_TRY(decodePeerHello(payload, nranks(), &from));
@@ -206,6 +213,7 @@ Status Bootstrap::recvLocked(int peer, uint32_t tag, std::string* data) {
   if (peer < 0 || peer >= nranks())
     return errorf(hocclInternalError, "bootstrap recv from invalid rank %d", peer);
   Deadline dl = Deadline::in(timeoutSec_);
+  int polls = 0;  // pumps so far: each waits up to 100 ms
   for (;;) {
     HOCCL_TRY(abortSeen());
     auto it = inbox_.find({peer, tag});
@@ -218,6 +226,14 @@ Status Bootstrap::recvLocked(int peer, uint32_t tag, std::string* data) {
     if (dl.expired())
       return errorf(hocclTimeout, "rank %d: timed out after %.0f s waiting for a bootstrap message from rank %d (pid %d on %s)",
                     rank_, timeoutSec_, peer, table_[peer].pid, table_[peer].hostId);
+    if (waitHook_ && ++polls > 1) {
+      std::vector<CallNotice> got;
+      {
+        std::lock_guard<std::mutex> lock(abortMu_);
+        got.swap(notices_);
+      }
+      HOCCL_TRY(waitHook_(peer, std::move(got)));
+    }
     HOCCL_TRY(pump(dl, peer));
   }
 }
@@ -269,9 +285,26 @@ void Bootstrap::broadcastAbort(hocclResult_t code, const std::string& msg, const
   notice.rank = rank_;
   notice.code = code;
   snprintf(notice.msg, sizeof notice.msg, "%s", msg.c_str());
-  FrameHeader h{magic_, kTagAbort, static_cast<uint32_t>(sizeof notice)};
+  sendShort(kTagAbort, &notice, sizeof notice, tell, budgetSec);
+}
+
+void Bootstrap::sendCallNotice(const CallNotice& notice, const std::vector<bool>& tell, double budgetSec) const {
+  sendShort(kTagCallNotice, &notice, sizeof notice, tell, budgetSec);
+}
+
+std::vector<CallNotice> Bootstrap::takeCallNotices() {
+  (void)pollAbort();  // reads what has arrived
+  std::lock_guard<std::mutex> lock(abortMu_);
+  std::vector<CallNotice> out;
+  out.swap(notices_);
+  return out;
+}
+
+void Bootstrap::sendShort(uint32_t tag, const void* data, size_t bytes, const std::vector<bool>& tell,
+                          double budgetSec) const {
+  FrameHeader h{magic_, tag, static_cast<uint32_t>(bytes)};
   std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
-  frame.append(reinterpret_cast<const char*>(&notice), sizeof notice);
+  frame.append(static_cast<const char*>(data), bytes);
   // Connect to all at once, without blocking: a peer behind a cut link must
   // not hold up the others, and the whole broadcast stays within budget.
   struct Pending {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,6 +50,21 @@ struct RankInfo {
 inline bool sameProcess(const RankInfo& a, const RankInfo& b) {
   return a.pid == b.pid && strcmp(a.machineId, b.machineId) == 0;
 }
+
+// A collective's signature as one rank ran it. A rank whose call has
+// stalled sends it to the ranks it waits on: where ranks disagree about a
+// call in a way that changes who sends (different roots, a reduce against
+// a broadcast), every rank may wait to receive and no message carrying the
+// signature ever arrives, so only this notice can name the difference.
+struct CallNotice {
+  int32_t rank = 0;  // the sender
+  int32_t root = 0;
+  uint64_t opSeq = 0;  // the collective's number on its communicator, from 1
+  uint64_t count = 0;
+  uint8_t coll = 0, dtype = 0, op = 0;
+  uint8_t pad[5] = {};
+};
+static_assert(sizeof(CallNotice) == 32, "travels as bytes: no implicit padding");
 
 // Starts the rendezvous thread for `nranks` unknown until the first hello.
 // It exits once it has answered every rank or after `timeoutSec`.
@@ -110,8 +126,23 @@ class Bootstrap : public OutOfBand {
   // waiting; OK if none. Any thread: while another thread is inside a call
   // above, it reports what that call has read so far.
   Status pollAbort();
+  // Sends `notice` to every rank r with tell[r], as broadcastAbort sends
+  // (short connections, within budgetSec, any thread).
+  void sendCallNotice(const CallNotice& notice, const std::vector<bool>& tell, double budgetSec) const;
+  // The call notices peers sent since the last time, after reading what
+  // has arrived without waiting.
+  std::vector<CallNotice> takeCallNotices();
+  // Called while a recv waits, every 100 ms or so after its first 100 ms,
+  // with the peer it waits for and the call notices that arrived since
+  // (taken: the hook keeps what it does not use); an error ends the wait
+  // with it. Set once, before any call (the communicator's call check).
+  using WaitHook = std::function<Status(int peer, std::vector<CallNotice> notices)>;
+  void setWaitHook(WaitHook hook) { waitHook_ = std::move(hook); }
 
  private:
+  // Sends one frame to every rank r with tell[r], each over a short
+  // connection of its own, within budgetSec.
+  void sendShort(uint32_t tag, const void* data, size_t bytes, const std::vector<bool>& tell, double budgetSec) const;
   Bootstrap() = default;
   Status connectTo(int peer);
   Status pump(const Deadline& dl, int waitPeer);
@@ -135,6 +166,8 @@ class Bootstrap : public OutOfBand {
   std::mutex mu_;  // the sockets and inbox above, after construction
   std::mutex abortMu_;
   Status abort_;   // the first abort notice received
+  std::vector<CallNotice> notices_;  // call notices not yet taken (under abortMu_)
+  WaitHook waitHook_;
 };
 
 }  // namespace hoccl

@@ -49,6 +49,15 @@ Status recvFrame(const Socket& s, uint64_t magic, uint32_t* tag, std::string* pa
   return Status();
 }
 
+Status decodeCallNotice(const std::string& payload, int nranks, CallNotice* out) {
+  if (payload.size() != sizeof *out)
+    return errorf(hocclInvalidUsage, "bootstrap: malformed call notice (%zu bytes)", payload.size());
+  memcpy(out, payload.data(), sizeof *out);
+  if (out->rank < 0 || out->rank >= nranks)
+    return errorf(hocclInvalidUsage, "bootstrap: call notice from unknown rank %d", out->rank);
+  return Status();
+}
+
 namespace {
 
 // A fixed-size string field from the wire: terminated, or refused.

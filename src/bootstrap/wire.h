@@ -32,6 +32,9 @@ constexpr uint32_t kTagPeerHello = 4;
 constexpr uint32_t kTagAbort = 5;
 // The rendezvous' answer when ranks are missing at the deadline (their list).
 constexpr uint32_t kTagRootTimeout = 6;
+// The only frame of a short connection: a stalled collective's signature
+// (CallNotice), sent to the ranks it waits on.
+constexpr uint32_t kTagCallNotice = 7;
 
 struct RootHello {
   uint32_t protocol;
@@ -61,6 +64,9 @@ Status decodeRootHello(const std::string& payload, RootHello* out);
 Status decodeRankTable(const std::string& payload, int nranks, std::vector<RankInfo>* out);
 Status decodePeerHello(const std::string& payload, int nranks, int* from);
 Status decodeAbortNotice(const std::string& payload, int nranks, AbortNotice* out);
+// A notice whose rank is in range (its call's fields are checked by the
+// communicator, which knows their ranges).
+Status decodeCallNotice(const std::string& payload, int nranks, CallNotice* out);
 
 Status sendFrame(const Socket& s, uint64_t magic, uint32_t tag, const void* data, size_t bytes,
                  const Deadline& dl);

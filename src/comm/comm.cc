@@ -122,6 +122,7 @@ Status makeTuner(hocclComm* c, double ranksPerCore) {
 // ring connections every ring and chain schedule uses.
 Status finishInit(hocclComm* c) {
   double t0 = nowSec();
+  c->installCallCheck();
   const auto& table = c->boot->table();
   std::vector<int> remote;
   c->isLocal.assign(c->nranks, false);

@@ -204,6 +204,26 @@ struct hocclComm : public hoccl::TaskOwner {
   bool abortPending() const override { return abortRequested.load(std::memory_order_relaxed); }
   bool peerProcessGone(int peer) override;
   void recordFailure(const hoccl::Status& st, bool tellPeers) override { fail(st, tellPeers); }
+  // Stalled calls' signatures, compared across ranks (comm_callcheck.cc).
+  hoccl::Status crossCheckCall(const hoccl::CollCall& call, const std::vector<int>& waitingOn) override;
+  // Sets the bootstrap's wait hook: a rank waiting for a peer while it sets
+  // up a call's connections (setupCall) checks that call the same way.
+  void installCallCheck();
+  // Tells the ranks in waitingOn about `current` (unless it is a
+  // point-to-point call) and compares `got` with this rank's calls.
+  hoccl::Status checkCallNotices(const hoccl::CallSignature& current, bool collective,
+                                 const std::vector<int>& waitingOn, std::vector<hoccl::CallNotice> got);
+  // The signatures of this rank's last kCallHistory collectives, at
+  // opSeq % kCallHistory (written as each is numbered); peers' notices
+  // about collectives this rank has not reached yet; per peer, the
+  // collective this rank last told it about; the collective whose
+  // connections are being set up (numbered opSeq + 1 or later), if any.
+  static constexpr size_t kCallHistory = 64;
+  hoccl::CallSignature callHistory[kCallHistory];
+  std::vector<hoccl::CallNotice> earlyNotices;
+  std::vector<uint64_t> noticeSentFor;
+  bool settingUp = false;
+  hoccl::CallSignature setupCall;
   hoccl::Connections& connections() override { return *links; }
   hoccl::Doorbell& doorbell() override { return links->doorbell(); }
   hoccl::ScratchPool* scratchPool() override { return &scratch; }

@@ -91,6 +91,7 @@ void makeWork(CommCall& c, Work* w) {
     call.opSeq = comm->opSeq;
   } else {
     call.opSeq = ++comm->opSeq;
+    comm->callHistory[call.opSeq % hocclComm::kCallHistory] = signatureOf(call);
     // A board call takes the next board number; another call carries the
     // number the next one will take, to spot a peer that ran it there.
     call.boardSeq = w->schedule && w->schedule->onBoard ? ++comm->boardSeq : comm->boardSeq + 1;
@@ -166,12 +167,39 @@ Status runCalls(CommCall* calls, size_t n) {
 
 namespace {
 
+// prepareCall for a call that will be numbered `seq` (a collective) or
+// follows collective `seq` (point-to-point): while it sets up connections,
+// a wait on the bootstrap checks that call against the peers' (comm_callcheck.cc).
+Status prepareNumbered(const CommCall& c, uint64_t seq, const Schedule** out, std::shared_ptr<const Schedule>* keep) {
+  hocclComm* comm = c.comm;
+  comm->settingUp = c.call.coll != CollKind::SendRecv;
+  comm->setupCall = signatureOf(c.call);
+  comm->setupCall.opSeq = seq;
+  Status st = comm->prepareCall(c.call, c.key, out, keep);
+  comm->settingUp = false;
+  return st;
+}
+
+// The number each collective of `calls` will take (makeWork); a
+// point-to-point call gets its communicator's last.
+std::vector<uint64_t> futureSeqs(const CommCall* calls, size_t n) {
+  std::vector<uint64_t> seq(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t s = calls[i].comm->opSeq;
+    for (size_t j = 0; j <= i; ++j)
+      if (calls[j].comm == calls[i].comm && calls[j].call.coll != CollKind::SendRecv) ++s;
+    seq[i] = s;
+  }
+  return seq;
+}
+
 Status runHostCalls(CommCall* calls, size_t n) {
   if (n == 1) {  // one call, the common case: no allocation here
     Work w;
     // The schedule is borrowed from the communicator's cache: nothing else
     // prepares a call of this communicator before this one has run.
-    Status st = calls[0].comm->prepareCall(calls[0].call, calls[0].key, &w.schedule, nullptr);
+    const bool coll = calls[0].call.coll != CollKind::SendRecv;
+    Status st = prepareNumbered(calls[0], calls[0].comm->opSeq + (coll ? 1 : 0), &w.schedule, nullptr);
     if (!st.ok()) {
       calls[0].comm->fail(st, true);
       return st;
@@ -185,10 +213,8 @@ Status runHostCalls(CommCall* calls, size_t n) {
   // ranks that must connect do so on threads of their own.
   std::vector<Work> work(n);
   std::vector<Status> sts(n);
-  auto prep = [&](size_t i) {
-    const CommCall& c = calls[i];
-    sts[i] = c.comm->prepareCall(c.call, c.key, &work[i].schedule, &work[i].keep);
-  };
+  const std::vector<uint64_t> seqs = futureSeqs(calls, n);
+  auto prep = [&](size_t i) { sts[i] = prepareNumbered(calls[i], seqs[i], &work[i].schedule, &work[i].keep); };
   // Calls still to build, per communicator: one thread per communicator
   // builds its calls in order (a communicator's schedule cache and
   // connections are not shared between threads).

@@ -74,6 +74,18 @@ class TaskOwner {
   // Records a fatal error; with tellPeers, tells the other ranks so none of
   // them waits for the timeout.
   virtual void recordFailure(const Status& st, bool tellPeers) = 0;
+  // A stalled call's check (now and then, not every poll) that the ranks
+  // it waits on run the same call: tells each of `waitingOn` this call's
+  // signature, once per call, and compares the signatures peers told this
+  // rank with its own calls. Ranks that disagree in a way that changes who
+  // sends (roots, a reduce against a broadcast) may all wait to receive,
+  // so no message header ever shows the difference. An error names both
+  // calls.
+  virtual Status crossCheckCall(const CollCall& call, const std::vector<int>& waitingOn) {
+    (void)call;
+    (void)waitingOn;
+    return Status();
+  }
 };
 
 // One validated, numbered call with its schedule, ready to run.

@@ -186,14 +186,20 @@ Status CollTask::checkPeerHeader(const SlotHeader& h, const PeerPart& mine) cons
                 sched_->key.rank, describePart("hocclSend", h.count, h.dtype).c_str());
 }
 
-Status CollTask::callMismatch(int peer, CollKind coll, uint64_t count, DType dtype, RedOp op, int root,
-                              uint64_t opSeq, const char* where) const {
+Status collectiveMismatch(int rank, const CallSignature& mine, int peer, const CallSignature& theirs,
+                          const char* where) {
   return errorf(hocclInvalidUsage,
                 "collective mismatch: rank %d called %s as call #%llu, but rank %d called %s as call #%llu%s; every "
                 "rank must make the same calls in the same order",
-                sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
-                static_cast<unsigned long long>(call_.opSeq), peer, describeCall(coll, count, dtype, op, root).c_str(),
-                static_cast<unsigned long long>(opSeq), where);
+                rank, describeCall(mine.coll, mine.count, mine.dtype, mine.op, mine.root).c_str(),
+                static_cast<unsigned long long>(mine.opSeq), peer,
+                describeCall(theirs.coll, theirs.count, theirs.dtype, theirs.op, theirs.root).c_str(),
+                static_cast<unsigned long long>(theirs.opSeq), where);
+}
+
+Status CollTask::callMismatch(int peer, CollKind coll, uint64_t count, DType dtype, RedOp op, int root,
+                              uint64_t opSeq, const char* where) const {
+  return collectiveMismatch(sched_->key.rank, signatureOf(call_), peer, {opSeq, count, root, coll, dtype, op}, where);
 }
 
 Status CollTask::checkHeader(const SlotHeader& h, uint32_t expectBytes, int peer) const {

@@ -97,6 +97,26 @@ struct CollCall {
 // "AllReduce(count=1000, float, sum)" as it appears in messages.
 std::string describeCall(CollKind coll, uint64_t count, DType dtype, RedOp op, int root);
 
+// What every rank must agree on about a collective: its kind, count, type,
+// operator, root and its number on the communicator.
+struct CallSignature {
+  uint64_t opSeq = 0;
+  uint64_t count = 0;
+  int root = 0;
+  CollKind coll = CollKind::AllReduce;
+  DType dtype = DType::Float32;
+  RedOp op = RedOp::Sum;
+  bool operator==(const CallSignature& o) const {
+    return opSeq == o.opSeq && count == o.count && root == o.root && coll == o.coll && dtype == o.dtype && op == o.op;
+  }
+};
+inline CallSignature signatureOf(const CollCall& c) { return {c.opSeq, c.count, c.root, c.coll, c.dtype, c.op}; }
+// "collective mismatch: rank 0 called <mine> as call #n, but rank `peer`
+// called <theirs> as call #m<where>; every rank must make the same calls
+// in the same order" (hocclInvalidUsage).
+Status collectiveMismatch(int rank, const CallSignature& mine, int peer, const CallSignature& theirs,
+                          const char* where);
+
 // Bytes a call puts on a rank's board slot (all-reduce, broadcast, reduce:
 // the buffer; all-gather: the send buffer; reduce-scatter: the whole send
 // buffer); 0 for calls that never go there. A broadcast's non-roots post no

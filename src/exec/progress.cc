@@ -269,6 +269,8 @@ class HostExecutor : public Executor {
           if (!st.ok()) return fail(o, st, true);
           st = t.crossCheckBoard();
           if (!st.ok()) return fail(o, st, true);
+          st = o->crossCheckCall(t.call(), t.waitingOn());
+          if (!st.ok()) return fail(o, st, true);
         }
       }
       if (now - lastHealthCheck > 0.1) lastHealthCheck = now;
