@@ -1,5 +1,6 @@
 // Tests for src/exec/dataops: every ISA this CPU has x every type x every op
-// against a per-element reference written here, bit identity across ISAs, the
+// against a per-element reference written here, bit identity across ISAs and
+// across operand orders (special values: NaN, infinities, signed zeros), the
 // fp16/bf16/fp8 conversions, integer avg and the ISA selection.
 #include <gtest/gtest.h>
 #include <immintrin.h>
@@ -14,6 +15,7 @@
 
 #include "src/exec/dataops.h"
 #include "src/exec/dataops_kernels.h"
+#include "tests/support/float_specials.h"
 
 using namespace hoccl;
 
@@ -130,19 +132,35 @@ uint8_t refFp8Avg(uint8_t a, int n, bool e5m2) {
 }
 
 // ---- Reference reduce / avg, one element ----------------------------------
+// The NaN a GPU produces: sign clear, exponent and mantissa all ones.
+template <class T> T canonicalNan() {
+  using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+  return bits<T>(static_cast<U>(~U{0} >> 1));
+}
+template <class T> T canonical(T r) { return std::isnan(r) ? canonicalNan<T>() : r; }
+
+// Floats as NCCL computes them on the GPU: fmaxf/fminf (a NaN operand gives
+// the other one, +0 > -0) and the GPU's add and multiply, whose NaN results
+// are all the canonical NaN.
 template <class T> T refOp(RedOp op, T a, T b) {
-  if (op == RedOp::Max) return a > b ? a : b;
-  if (op == RedOp::Min) return a < b ? a : b;
   if constexpr (std::is_integral_v<T>) {  // wrap: arithmetic modulo 2^64, then truncate
+    if (op == RedOp::Max) return a > b ? a : b;
+    if (op == RedOp::Min) return a < b ? a : b;
     uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
     return static_cast<T>(op == RedOp::Prod ? ua * ub : ua + ub);
+  } else if (op == RedOp::Max || op == RedOp::Min) {
+    const bool max = op == RedOp::Max;
+    if (std::isnan(a)) return canonical(b);
+    if (std::isnan(b)) return a;
+    if (a == b) return std::signbit(a) == max ? b : a;  // max keeps +0, min -0
+    return (a > b) == max ? a : b;
   } else {
-    return op == RedOp::Prod ? a * b : a + b;
+    return canonical(op == RedOp::Prod ? a * b : a + b);
   }
 }
 template <class T> T refAvg(T x, int n) {  // integers: exact quotient truncated toward zero
   if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<__int128>(x) / n);
-  else return x / static_cast<T>(n);
+  else return canonical(x / static_cast<T>(n));
 }
 
 // Writes element i of the reference (reduce when nranks == 0, else avg of a).
@@ -164,7 +182,7 @@ void refElem(DType t, RedOp op, const void* a, const void* b, void* out, size_t 
       bool h = t == DType::Float16;
       auto toF = [&](uint16_t x) { return h ? static_cast<float>(refHalfToDouble(x)) : refBf16ToFloat(x); };
       float fa = toF(ld<uint16_t>(a, i));
-      float r = nranks ? fa / static_cast<float>(nranks) : refOp(op, fa, toF(ld<uint16_t>(b, i)));
+      float r = nranks ? refAvg(fa, nranks) : refOp(op, fa, toF(ld<uint16_t>(b, i)));
       st<uint16_t>(out, i, h ? refFloatToHalf(r) : refFloatToBf16(r));
       return;
     }
@@ -173,17 +191,6 @@ void refElem(DType t, RedOp op, const void* a, const void* b, void* out, size_t 
       st<uint8_t>(out, i, nranks ? refFp8Avg(x, nranks, isE5m2(t)) : refFp8Op(op, x, ld<uint8_t>(b, i), isE5m2(t)));
       return;
     }
-  }
-}
-
-bool isNanElem(DType t, const void* p, size_t i) {
-  switch (t) {
-    case DType::Float32: return std::isnan(ld<float>(p, i));
-    case DType::Float64: return std::isnan(ld<double>(p, i));
-    case DType::Float16: return (ld<uint16_t>(p, i) & 0x7fff) > 0x7c00;
-    case DType::Bfloat16: return (ld<uint16_t>(p, i) & 0x7fff) > 0x7f80;
-    // fp8 results are compared bit for bit: a NaN result must be exactly 0x7f.
-    default: return false;
   }
 }
 
@@ -258,8 +265,8 @@ void checkAgainstReference(DType t, RedOp op, int nranks) {
       for (int mode = 0; mode < (nranks ? 2 : 3); ++mode) {
         auto got = runOne(*ops, t, op, a, b, n, mode, nranks);
         for (size_t i = 0; i < n; ++i) {
-          bool ok = isNanElem(t, ref.data(), i) ? isNanElem(t, got.data(), i)
-                                                : !std::memcmp(&got[i * dtypeSize(t)], &ref[i * dtypeSize(t)], dtypeSize(t));
+          // Bit for bit, NaNs included: every NaN result is the canonical one.
+          bool ok = !std::memcmp(&got[i * dtypeSize(t)], &ref[i * dtypeSize(t)], dtypeSize(t));
           if (!ok) {
             ADD_FAILURE() << isaName(ops->isa) << " " << dtypeName(t) << " " << redOpName(op) << " nranks=" << nranks
                           << " n=" << n << " mode=" << mode << " mismatch at " << i;
@@ -357,6 +364,72 @@ TEST(DataOps, BitIdenticalAcrossIsas) {
           EXPECT_EQ(i, bytes) << isaName(ts[k]->isa) << " vs " << isaName(ts[0]->isa) << " " << dtypeName(t) << " "
                               << (nranks ? "avgFinish" : redOpName(op)) << ": first difference at element " << i / dtypeSize(t);
         }
+      }
+    }
+  }
+}
+
+namespace {
+
+// NCCL's result of a (op) b for elements given as their bits.
+uint64_t refSpecial(DType t, RedOp op, uint64_t a, uint64_t b) {
+  switch (t) {
+    case DType::Float32:
+      return bits<uint32_t>(refOp(op, bits<float>(static_cast<uint32_t>(a)), bits<float>(static_cast<uint32_t>(b))));
+    case DType::Float64: return bits<uint64_t>(refOp(op, bits<double>(a), bits<double>(b)));
+    case DType::Float16:
+      return refFloatToHalf(refOp(op, static_cast<float>(refHalfToDouble(static_cast<uint16_t>(a))),
+                                  static_cast<float>(refHalfToDouble(static_cast<uint16_t>(b)))));
+    case DType::Bfloat16:
+      return refFloatToBf16(refOp(op, refBf16ToFloat(static_cast<uint16_t>(a)), refBf16ToFloat(static_cast<uint16_t>(b))));
+    case DType::Float8e4m3: case DType::Float8e5m2:
+      return refFp8Op(op, static_cast<uint8_t>(a), static_cast<uint8_t>(b), isE5m2(t));
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+// Ranks that combine the same two values in opposite orders (a recursive
+// doubling exchange: each computes received (op) own) must end with the
+// same bits, and with NCCL's: every pair of special values (every pair of
+// codes for fp8), both orders, every op, every ISA, as whole vectors and
+// one element at a time (the tail's path).
+TEST(DataOps, SpecialValuesCommuteBitForBitWithNcclResults) {
+  struct Format { DType t; int e, m; };  // e == 0: every code (fp8)
+  const Format formats[] = {{DType::Float16, 5, 10}, {DType::Bfloat16, 8, 7}, {DType::Float32, 8, 23},
+                            {DType::Float64, 11, 52}, {DType::Float8e4m3, 0, 0}, {DType::Float8e5m2, 0, 0}};
+  for (const Format& f : formats) {
+    std::vector<uint64_t> vals;
+    if (f.e) vals = testutil::floatSpecialBits(f.e, f.m);
+    else for (uint64_t c = 0; c < 256; ++c) vals.push_back(c);
+    const size_t es = dtypeSize(f.t), n = vals.size() * vals.size();
+    std::vector<unsigned char> a(n * es), b(n * es);
+    for (size_t k = 0; k < n; ++k) {  // little-endian: the low bytes of the bits are the element
+      std::memcpy(&a[k * es], &vals[k / vals.size()], es);
+      std::memcpy(&b[k * es], &vals[k % vals.size()], es);
+    }
+    for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min}) {
+      for (const DataOps* ops : tables()) {
+        const ReduceFn fn = ops->reduce[static_cast<int>(f.t)][static_cast<int>(op)];
+        const auto ab = runOne(*ops, f.t, op, a, b, n, 0, 0), ba = runOne(*ops, f.t, op, b, a, n, 0, 0);
+        int bad = 0;
+        for (size_t k = 0; k < n; ++k) {
+          uint64_t x = 0, y = 0, gotAb = 0, gotBa = 0, oneAb = 0, oneBa = 0;
+          std::memcpy(&x, &a[k * es], es);
+          std::memcpy(&y, &b[k * es], es);
+          std::memcpy(&gotAb, &ab[k * es], es);
+          std::memcpy(&gotBa, &ba[k * es], es);
+          fn(&oneAb, &x, &y, 1);
+          fn(&oneBa, &y, &x, 1);
+          const uint64_t want = refSpecial(f.t, op, x, y);
+          if ((gotAb != want || gotBa != want || oneAb != want || oneBa != want) && ++bad <= 4)
+            ADD_FAILURE() << isaName(ops->isa) << " " << dtypeName(f.t) << " " << redOpName(op) << std::hex
+                          << ": a=0x" << x << " b=0x" << y << " want 0x" << want << ", got 0x" << gotAb
+                          << " (a op b), 0x" << gotBa << " (b op a), 0x" << oneAb << " / 0x" << oneBa
+                          << " (one element)";
+        }
+        EXPECT_EQ(bad, 0) << isaName(ops->isa) << " " << dtypeName(f.t) << " " << redOpName(op);
       }
     }
   }
@@ -473,22 +546,22 @@ TEST(DataOps, HalfAndBf16ReduceSpecialCases) {
       {DType::Float16, RedOp::Sum, 0x0001, 0x0001, 0x0002},   // subnormals
       {DType::Float16, RedOp::Prod, 0x0200, 0x3800, 0x0100},  // subnormal * 0.5
       {DType::Float16, RedOp::Prod, 0x0001, 0x3800, 0x0000},  // 2^-25: tie -> even 0
-      {DType::Float16, RedOp::Prod, 0x7c00, 0x0000, 0x7e00},  // inf * 0 -> NaN (default, positive... sign below)
-      {DType::Float16, RedOp::Sum, 0x7d00, 0x3c00, 0x7f00},   // sNaN + 1 -> quiet NaN, payload kept
+      {DType::Float16, RedOp::Prod, 0x7c00, 0x0000, 0x7fff},  // inf * 0 -> the canonical NaN
+      {DType::Float16, RedOp::Sum, 0x7d00, 0x3c00, 0x7fff},   // sNaN + 1 -> the canonical NaN
       {DType::Float16, RedOp::Max, 0x3c00, 0xbc00, 0x3c00},
-      {DType::Float16, RedOp::Min, 0x8000, 0x0000, 0x0000},   // (a < b) ? a : b, -0 < 0 is false
+      {DType::Float16, RedOp::Min, 0x0000, 0x8000, 0x8000},   // __hmin: -0 < +0
+      {DType::Float16, RedOp::Max, 0x8000, 0x0000, 0x0000},   // __hmax: +0 > -0
+      {DType::Float16, RedOp::Max, 0x7e01, 0xbc00, 0xbc00},   // __hmax: a NaN gives the other
       {DType::Bfloat16, RedOp::Sum, 0x7f7f, 0x7f7f, 0x7f80},  // overflow -> inf
       {DType::Bfloat16, RedOp::Sum, 0x3f80, 0x3b80, 0x3f80},  // 1 + 2^-8: tie -> even
       {DType::Bfloat16, RedOp::Sum, 0x3f81, 0x3b80, 0x3f82},
-      {DType::Bfloat16, RedOp::Sum, 0x7f81, 0x3f80, 0x7fc1},  // sNaN -> quiet
+      {DType::Bfloat16, RedOp::Sum, 0x7f81, 0x3f80, 0x7fff},  // sNaN + 1 -> the canonical NaN
   };
   for (const DataOps* ops : tables())
     for (const C& c : cases) {
       uint16_t out = 0;
       ops->reduce[static_cast<int>(c.t)][static_cast<int>(c.op)](&out, &c.a, &c.b, 1);
-      uint16_t got = out, want = c.want;
-      if (c.op == RedOp::Prod && c.a == 0x7c00) got &= 0x7fff;  // default NaN's sign is the CPU's
-      EXPECT_EQ(got, want) << isaName(ops->isa) << " " << dtypeName(c.t) << std::hex << " " << c.a << " " << c.b;
+      EXPECT_EQ(out, c.want) << isaName(ops->isa) << " " << dtypeName(c.t) << std::hex << " " << c.a << " " << c.b;
     }
 }
 

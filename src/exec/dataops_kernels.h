@@ -10,15 +10,27 @@
 //
 // Bit-identical results across ISAs: every kernel is element-wise (no
 // reassociation, no fused multiply-add, no reciprocal), every element (tails
-// included) goes through the same vector code, max/min are the same select
-// `(a > b) ? a : b` on every ISA, NaN payloads of float sum/prod do not depend
-// on operand order (nanFirst), and the software fp16 conversion reproduces
-// the F16C instructions bit for bit (NaN included).
+// included) goes through the same vector code, and the software fp16
+// conversion reproduces the F16C instructions bit for bit (NaN included).
+//
+// Bit-identical results across operand orders (ranks of a recursive-doubling
+// all-reduce each compute received (op) own, so a rank and its partner
+// combine the same two values in opposite orders): every floating op is
+// commutative bit for bit, with the values CUDA gives NCCL (fmaxf/fminf,
+// __hmax/__hmin, the GPU's add and multiply; docs/datatypes.md):
+//  - a NaN result is the canonical NaN, sign clear, exponent and mantissa
+//    all ones (float 0x7fffffff, double 0x7fff...f, half/bf16 0x7fff, fp8
+//    0x7f), whatever NaNs went in: x86 would return the first operand's
+//    payload;
+//  - max/min: a NaN operand gives the other one (two NaNs: the canonical
+//    NaN), and +0 counts as greater than -0.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <utility>
 #include <type_traits>
 
 #include "src/exec/dataops.h"
@@ -201,16 +213,21 @@ inline void storeu(char* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
 template <class V, class T>
 using UnsignedVec = typename VecOf<std::make_unsigned_t<T>, sizeof(V)>::type;
 
-// x86 returns the first source operand's NaN when both operands are NaN, and
-// the compiler is free to swap the operands of a commutative add or multiply
-// (it does, differently per ISA). Passing a's NaN as both operands makes the
-// payload independent of that order: a NaN a wins, quieted; else b's NaN.
+// Any NaN lane becomes the canonical NaN (see the top of this file). Its
+// bits are the largest signed integer of the lane's width, which is also
+// the mask type of a comparison of V.
 template <class V>
-inline V nanFirst(V a, V b) { return (a != a) ? a : b; }
+inline V canonicalNan(V r) {
+  using M = decltype(r != r);
+  using Lane = std::decay_t<decltype(std::declval<M>()[0])>;
+  return (r != r) ? (V)(M{} + std::numeric_limits<Lane>::max()) : r;
+}
 
 // Sum and product: integers wrap (computed unsigned, so no overflow UB),
-// floats keep the NaN order rule above. Fn is std::plus<> or
-// std::multiplies<>, inlined like the operator it names.
+// floats canonicalise a NaN result, so that neither the operand order nor
+// the compiler's choice of it (it swaps commutative operands, differently
+// per ISA) shows in the bits. Fn is std::plus<> or std::multiplies<>,
+// inlined like the operator it names.
 template <class T, class Fn>
 struct OpArith {
   template <class V>
@@ -219,7 +236,7 @@ struct OpArith {
       using UV = UnsignedVec<V, T>;
       return (V)Fn{}((UV)a, (UV)b);
     } else {
-      return Fn{}(a, nanFirst(a, b));
+      return canonicalNan(Fn{}(a, b));
     }
   }
 };
@@ -227,16 +244,40 @@ template <class T>
 using OpSum = OpArith<T, std::plus<>>;
 template <class T>
 using OpProd = OpArith<T, std::multiplies<>>;
-template <class T>
-struct OpMax {
+
+// Max and min. For floats, the select (a > b) ? a : b (x86's maxps; minps
+// for <) gives b when the operands are unordered or equal, so it is taken
+// both ways round: x = max(a, b) is NaN exactly where b is, y = max(b, a)
+// where a is, and where neither is NaN they differ only for +0 against -0.
+// A NaN side is replaced by the identity of the bitwise op that joins the
+// two -- all ones for max's AND, zero for min's OR -- so the other side
+// passes through, and AND gives +0 from +0 and -0, OR gives -0. Where both
+// are NaN the result is the canonical NaN. Ten plain instructions (no
+// blend: SSE2 has none), no branch, the same on every ISA.
+template <class T, bool kMax>
+struct OpMaxMin {
   template <class V>
-  static V apply(V a, V b) { return (a > b) ? a : b; }
+  static V apply(V a, V b) {
+    if constexpr (std::is_integral_v<T>) {
+      return (kMax ? a > b : a < b) ? a : b;
+    } else {
+      using M = decltype(a > b);
+      const V x = kMax ? ((a > b) ? a : b) : ((a < b) ? a : b);
+      const V y = kMax ? ((b > a) ? b : a) : ((b < a) ? b : a);
+      using UM = UnsignedVec<M, std::decay_t<decltype(std::declval<M>()[0])>>;
+      const UM nx = (UM)(x != x), ny = (UM)(y != y), both = nx & ny;
+      constexpr int kTop = 8 * sizeof(x[0]) - 1;
+      // Two NaNs: max's all ones loses its sign bit, min's zero gains the
+      // others; either way the canonical NaN.
+      return kMax ? (V)((((UM)x | nx) & ((UM)y | ny)) ^ (both << kTop))
+                  : (V)((((UM)x & ~nx) | ((UM)y & ~ny)) | (both >> 1));
+    }
+  }
 };
 template <class T>
-struct OpMin {
-  template <class V>
-  static V apply(V a, V b) { return (a < b) ? a : b; }
-};
+using OpMax = OpMaxMin<T, true>;
+template <class T>
+using OpMin = OpMaxMin<T, false>;
 
 // ---- Lane policies ------------------------------------------------------------
 // A policy loads kLanes elements (kLanes * kElem bytes) into a value V, applies
@@ -251,7 +292,7 @@ struct PlainLanes {
   template <class Op>
   static V op(V a, V b) { return Op::apply(a, b); }
   template <class E>
-  static V div(V a, E d) { return a / d; }
+  static V div(V a, E d) { return canonicalNan(a / d); }  // floats only
 };
 
 // 16-bit floats converted with integer arithmetic (bf16 everywhere, fp16 in
@@ -272,7 +313,7 @@ struct PairLanes {
   }
   template <class Op>
   static V op(V a, V b) { return {Op::apply(a.even, b.even), Op::apply(a.odd, b.odd)}; }
-  static V div(V a, float d) { return {a.even / d, a.odd / d}; }
+  static V div(V a, float d) { return {canonicalNan(a.even / d), canonicalNan(a.odd / d)}; }
 };
 struct Bf16Conv {
   static VF toFloat(VU32 u) { return fpbits::bf16BitsToFloat<VU32, VF>(u); }

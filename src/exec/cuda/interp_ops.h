@@ -3,16 +3,20 @@
 // computes exactly what the host's DataOps kernels compute
 // (src/exec/dataops_kernels.h), so results compare bit for bit:
 //  - integers wrap (the arithmetic runs in the unsigned type);
-//  - float and double sum/prod are a (op) nanFirst(a, b), where a is the
-//    received value and b the local one, as CollTask passes them;
-//  - max/min are the select (a > b) ? a : b and (a < b) ? a : b;
+//  - float and double ops are commutative bit for bit, with CUDA's values
+//    (fmaxf/fminf, __hmax/__hmin, the GPU's add and multiply): any NaN
+//    result is the canonical NaN (sign clear, exponent and mantissa all
+//    ones, as the GPU itself produces), max/min drop a NaN operand for the
+//    other one and take +0 as greater than -0 -- written out here, not left
+//    to fmaxf, so that the host runs the same code;
 //  - fp16 and bf16 are widened to float, combined in float and rounded
 //    back to nearest even, with the same bit formulas as the host's
 //    software conversion (which reproduces F16C, NaN included);
 //  - avg is a sum on the way, then each output element divided by the
 //    number of ranks as DataOps' avgFinish divides it: integers in 64 bits
 //    (signed or unsigned), truncating toward zero, as NCCL; floats in their
-//    own precision, fp16 and bf16 through float (avgDivide).
+//    own precision, fp16 and bf16 through float, a NaN made canonical
+//    (avgDivide).
 // No fused multiply-add anywhere: nvcc compiles the kernels with
 // -fmad=false (cmake/Cuda.cmake).
 #pragma once
@@ -108,20 +112,47 @@ template <> struct IsInt<uint64_t> { static constexpr bool value = true; };
 
 enum class OpKind { Sum, Prod, Max, Min, Avg };  // Avg: Sum, then avgDivide
 
+// x if it is not a NaN, else the canonical NaN of its type: the bits of
+// the largest signed integer of its width.
+template <class T>
+HOCCL_HD inline T canonicalNan(T x) {
+  if (x == x) return x;
+  using U = typename BitsOf<int(sizeof(T))>::type;
+  const U bits = U(~U(0)) >> 1;
+  T r;
+  memcpy(&r, &bits, sizeof r);
+  return r;
+}
+
+template <class T>
+HOCCL_HD inline bool signBit(T x) {
+  using U = typename BitsOf<int(sizeof(T))>::type;
+  U u;
+  memcpy(&u, &x, sizeof u);
+  return (u >> (8 * sizeof(U) - 1)) != 0;
+}
+
 // The op on a type the hardware computes in (integers, float, double).
 template <OpKind K, class T>
 HOCCL_HD inline T applyNative(T a, T b) {
-  if constexpr (K == OpKind::Max) {
-    return (a > b) ? a : b;
-  } else if constexpr (K == OpKind::Min) {
-    return (a < b) ? a : b;
+  if constexpr (K == OpKind::Max || K == OpKind::Min) {
+    constexpr bool kMax = K == OpKind::Max;
+    if constexpr (IsInt<T>::value) {
+      return (kMax ? a > b : a < b) ? a : b;
+    } else {
+      // a is kept when it wins outright, when b is NaN, or when they
+      // compare equal and it is the one to keep (max: b is -0, min: a is
+      // -0); both NaN leave a NaN b, made canonical.
+      const bool tie = a == b && signBit(kMax ? b : a);
+      const bool takeA = (kMax ? a > b : a < b) || b != b || tie;
+      return canonicalNan(takeA ? a : b);
+    }
   } else if constexpr (IsInt<T>::value) {
     using U = typename BitsOf<int(sizeof(T))>::type;
     const U x = U(a), y = U(b);
     return T(U(K == OpKind::Prod ? U(x * y) : U(x + y)));
   } else {
-    const T c = (a != a) ? a : b;  // nanFirst: the payload does not depend on operand order
-    return K == OpKind::Prod ? T(a * c) : T(a + c);
+    return canonicalNan(K == OpKind::Prod ? T(a * b) : T(a + b));
   }
 }
 
@@ -145,7 +176,7 @@ HOCCL_HD inline T avgDivideNative(T x, uint32_t nranks) {
     using W = typename AvgWide<T>::type;
     return T(W(x) / W(nranks));
   } else {
-    return x / T(nranks);
+    return canonicalNan(T(x / T(nranks)));
   }
 }
 
@@ -164,7 +195,7 @@ struct Op<K, Half> {
     return Half{floatToHalfBits(applyNative<K, float>(halfToFloatBits(a.bits), halfToFloatBits(b.bits)))};
   }
   HOCCL_HD static Half avgDivide(Half x, uint32_t nranks) {
-    return Half{floatToHalfBits(halfToFloatBits(x.bits) / float(nranks))};
+    return Half{floatToHalfBits(canonicalNan(halfToFloatBits(x.bits) / float(nranks)))};
   }
 };
 template <OpKind K>
@@ -174,7 +205,7 @@ struct Op<K, Bf16> {
     return Bf16{floatToBf16Bits(applyNative<K, float>(bf16ToFloatBits(a.bits), bf16ToFloatBits(b.bits)))};
   }
   HOCCL_HD static Bf16 avgDivide(Bf16 x, uint32_t nranks) {
-    return Bf16{floatToBf16Bits(bf16ToFloatBits(x.bits) / float(nranks))};
+    return Bf16{floatToBf16Bits(canonicalNan(bf16ToFloatBits(x.bits) / float(nranks)))};
   }
 };
 
