@@ -260,16 +260,38 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce_scatter(std::vector<at:
     fail(m + ": the input list has " + std::to_string(inputs[0].size()) + " tensors for " +
          std::to_string(size_) + " ranks");
   at::Tensor out = outputs[0];
+  bool even = true;
   for (const auto& i : inputs[0]) {
     checkTensor(i, m);
     checkSameType(i, out, m);
-    if (i.numel() != out.numel())
-      fail(m + ": an input tensor has " + std::to_string(i.numel()) + " elements, the output " +
-           std::to_string(out.numel()));
+    even = even && i.numel() == out.numel();
   }
+  // Block r goes to rank r, so this rank's output takes block `rank`'s size.
+  if (inputs[0][rank_].numel() != out.numel())
+    fail(m + ": the output has " + std::to_string(out.numel()) + " elements, but this rank's input block (" +
+         std::to_string(rank_) + ") has " + std::to_string(inputs[0][rank_].numel()) + " elements");
   Elem e = elemOf(out, m);
   RedOp op = redOpOf(opts.reduceOp, out, m);
   std::vector<at::Tensor> ins = inputs[0];
+  if (!even) {
+    // Blocks of different sizes, as torch's NCCL backend runs them: one
+    // reduce per destination rank, in one group. Every rank must pass the
+    // same sizes; a rank that does not gets hoccl's mismatch error.
+    return enqueue(OpType::REDUCE_SCATTER, {out}, [this, ins, out, e, op]() mutable {
+      std::vector<at::Tensor> dins;
+      for (const auto& i : ins) dins.push_back(dense(i));
+      at::Tensor d = dense(out);
+      CallOp h(op, e.type, comm_, checker());
+      check(hocclGroupStart(), "hocclGroupStart");
+      hocclResult_t rc = hocclSuccess;
+      for (int r = 0; r < size_ && rc == hocclSuccess; ++r)
+        rc = hocclReduce(dins[r].data_ptr(), r == rank_ ? d.data_ptr() : nullptr, countOf(dins[r]), e.type, h.op, r,
+                         comm_, nullptr);
+      hocclResult_t end = hocclGroupEnd();
+      check(rc != hocclSuccess ? rc : end, "hocclReduce (reduce_scatter of uneven blocks)");
+      copyBack(out, d);
+    }, opts.timeout);
+  }
   return enqueue(OpType::REDUCE_SCATTER, {out}, [this, ins, out, e, op]() mutable {
     at::Tensor flat = concat(ins);
     at::Tensor d = dense(out);

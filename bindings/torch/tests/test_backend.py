@@ -160,6 +160,20 @@ def test_p2p_size_mismatch_raises(tmp_root):
     assert results[0] is not None, launch.describe(codes, outputs)
 
 
+@pytest.mark.parametrize("count", [129, 300000])
+def test_reduce_to_different_roots_raises_naming_them(count, tmp_root):
+    # dist.reduce(t, dst=rank) on every rank: a mismatch hoccl names within a
+    # second or so, not after the group's timeout (60 s here).
+    codes, outputs, results = launch.launch("root_mismatch", 2, os.path.join(tmp_root, f"root_mismatch{count}"),
+                                            timeout_s=60, limit_s=120,
+                                            rank_env=lambda r: {"TEST_COUNT": str(count)})
+    for r in range(2):
+        assert results[r] is not None, launch.describe(codes, outputs)
+        err = results[r]["error"]
+        assert err and "collective mismatch" in err and "root=0" in err and "root=1" in err, f"rank {r}: {err}"
+        assert results[r]["seconds"] < 30, f"rank {r} raised after {results[r]['seconds']:.1f} s: {err}"
+
+
 def test_node_groups_two_emulated_nodes(tmp_root):
     # Ranks 2k and 2k+1 are node k: HOCCL_HOSTID is how hoccl tells nodes apart.
     n = 4

@@ -228,6 +228,17 @@ def reduce_scatter_list():
     inputs = [torch.full((3,), float(RANK + j + 1)) for j in range(N)]
     dist.reduce_scatter(out, inputs, op=dist.ReduceOp.MAX)
     expect(out, N + RANK, "reduce_scatter MAX")
+    # Uneven blocks (as torch's NCCL backend runs them: one reduce per
+    # destination): rank j's output has j + 1 elements.
+    for name, op in (("SUM", dist.ReduceOp.SUM), ("MAX", dist.ReduceOp.MAX), ("AVG", dist.ReduceOp.AVG)):
+        inputs = [torch.arange(j + 1, dtype=torch.float64) + RANK for j in range(N)]
+        out = torch.empty(RANK + 1, dtype=torch.float64)
+        dist.reduce_scatter(out, inputs, op=op)
+        base = torch.arange(RANK + 1, dtype=torch.float64)
+        want = {"SUM": base * N + S - N, "MAX": base + N - 1, "AVG": base + (S - N) / N}[name]
+        expect(out, want, f"reduce_scatter uneven {name}")
+    expect_raises(lambda: dist.reduce_scatter(torch.empty(RANK + 2),
+                                              [torch.ones(j + 1) for j in range(N)]), "elements")
 
 
 @check
@@ -450,6 +461,21 @@ def run_p2p_mismatch(out):
         out["error"] = str(e)
 
 
+def run_root_mismatch(out):
+    # Every rank reduces to itself (dst=RANK), at a size past the one-shot
+    # path: the roots differ, so each rank waits to receive; hoccl must name
+    # the roots at once instead of waiting for the group's timeout.
+    t = torch.ones(int(os.environ.get("TEST_COUNT", "129")))
+    start = time.monotonic()
+    try:
+        dist.reduce(t, dst=RANK)
+        dist.all_reduce(t)  # a rank whose part completed learns it here
+        out["error"] = None
+    except RuntimeError as e:
+        out["error"] = str(e)
+    out["seconds"] = time.monotonic() - start
+
+
 # ---- point to point in any order ----------------------------------------------
 # Each case sleeps between its posts, so that the backend's worker could have
 # started the first one before the next is posted: a send that waits for its
@@ -653,6 +679,8 @@ def main():
         run_kill(out)
     elif scenario == "p2p_mismatch":
         run_p2p_mismatch(out)
+    elif scenario == "root_mismatch":
+        run_root_mismatch(out)
     elif scenario == "p2p_order":
         run_p2p_order(out)
     elif scenario == "call_timeout":
@@ -666,7 +694,7 @@ def main():
         sys.exit(f"unknown scenario {scenario}")
     with open(os.path.join(outdir, f"rank{RANK}.json"), "w") as f:
         json.dump(out, f)
-    if scenario in ("kill", "p2p_mismatch", "call_timeout"):
+    if scenario in ("kill", "p2p_mismatch", "root_mismatch", "call_timeout"):
         os._exit(0)  # the group is broken: skip the orderly teardown
     dist.destroy_process_group()
 
