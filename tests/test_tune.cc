@@ -5,6 +5,7 @@
 
 #include "algorithms/cost.h"
 #include "src/tune/model.h"
+#include "src/topo/topology.h"
 #include "src/tune/tuner.h"
 
 namespace hoccl {
@@ -646,6 +647,76 @@ TEST(Model, SeparateProcessesStageWhatTheySend) {
   twoThreads.links.shmByReference = true;
   EXPECT_DOUBLE_EQ(us(two, CollKind::ReduceScatter, AlgoId::OneShot, kMiB),
                    us(twoThreads, CollKind::ReduceScatter, AlgoId::OneShot, kMiB));
+}
+
+// ----------------------------------------- unknown rates (a Slurm file)
+
+// The emulated cluster as a communicator on it sees it with only a Slurm
+// topology.conf (leaves and spine, no rates): each node's eth0 reports
+// 10 Gbit/s (the 1 Gbit/s is a shaper behind it), and the ranks share 2
+// cores (oversubscription = ranks / 2), in separate processes.
+Machine slurmCluster(int nodes, int ranksPerNode, const std::string& conf) {
+  topo::TopoOverrides o;
+  EXPECT_TRUE(topo::parseSlurmTopology(conf, "topology.conf", &o).ok());
+  topo::System sys;
+  for (int i = 0; i < nodes; ++i) {
+    topo::NodeInfo n;
+    n.hostId = "n" + std::to_string(i);
+    topo::NicInfo eth;
+    eth.name = "eth0";
+    eth.kind = "ethernet";
+    eth.speedGbps = 10;
+    n.nics.push_back(eth);
+    sys.nodes.push_back(n);
+    for (int l = 0; l < ranksPerNode; ++l) sys.ranks.push_back({i, l, 0});
+  }
+  EXPECT_TRUE(topo::applyOverrides(o, &sys).ok());
+  Machine m = Machine::fromSystem(sys, LinkModel{});
+  m.links.oversubscription = nodes * ranksPerNode / 2.0;
+  return m;
+}
+
+// The two shapes of docs/algorithms.md, told only by a Slurm file: the
+// tuner knows neither the node links' rate nor the uplinks', and must not
+// pick what is best only at the interfaces' nominal 10 Gbit/s (there:
+// hierarchical, and HO-Ring in one pipeline step of megabytes, 1.5x
+// slower on the 4:1 shape than HO-Ring in small steps). These choices are
+// pinned: a model change that moves them must say why (perf/guard.sh).
+TEST(TunerUnknownRates, SlurmFileOnTheFourToOneShape) {
+  const Machine m = slurmCluster(4, 2, "SwitchName=leaf0 Nodes=n[0-1]\nSwitchName=leaf1 Nodes=n[2-3]\n"
+                                       "SwitchName=spine Switches=leaf0,leaf1\n");
+  ASSERT_EQ(m.nleaves(), 2);
+  EXPECT_TRUE(m.netRateNominal);
+  EXPECT_TRUE(m.uplinkRateUnknown);
+  const Tuner t(m, {}, "", nullptr, 0);
+  EXPECT_EQ(t.scenarios().size(), 6u);
+  const Choice c = t.choose(CollKind::AllReduce, 64 * kMiB);
+  EXPECT_EQ(c.algo, AlgoId::HoRing);
+  EXPECT_EQ(c.nchannels, 1);
+  EXPECT_EQ(c.pipelineChunks, 32);
+  // Forced (HOCCL_ALGO=horing), the depth is the same.
+  const Choice h = Tuner(m, {}, "", findAlgorithm("horing"), 0).choose(CollKind::AllReduce, 64 * kMiB);
+  EXPECT_EQ(h.pipelineChunks, 32);
+  // Tiny calls still go to the leaders' doubling.
+  EXPECT_EQ(t.choose(CollKind::AllReduce, 8).algo, AlgoId::LeaderDoubling);
+  // At the nominal rate alone (what the tuner costed before) it was
+  // hierarchical: the scenarios are what moved it.
+  const Tuner nominal(Machine::rectangular(4, 2, 2, m.links), {}, "", nullptr, 0);
+  EXPECT_EQ(nominal.scenarios().size(), 1u);
+  EXPECT_EQ(nominal.choose(CollKind::AllReduce, 64 * kMiB).algo, AlgoId::Hierarchical);
+}
+
+TEST(TunerUnknownRates, SlurmFileOnTwoNodesUnderOneSwitch) {
+  const Machine m = slurmCluster(2, 2, "SwitchName=leaf0 Nodes=n[0-1]\n");
+  EXPECT_TRUE(m.netRateNominal);
+  EXPECT_FALSE(m.uplinkRateUnknown);
+  const Tuner t(m, {}, "", nullptr, 0);
+  EXPECT_EQ(t.scenarios().size(), 2u);
+  const Choice c = t.choose(CollKind::AllReduce, 64 * kMiB);
+  EXPECT_EQ(c.algo, AlgoId::HoRing);
+  EXPECT_EQ(c.nchannels, 1);
+  EXPECT_EQ(c.pipelineChunks, 32);
+  EXPECT_EQ(t.choose(CollKind::AllReduce, 8).algo, AlgoId::LeaderDoubling);
 }
 
 }  // namespace

@@ -414,9 +414,11 @@ Machine Machine::fromSystem(const topo::System& sys, const LinkModel& base) {
         if (nic.up && nic.kind != "loopback") best = std::max(best, nic.speedGbps);
       if (best > 0) nodeLink = nodeLink > 0 ? std::min(nodeLink, best) : best;
     }
+    m.netRateNominal = nodeLink > 0;
   }
   if (nodeLink > 0) m.links.net.gbps = nodeLink;
   if (uplink > 0) m.links.spine.gbps = uplink;
+  m.uplinkRateUnknown = m.nleaves() > 1 && m.links.spine.gbps <= 0;
   return m;
 }
 

@@ -105,6 +105,12 @@ struct Machine {
   std::vector<int> leafOf;     // per node
   std::vector<int> nicsOf;     // per node: network links (rails); empty = 1 each
   LinkModel links;
+  // What the machine's description left unknown (fromSystem): the node
+  // links' rate is only the interfaces' nominal speed (no topology file or
+  // probe gave one), and the leaves' uplinks have no rate at all. The tuner
+  // then picks what is good over the range those could be (Tuner).
+  bool netRateNominal = false;
+  bool uplinkRateUnknown = false;
 
   int nranks() const { return static_cast<int>(nodeOf.size()); }
   int nnodes() const { return static_cast<int>(leafOf.size()); }

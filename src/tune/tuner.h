@@ -68,7 +68,16 @@ class Tuner {
   Tuner(Machine machine, std::vector<TuneRule> rules, std::string rulesPath, const AlgoInfo* forcedAlgo,
         int channels, int maxChannels = 4);
 
+  // Where the machine's link rates are unknown (Machine::netRateNominal,
+  // uplinkRateUnknown), the model weighs each candidate on every machine
+  // those rates could make (robustScenarios) and picks the one whose worst
+  // ratio to the best of each is least: good over the range, not best at
+  // a nominal rate that may not hold.
   Choice choose(CollKind coll, uint64_t bytes) const;
+  // The machines the tuner weighs: m_ alone where its rates are known;
+  // otherwise node links at their nominal rate and at a tenth of it, and,
+  // under several leaves, uplinks not oversubscribed, 2:1 and 4:1.
+  const std::vector<Machine>& scenarios() const { return scenarios_; }
   // The same for a call on device buffers. A tune-file rule or HOCCL_ALGO
   // wins as in choose(); otherwise the host cost model does not apply (a
   // GPU channel is one CTA that handles its messages one after another, at
@@ -92,11 +101,15 @@ class Tuner {
   // Whether a prediction's steps fit the links' buffers (LinkParams::bufferKB).
   bool stepsFit(const Prediction& p) const;
   Machine m_;
+  std::vector<Machine> scenarios_;  // m_ first
   std::vector<TuneRule> rules_;
   std::string rulesPath_;
   const AlgoInfo* forced_;
   int channels_, maxChannels_;
 };
+
+// See Tuner::scenarios().
+std::vector<Machine> robustScenarios(const Machine& m);
 
 // "64K", "1M", "3G", "100" -> bytes; false when malformed or too large.
 bool parseSize(const std::string& s, uint64_t* out);
