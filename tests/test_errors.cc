@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -252,6 +253,98 @@ TEST(Abort, WhileAnotherThreadCallsInALoop) {
     loop.join();
     // Not live any more, or (a call already under way) its abort.
     EXPECT_TRUE(rc.load() == hocclInvalidUsage || rc.load() == hocclRemoteError) << "round " << round << ": " << rc;
+  }
+}
+
+// ---- Groups -------------------------------------------------------------------
+
+// The two ranks of a new communicator, initialised by two threads.
+void initPair(hocclComm_t comms[2]) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclResult_t rc1 = hocclInternalError;
+  std::thread init1([&] { rc1 = hocclCommInitRank(&comms[1], 2, id, 1); });
+  hocclResult_t rc0 = hocclCommInitRank(&comms[0], 2, id, 0);
+  init1.join();
+  ASSERT_EQ(rc0, hocclSuccess) << lastError();
+  ASSERT_EQ(rc1, hocclSuccess);
+}
+
+// Calls queued in a group on communicators that another thread destroys
+// before hocclGroupEnd: the group is refused as using communicators that
+// are not live, and nothing reads the freed ones on the way (valgrind, and
+// ASan in tools/sanitize.sh, report it if anything does).
+TEST(Group, CommsDestroyedByAnotherThreadBeforeGroupEnd) {
+  hocclComm_t c[2] = {nullptr, nullptr};
+  ASSERT_NO_FATAL_FAILURE(initPair(c));
+  float b[8] = {0};
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclSend(b, 8, hocclFloat, 1, c[0], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclRecv(b, 8, hocclFloat, 0, c[1], nullptr), hocclSuccess);
+  std::thread destroyer([&] {
+    EXPECT_EQ(hocclCommDestroy(c[0]), hocclSuccess);
+    EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
+  });
+  destroyer.join();
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);
+  EXPECT_NE(lastError().find("not a live communicator"), std::string::npos) << lastError();
+}
+
+// A call queued on a communicator that is destroyed before hocclGroupEnd,
+// when a new communicator takes its address: the group must not run the
+// old call on the new communicator.
+TEST(Group, ACallQueuedOnADestroyedCommIsNotRunOnItsSuccessor) {
+  int reused = 0;
+  for (int round = 0; round < 10 && !reused; ++round) {
+    hocclUniqueId id;
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    hocclComm_t old = nullptr, fresh = nullptr;
+    ASSERT_EQ(hocclCommInitRank(&old, 1, id, 0), hocclSuccess);
+    float x = 1, y = 0;
+    ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+    EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, old, nullptr), hocclSuccess);
+    EXPECT_EQ(hocclCommDestroy(old), hocclSuccess);
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    ASSERT_EQ(hocclCommInitRank(&fresh, 1, id, 0), hocclSuccess);
+    reused += fresh == old;
+    EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);
+    EXPECT_NE(lastError().find(fresh == old ? "destroyed after a call of this group was queued" : "not a live"),
+              std::string::npos) << lastError();
+    EXPECT_EQ(y, 0.0f);
+    EXPECT_EQ(hocclCommDestroy(fresh), hocclSuccess);
+  }
+  if (!reused) std::printf("note: no new communicator took a destroyed one's address in 10 tries\n");
+}
+
+// Queries on a communicator that another thread destroys meanwhile: each
+// either answers or refuses the handle as not live, and none reads the
+// communicator after it is freed (valgrind and the ASan run).
+TEST(Group, QueriesRacingADestroyOnAnotherThread) {
+  for (int round = 0; round < 20; ++round) {
+    hocclUniqueId id;
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    hocclComm_t comm = nullptr;
+    ASSERT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclSuccess);
+    std::atomic<long> answered{0};
+    std::string refusal;
+    std::thread asker([&] {
+      for (;;) {
+        int v = 0, node = 0, nnodes = 0, local = 0, locals = 0;
+        hocclResult_t async = hocclSuccess;
+        if (hocclCommCount(comm, &v) != hocclSuccess || hocclCommUserRank(comm, &v) != hocclSuccess ||
+            hocclCommGetAsyncError(comm, &async) != hocclSuccess ||
+            hocclCommNodeInfo(comm, &node, &nnodes, &local, &locals) != hocclSuccess) {
+          refusal = lastError();
+          return;
+        }
+        hocclGetLastError(comm);
+        if (++answered % 16 == 0) std::this_thread::yield();
+      }
+    });
+    while (answered.load() < 10) std::this_thread::yield();
+    EXPECT_EQ(hocclCommDestroy(comm), hocclSuccess);
+    asker.join();
+    EXPECT_NE(refusal.find("not a live communicator"), std::string::npos) << refusal;
   }
 }
 

@@ -34,9 +34,10 @@ hocclResult_t report(hocclComm* comm, const Status& st) {
 }
 
 namespace {
-// The communicator queries: a live comm and somewhere to write the answer.
-Status checkQuery(hocclComm* comm, const void* out, const char* fn, const char* outName) {
-  Status st = checkComm(comm, fn);
+// The communicator queries: a live comm, held by `use` while the query reads
+// it, and somewhere to write the answer.
+Status enterQuery(hocclComm* comm, CommUse* use, const void* out, const char* fn, const char* outName) {
+  Status st = enterComm(comm, use, fn);
   if (st.ok() && !out) st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn, outName);
   return st;
 }
@@ -189,6 +190,7 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
     if (grouped) groupDropSlot();
     return report(nullptr, st);
   }
+  one.commSerial = comm->serial;
   CollCall& call = one.call;
   // Device buffers: queued on the stream. Host buffers: the call completes
   // before returning, whatever the stream.
@@ -223,7 +225,11 @@ hocclResult_t initNonBlocking(hocclComm_t* comm, int nranks, const UniqueIdData&
     c->initPending.store(false, std::memory_order_release);
     if (c->initAbandoned) {
       lock.unlock();
-      commFree(c);  // aborted meanwhile: nobody else holds it
+      // Aborted meanwhile, so unregistered: no call can enter it any more,
+      // but a query that entered before the abort may still read it.
+      if (waitUnused(c, 1.0)) commFree(c);
+      else HWARN(kSubAll, "rank %d's aborted communicator is still in use by a call after 1 s; its memory is leaked",
+                 rank);
     }
   });
   return hocclInProgress;
@@ -314,7 +320,8 @@ hocclResult_t hocclCommInitRank(hocclComm_t* comm, int nranks, hocclUniqueId com
 
 hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm,
                              hocclConfig_t* config) {
-  Status st = checkComm(comm, "hocclCommSplit");
+  CommUse use;
+  Status st = enterComm(comm, &use, "hocclCommSplit");
   if (st.ok() && !newcomm) st = errorf(hocclInvalidArgument, "hocclCommSplit: newcomm is NULL");
   if (st.ok() && comm->initPending.load(std::memory_order_acquire))
     st = errorf(hocclInvalidUsage, "hocclCommSplit: the communicator's non-blocking init is still in progress");
@@ -338,7 +345,9 @@ hocclResult_t hocclCommDestroy(hocclComm_t comm) {
   if (!comm) return hocclSuccess;  // as NCCL: destroying NULL is a no-op
   Status st = checkComm(comm, "hocclCommDestroy");
   if (!st.ok()) return report(nullptr, st);
-  unregisterComm(comm);
+  if (!unregisterComm(comm))  // another thread destroyed or aborted it since the check
+    return report(nullptr, errorf(hocclInvalidUsage, "hocclCommDestroy: comm %p was destroyed or aborted by another "
+                                  "thread meanwhile", static_cast<void*>(comm)));
   settleInit(comm, true);
   // Destroying a communicator another thread is still calling is the
   // caller's error; its memory is leaked rather than freed under that call.
@@ -357,7 +366,9 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   if (!st.ok()) return report(nullptr, st);
   // No new call can start once it is unregistered; a call running on another
   // thread sees the abort flag (its doorbell is rung) and returns.
-  unregisterComm(comm);
+  if (!unregisterComm(comm))  // another thread destroyed or aborted it since the check
+    return report(nullptr, errorf(hocclInvalidUsage, "hocclCommAbort: comm %p was destroyed or aborted by another "
+                                  "thread meanwhile", static_cast<void*>(comm)));
   comm->abortRequested.store(true);
   if (!settleInit(comm, false)) return hocclSuccess;  // init in progress frees it when it ends
   // Within 1 s in all: at most 0.3 s telling the peers, 0.6 s for a call
@@ -383,7 +394,8 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
 }
 
 hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError) {
-  Status st = checkQuery(comm, asyncError, "hocclCommGetAsyncError", "asyncError");
+  CommUse use;
+  Status st = enterQuery(comm, &use, asyncError, "hocclCommGetAsyncError", "asyncError");
   if (!st.ok()) return report(nullptr, st);
   if (comm->initPending.load(std::memory_order_acquire)) {
     *asyncError = hocclInProgress;
@@ -423,14 +435,16 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
 }
 
 hocclResult_t hocclCommCount(const hocclComm_t comm, int* count) {
-  Status st = checkQuery(comm, count, "hocclCommCount", "count");
+  CommUse use;
+  Status st = enterQuery(comm, &use, count, "hocclCommCount", "count");
   if (!st.ok()) return report(nullptr, st);
   *count = comm->nranks;
   return hocclSuccess;
 }
 
 hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
-  Status st = checkQuery(comm, device, "hocclCommCuDevice", "device");
+  CommUse use;
+  Status st = enterQuery(comm, &use, device, "hocclCommCuDevice", "device");
   if (!st.ok()) return report(nullptr, st);
   const cuda::DeviceExecutor* exec = comm->deviceExecutor();
   *device = exec ? exec->device() : -1;  // -1: no call on device buffers yet
@@ -438,7 +452,8 @@ hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
 }
 
 hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank) {
-  Status st = checkQuery(comm, rank, "hocclCommUserRank", "rank");
+  CommUse use;
+  Status st = enterQuery(comm, &use, rank, "hocclCommUserRank", "rank");
   if (!st.ok()) return report(nullptr, st);
   *rank = comm->rank;
   return hocclSuccess;

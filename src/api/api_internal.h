@@ -27,8 +27,10 @@ struct CommUse {
 // Checks that comm is live and marks it used by this call (atomically), so
 // that hocclCommAbort from another thread waits for the call before freeing.
 Status enterComm(hocclComm* comm, CommUse* use, const char* fn);
-// Removes comm from the registry: no call can enter it from now on.
-void unregisterComm(hocclComm* comm);
+// Removes comm from the registry: no call can enter it from now on. False
+// if it was not there (another thread destroyed it first): the caller must
+// not touch it.
+bool unregisterComm(hocclComm* comm);
 // Waits up to `seconds` for the calls using an unregistered comm to
 // return; false if one has not.
 bool waitUnused(hocclComm* comm, double seconds);

@@ -38,7 +38,7 @@ void groupDropSlot() { q().pending.pop_back(); }
 
 void groupEnqueuePeer(hocclComm* comm, const PeerPart& part) {
   for (CommCall& c : q().pendingPeers) {
-    if (c.comm == comm) {
+    if (c.comm == comm && c.commSerial == comm->serial) {
       c.call.parts.push_back(part);
       return;
     }
@@ -70,14 +70,20 @@ hocclResult_t hocclGroupEnd(void) {
     ~Clear() { v.clear(); }
   } clearAfter{calls};
   if (calls.empty()) return hocclSuccess;
-  for (const CommCall& c : calls) {
-    Status st = c.call.coll == CollKind::SendRecv ? checkSelfPairs(c.call, c.comm->rank) : Status();
-    if (!st.ok()) return report(nullptr, st);
-  }
+  // Every communicator is entered (checked live and held against a destroy
+  // on another thread) before anything reads it. One destroyed since its
+  // call was queued is refused, also when a new one took its address.
   CommUse first;
   std::vector<CommUse> more(calls.size() > 1 ? calls.size() - 1 : 0);
   for (size_t i = 0; i < calls.size(); ++i) {
     Status st = enterComm(calls[i].comm, i == 0 ? &first : &more[i - 1], "hocclGroupEnd");
+    if (st.ok() && calls[i].comm->serial != calls[i].commSerial)
+      st = errorf(hocclInvalidUsage, "hocclGroupEnd: comm %p was destroyed after a call of this group was queued on "
+                  "it (the address now holds another communicator)", static_cast<void*>(calls[i].comm));
+    if (!st.ok()) return report(nullptr, Status(st.code(), st.message() + "; nothing in the group ran"));
+  }
+  for (const CommCall& c : calls) {
+    Status st = c.call.coll == CollKind::SendRecv ? checkSelfPairs(c.call, c.comm->rank) : Status();
     if (!st.ok()) return report(nullptr, st);
   }
   Status st = runCalls(calls.data(), calls.size());

@@ -14,13 +14,15 @@ using namespace hoccl;
 namespace hoccl {
 
 CommCall peerCall(hocclComm* comm, const PeerPart& first) {
-  CommCall c{comm, CollCall{}, ScheduleKey{}};
+  CommCall c;
+  c.comm = comm;
   c.call.coll = CollKind::SendRecv;
   c.call.dtype = DType::Uint8;  // its schedule counts bytes
   c.call.parts.push_back(first);
   c.key.coll = CollKind::SendRecv;
   c.key.nranks = comm->nranks;
   c.key.rank = comm->rank;
+  c.commSerial = comm->serial;
   return c;
 }
 
@@ -150,7 +152,11 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   call.sendbuff = sendbuff;
   call.recvbuff = recvbuff;
   call.dtype = static_cast<DType>(datatype);
-  CommCall one{comm, std::move(call), std::move(key)};
+  CommCall one;
+  one.comm = comm;
+  one.call = std::move(call);
+  one.key = std::move(key);
+  one.commSerial = comm->serial;
   if (groupActive()) {
     groupEnqueue(std::move(one));
     return hocclSuccess;
@@ -160,7 +166,8 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
 
 hocclResult_t hocclCommNodeInfo(const hocclComm_t comm, int* node, int* nnodes, int* localRank, int* localRanks) {
   const char* fn = "hocclCommNodeInfo";
-  Status st = checkComm(comm, fn);
+  CommUse use;
+  Status st = enterComm(comm, &use, fn);
   if (st.ok() && (!node || !nnodes || !localRank || !localRanks))
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn,
                 !node ? "node" : !nnodes ? "nnodes" : !localRank ? "localRank" : "localRanks");
