@@ -103,7 +103,7 @@ TEST(BadInput, AHandleUsedJustBeforeItsDestroyIsRefusedAfter) {
   EXPECT_NE(lastError().find("not a live communicator"), std::string::npos) << lastError();
   ASSERT_EQ(hocclGroupStart(), hocclSuccess);
   EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr), hocclInvalidUsage);
-  EXPECT_EQ(hocclGroupEnd(), hocclSuccess);  // the refused call was not queued
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);  // the group had a refused call: nothing ran
   hocclUniqueId id2;
   ASSERT_EQ(hocclGetUniqueId(&id2), hocclSuccess);
   hocclComm_t fresh = nullptr;
@@ -258,13 +258,16 @@ TEST(Abort, WhileAnotherThreadCallsInALoop) {
 
 // ---- Groups -------------------------------------------------------------------
 
-// The two ranks of a new communicator, initialised by two threads.
-void initPair(hocclComm_t comms[2]) {
+// The two ranks of a new communicator, initialised by two threads; a wait
+// lasts at most timeoutSec when it is given.
+void initPair(hocclComm_t comms[2], int timeoutSec = 0) {
   hocclUniqueId id;
   ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  if (timeoutSec > 0) config.timeoutSec = timeoutSec;
   hocclResult_t rc1 = hocclInternalError;
-  std::thread init1([&] { rc1 = hocclCommInitRank(&comms[1], 2, id, 1); });
-  hocclResult_t rc0 = hocclCommInitRank(&comms[0], 2, id, 0);
+  std::thread init1([&] { rc1 = hocclCommInitRankConfig(&comms[1], 2, id, 1, &config); });
+  hocclResult_t rc0 = hocclCommInitRankConfig(&comms[0], 2, id, 0, &config);
   init1.join();
   ASSERT_EQ(rc0, hocclSuccess) << lastError();
   ASSERT_EQ(rc1, hocclSuccess);
@@ -346,6 +349,42 @@ TEST(Group, QueriesRacingADestroyOnAnotherThread) {
     asker.join();
     EXPECT_NE(refusal.find("not a live communicator"), std::string::npos) << refusal;
   }
+}
+
+// One thread drives both ranks; one rank's call in the group is refused
+// for its arguments. As NCCL, hocclGroupEnd runs none of the group's calls
+// and returns that error, at once: running the other rank's all-reduce
+// would leave it waiting for a peer that never comes (a timeout, and both
+// communicators unusable). Afterwards both work.
+TEST(Group, ARefusedCallRunsNothingAndGroupEndReturnsItsError) {
+  hocclComm_t c[2] = {nullptr, nullptr};
+  ASSERT_NO_FATAL_FAILURE(initPair(c, 5));
+  std::vector<float> b0(256, 1.0f), b1(256, 2.0f);
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclAllReduce(b0.data(), b0.data(), 256, static_cast<hocclDataType_t>(99), hocclSum, c[0], nullptr),
+            hocclInvalidArgument);
+  EXPECT_EQ(hocclAllReduce(b1.data(), b1.data(), 256, hocclFloat, hocclSum, c[1], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidArgument);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 2.0);
+  EXPECT_NE(lastError().find("none of the group's calls ran"), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("datatype 99"), std::string::npos) << lastError();
+  EXPECT_EQ(b1[0], 2.0f);
+  // A refused send in the next group: the same. Then a good group runs.
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclSend(b0.data(), 8, hocclFloat, 7, c[0], nullptr), hocclInvalidArgument);
+  EXPECT_EQ(hocclRecv(b1.data(), 8, hocclFloat, 0, c[1], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidArgument);
+  EXPECT_NE(lastError().find("peer 7"), std::string::npos) << lastError();
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclAllReduce(b0.data(), b0.data(), 256, hocclFloat, hocclSum, c[0], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclAllReduce(b1.data(), b1.data(), 256, hocclFloat, hocclSum, c[1], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclSuccess) << lastError();
+  EXPECT_EQ(b0[255], 3.0f);
+  EXPECT_EQ(b1[0], 3.0f);
+  EXPECT_EQ(hocclCommDestroy(c[0]), hocclSuccess);
+  EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
 }
 
 }  // namespace

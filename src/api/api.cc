@@ -188,7 +188,7 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   if (st.ok()) st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &one.call, &one.key);
   if (!st.ok()) {
     if (grouped) groupDropSlot();
-    return report(nullptr, st);
+    return refuseCall(nullptr, st);
   }
   one.commSerial = comm->serial;
   CollCall& call = one.call;

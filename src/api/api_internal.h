@@ -55,6 +55,9 @@ Status userOpFor(hocclComm* comm, const char* fn, int op, DType dtype, CollCall*
 
 // Group support (group.cc): true if the call was queued for hocclGroupEnd.
 bool groupActive();
+// A call refused for its arguments: report(comm, st), and inside a group
+// also recorded, so that hocclGroupEnd runs nothing and returns it.
+hocclResult_t refuseCall(hocclComm* comm, const Status& st);
 void groupEnqueue(CommCall&& call);
 // A new, empty entry at the end of the group's queue, for a call to be
 // checked in place; groupDropSlot removes it again (the call failed).

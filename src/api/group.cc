@@ -14,6 +14,7 @@ HOCCL_THREAD_LOCAL int groupDepth = 0;
 struct Queues {
   std::vector<CommCall> pending;
   std::vector<CommCall> pendingPeers;  // one SendRecv call per communicator
+  Status refused;  // the first call of the group that was refused
 };
 // A thread_local with a constructor is reached through a wrapper that
 // calls __tls_get_addr on every access; a plain pointer is not. The owner
@@ -32,6 +33,11 @@ Queues& q() {
 bool groupActive() { return groupDepth > 0; }
 
 void groupEnqueue(CommCall&& call) { q().pending.push_back(std::move(call)); }
+
+hocclResult_t refuseCall(hocclComm* comm, const Status& st) {
+  if (groupActive() && q().refused.ok()) q().refused = st;
+  return report(comm, st);
+}
 
 CommCall& groupSlot() { return q().pending.emplace_back(); }
 void groupDropSlot() { q().pending.pop_back(); }
@@ -69,6 +75,15 @@ hocclResult_t hocclGroupEnd(void) {
     std::vector<CommCall>& v;
     ~Clear() { v.clear(); }
   } clearAfter{calls};
+  // As NCCL: a group in which a call was refused runs none of its calls,
+  // and its hocclGroupEnd returns that call's error. Running the others
+  // would leave the peers of the refused call waiting for it.
+  if (!queued.refused.ok()) {
+    Status refused = std::move(queued.refused);
+    queued.refused = Status();
+    return report(nullptr, Status(refused.code(), "hocclGroupEnd: none of the group's calls ran, because one of them "
+                                                  "was refused: " + refused.message()));
+  }
   if (calls.empty()) return hocclSuccess;
   // Every communicator is entered (checked live and held against a destroy
   // on another thread) before anything reads it. One destroyed since its

@@ -68,7 +68,7 @@ hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, 
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn, send ? "sendbuff" : "recvbuff");
   if (st.ok() && count > 0)
     st = checkHostBuffers(fn, "a point-to-point call", send ? buff : nullptr, send ? nullptr : buff);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return refuseCall(nullptr, st);
   setLogRank(comm->rank);
   PeerPart part;
   part.ptr = buff;
@@ -114,7 +114,7 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   if (st.ok() && (!sendcounts || !sdispls || !recvcounts || !rdispls))
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn,
                 !sendcounts ? "sendcounts" : !sdispls ? "sdispls" : !recvcounts ? "recvcounts" : "rdispls");
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return refuseCall(nullptr, st);
   const int P = comm->nranks, r = comm->rank;
   const size_t esize = dtypeSize(static_cast<DType>(datatype));
   const uint64_t limit = (uint64_t{1} << 62) / esize;
@@ -140,7 +140,7 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   auto s = reinterpret_cast<uintptr_t>(sendbuff), d = reinterpret_cast<uintptr_t>(recvbuff);
   if (st.ok() && sendEnd && recvEnd && s < d + recvEnd * esize && d < s + sendEnd * esize)
     st = errorf(hocclInvalidArgument, "%s: sendbuff and recvbuff overlap; all-to-all-v runs out of place only", fn);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return refuseCall(nullptr, st);
   setLogRank(r);
   ScheduleKey key;
   key.coll = CollKind::AllToAllv;
