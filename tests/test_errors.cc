@@ -117,6 +117,28 @@ TEST(BadInput, AHandleUsedJustBeforeItsDestroyIsRefusedAfter) {
   EXPECT_EQ(hocclCommDestroy(fresh), hocclSuccess);
 }
 
+// hocclGetLastError(comm) gives that communicator's newest error, an
+// argument error of a call on it too, and leaves the thread's own last
+// error (hocclGetLastError(NULL)) as it was, even when that is newer.
+TEST(BadInput, LastErrorOfACommIsItsNewestAndLeavesTheThreadsAlone) {
+  std::string err;
+  ASSERT_TRUE(runThreads(1, [&](hocclComm_t comm, int) {
+    float x = 1, y = 0;
+    // An older error of the communicator.
+    EXPECT_EQ(hocclRedOpDestroy(hocclSum, comm), hocclInvalidArgument);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("built-in op"), std::string::npos) << hocclGetLastError(comm);
+    // The newest: an argument error of a call on it.
+    EXPECT_EQ(hocclAllReduce(&x, &y, 1, static_cast<hocclDataType_t>(12), hocclSum, comm, nullptr),
+              hocclInvalidArgument);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("datatype 12"), std::string::npos) << hocclGetLastError(comm);
+    EXPECT_NE(lastError().find("datatype 12"), std::string::npos) << lastError();
+    // A newer error of this thread that is not the communicator's.
+    EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, nullptr, nullptr), hocclInvalidArgument);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("datatype 12"), std::string::npos) << hocclGetLastError(comm);
+    EXPECT_NE(lastError().find("comm is NULL"), std::string::npos) << lastError();
+  }, &err)) << err;
+}
+
 TEST(BadInput, ErrorStringsNameEveryResult) {
   for (int r = 0; r < hocclNumResults; ++r) {
     std::string s = hocclGetErrorString(static_cast<hocclResult_t>(r));

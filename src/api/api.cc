@@ -19,6 +19,7 @@ namespace hoccl {
 namespace {
 
 HOCCL_THREAD_LOCAL std::string tlsLastError;
+HOCCL_THREAD_LOCAL std::string tlsCommError;  // hocclGetLastError(comm)'s answer
 
 }  // namespace
 
@@ -188,7 +189,7 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   if (st.ok()) st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &one.call, &one.key);
   if (!st.ok()) {
     if (grouped) groupDropSlot();
-    return refuseCall(nullptr, st);
+    return refuseCall(use.comm, st);
   }
   one.commSerial = comm->serial;
   CollCall& call = one.call;
@@ -327,7 +328,7 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
     st = errorf(hocclInvalidUsage, "hocclCommSplit: the communicator's non-blocking init is still in progress");
   if (st.ok() && color < 0 && color != HOCCL_SPLIT_NOCOLOR)
     st = errorf(hocclInvalidArgument, "hocclCommSplit: color %d must be >= 0 or HOCCL_SPLIT_NOCOLOR", color);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   hocclComm* c = nullptr;
   st = commSplit(comm, color, key, config, &c);
   if (!st.ok()) return report(comm, st);
@@ -396,7 +397,7 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
 hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError) {
   CommUse use;
   Status st = enterQuery(comm, &use, asyncError, "hocclCommGetAsyncError", "asyncError");
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   if (comm->initPending.load(std::memory_order_acquire)) {
     *asyncError = hocclInProgress;
     return hocclSuccess;
@@ -437,7 +438,7 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
 hocclResult_t hocclCommCount(const hocclComm_t comm, int* count) {
   CommUse use;
   Status st = enterQuery(comm, &use, count, "hocclCommCount", "count");
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   *count = comm->nranks;
   return hocclSuccess;
 }
@@ -445,7 +446,7 @@ hocclResult_t hocclCommCount(const hocclComm_t comm, int* count) {
 hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
   CommUse use;
   Status st = enterQuery(comm, &use, device, "hocclCommCuDevice", "device");
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   const cuda::DeviceExecutor* exec = comm->deviceExecutor();
   *device = exec ? exec->device() : -1;  // -1: no call on device buffers yet
   return hocclSuccess;
@@ -454,7 +455,7 @@ hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
 hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank) {
   CommUse use;
   Status st = enterQuery(comm, &use, rank, "hocclCommUserRank", "rank");
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   *rank = comm->rank;
   return hocclSuccess;
 }
@@ -462,11 +463,15 @@ hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank) {
 const char* hocclGetErrorString(hocclResult_t result) { return resultName(result); }
 
 const char* hocclGetLastError(hocclComm_t comm) {
-  if (comm && checkComm(comm, "hocclGetLastError").ok()) {
+  // comm's newest error (every error about a live communicator is recorded
+  // on it, its argument errors too), copied to a buffer of its own: the
+  // thread's own last error, which may be newer, stays as it was.
+  CommUse use;
+  if (comm && enterComm(comm, &use, "hocclGetLastError").ok()) {
     std::lock_guard<std::mutex> lock(comm->errMutex);
     if (!comm->lastError.empty()) {
-      tlsLastError = comm->lastError;
-      return tlsLastError.c_str();
+      tlsCommError = comm->lastError;
+      return tlsCommError.c_str();
     }
   }
   return tlsLastError.c_str();

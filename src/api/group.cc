@@ -99,7 +99,7 @@ hocclResult_t hocclGroupEnd(void) {
   }
   for (const CommCall& c : calls) {
     Status st = c.call.coll == CollKind::SendRecv ? checkSelfPairs(c.call, c.comm->rank) : Status();
-    if (!st.ok()) return report(nullptr, st);
+    if (!st.ok()) return report(c.comm, st);
   }
   Status st = runCalls(calls.data(), calls.size());
   return report(st.ok() ? nullptr : calls[0].comm, st);

@@ -68,7 +68,7 @@ hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, 
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn, send ? "sendbuff" : "recvbuff");
   if (st.ok() && count > 0)
     st = checkHostBuffers(fn, "a point-to-point call", send ? buff : nullptr, send ? nullptr : buff);
-  if (!st.ok()) return refuseCall(nullptr, st);
+  if (!st.ok()) return refuseCall(use.comm, st);
   setLogRank(comm->rank);
   PeerPart part;
   part.ptr = buff;
@@ -82,7 +82,7 @@ hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, 
   }
   CommCall c = peerCall(comm, part);
   st = checkSelfPairs(c.call, comm->rank);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   return report(comm, runCalls(&c, 1));
 }
 
@@ -114,7 +114,7 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   if (st.ok() && (!sendcounts || !sdispls || !recvcounts || !rdispls))
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn,
                 !sendcounts ? "sendcounts" : !sdispls ? "sdispls" : !recvcounts ? "recvcounts" : "rdispls");
-  if (!st.ok()) return refuseCall(nullptr, st);
+  if (!st.ok()) return refuseCall(use.comm, st);
   const int P = comm->nranks, r = comm->rank;
   const size_t esize = dtypeSize(static_cast<DType>(datatype));
   const uint64_t limit = (uint64_t{1} << 62) / esize;
@@ -140,7 +140,7 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   auto s = reinterpret_cast<uintptr_t>(sendbuff), d = reinterpret_cast<uintptr_t>(recvbuff);
   if (st.ok() && sendEnd && recvEnd && s < d + recvEnd * esize && d < s + sendEnd * esize)
     st = errorf(hocclInvalidArgument, "%s: sendbuff and recvbuff overlap; all-to-all-v runs out of place only", fn);
-  if (!st.ok()) return refuseCall(nullptr, st);
+  if (!st.ok()) return refuseCall(use.comm, st);
   setLogRank(r);
   ScheduleKey key;
   key.coll = CollKind::AllToAllv;
@@ -173,7 +173,7 @@ hocclResult_t hocclCommNodeInfo(const hocclComm_t comm, int* node, int* nnodes, 
                 !node ? "node" : !nnodes ? "nnodes" : !localRank ? "localRank" : "localRanks");
   if (st.ok() && comm->initPending.load(std::memory_order_acquire))
     st = errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress", fn);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   // As the tuner and the hierarchical schedules see it (HOCCL_TOPO_FILE
   // may regroup the ranks the machines put together).
   const auto& ranks = comm->system.ranks;
