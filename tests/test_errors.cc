@@ -409,4 +409,22 @@ TEST(Group, ARefusedCallRunsNothingAndGroupEndReturnsItsError) {
   EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
 }
 
+// Nesting deeper than the cap is refused at hocclGroupStart, with a clear
+// error, before the depth could wrap; the group then runs nothing, and the
+// thread's groups work again once every start that succeeded has ended.
+TEST(Group, NestingIsCappedBeforeTheDepthWraps) {
+  int started = 0;
+  hocclResult_t rc = hocclSuccess;
+  while (started < (1 << 24) && (rc = hocclGroupStart()) == hocclSuccess) ++started;
+  EXPECT_EQ(rc, hocclInvalidUsage);
+  EXPECT_NE(lastError().find("groups nest at most"), std::string::npos) << lastError();
+  EXPECT_EQ(started, 1 << 16);
+  for (int i = 1; i < started; ++i) ASSERT_EQ(hocclGroupEnd(), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);  // the outermost: the group had a failed call
+  EXPECT_NE(lastError().find("none of the group's calls ran"), std::string::npos) << lastError();
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);  // no group left to end
+  EXPECT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclSuccess);
+}
+
 }  // namespace

@@ -163,6 +163,36 @@ TEST(SettingsCheck, DefaultsAndGoodValuesLoad) {
   EXPECT_EQ(s.ibHca, "=mlx5_1:2");
 }
 
+// Byte counts whose K/M/G multiple does not fit in 64 bits are refused, not
+// wrapped into range: 18014398509482112K is 2^64 + 128K, which once
+// wrapped to a valid 128 KiB slice. Values at the top of each range pass.
+TEST(SettingsCheck, SizesThatOverflowAreRefused) {
+  const std::pair<const char*, const char*> overflowing[] = {
+      {"HOCCL_SLICE_BYTES", "18014398509482112K"},
+      {"HOCCL_SLICE_BYTES", "17592186044416M"},  // 2^64
+      {"HOCCL_NET_SPIN_BYTES", "17179869184G"},  // 2^64
+      {"HOCCL_NET_SPIN_BYTES", "17179869185G"},  // 2^64 + 1G
+      {"HOCCL_DIRECT_BYTES", "17179869184G"},
+      {"HOCCL_DIRECT_BYTES", "-17179869184G"},
+      {"HOCCL_BOARD_BYTES", "18014398509481984K"},  // 2^64: wrapped to 0
+      {"HOCCL_SOCKET_NSTREAMS", "4294967297G"},
+  };
+  for (const auto& [name, value] : overflowing) {
+    ScopedEnv env(name, value);
+    Settings s;
+    std::string why;
+    EXPECT_FALSE(load(&s, &why)) << name << "=" << value << " was accepted";
+    EXPECT_NE(why.find(std::string(name) + "=\"" + value + "\""), std::string::npos) << why;
+  }
+  Settings s;
+  EXPECT_EQ(applySetting(&s, "HOCCL_SLICE_BYTES", "64M"), "");
+  EXPECT_EQ(s.sliceBytes, uint64_t(64) << 20);
+  EXPECT_EQ(applySetting(&s, "HOCCL_NET_SPIN_BYTES", "1024G"), "");
+  EXPECT_EQ(s.netSpinBytes, uint64_t(1) << 40);
+  EXPECT_EQ(applySetting(&s, "HOCCL_DIRECT_BYTES", "1G"), "");
+  EXPECT_EQ(s.directBytes, uint64_t(1) << 30);
+}
+
 // The message says what was wrong with the HCA rule, not only that it was.
 TEST(SettingsCheck, HcaRuleMessagesSayWhatIsWrong) {
   const std::pair<const char*, const char*> cases[] = {

@@ -10,6 +10,9 @@ using namespace hoccl;
 
 namespace hoccl {
 namespace {
+// Deeper nesting is a missing hocclGroupEnd, not a design: refused before
+// the count could wrap (2^31 starts made it negative).
+constexpr int kMaxGroupDepth = 1 << 16;
 HOCCL_THREAD_LOCAL int groupDepth = 0;
 struct Queues {
   std::vector<CommCall> pending;
@@ -57,6 +60,9 @@ void groupEnqueuePeer(hocclComm* comm, const PeerPart& part) {
 extern "C" {
 
 hocclResult_t hocclGroupStart(void) {
+  if (groupDepth >= kMaxGroupDepth)
+    return refuseCall(nullptr, errorf(hocclInvalidUsage, "hocclGroupStart: groups nest at most %d deep on a thread "
+                                      "(is a hocclGroupEnd missing?)", kMaxGroupDepth));
   ++groupDepth;
   return hocclSuccess;
 }
@@ -81,8 +87,8 @@ hocclResult_t hocclGroupEnd(void) {
   if (!queued.refused.ok()) {
     Status refused = std::move(queued.refused);
     queued.refused = Status();
-    return report(nullptr, Status(refused.code(), "hocclGroupEnd: none of the group's calls ran, because one of them "
-                                                  "was refused: " + refused.message()));
+    return report(nullptr, Status(refused.code(), "hocclGroupEnd: none of the group's calls ran, because a call "
+                                                  "inside the group failed: " + refused.message()));
   }
   if (calls.empty()) return hocclSuccess;
   // Every communicator is entered (checked live and held against a destroy

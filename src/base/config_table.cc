@@ -3,6 +3,7 @@
 // (config.h); the snapshot, the fingerprint and hoccl-info follow.
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,17 +28,22 @@ bool parseDouble(const std::string& v, double* out) {
   return true;
 }
 
-// An integer, with an optional K/M/G suffix (powers of 1024).
+// An integer, with an optional K/M/G suffix (powers of 1024). A value
+// whose multiple does not fit is refused, not wrapped (18014398509482112K
+// once wrapped to 128K and passed the range checks).
 bool parseInt(const std::string& v, long long* out) {
   char* end = nullptr;
   errno = 0;
   long long x = strtoll(v.c_str(), &end, 0);
   if (errno != 0 || end == v.c_str()) return false;
-  if (*end == 'K' || *end == 'k') { x <<= 10; ++end; }
-  else if (*end == 'M' || *end == 'm') { x <<= 20; ++end; }
-  else if (*end == 'G' || *end == 'g') { x <<= 30; ++end; }
+  int shift = 0;
+  if (*end == 'K' || *end == 'k') shift = 10;
+  else if (*end == 'M' || *end == 'm') shift = 20;
+  else if (*end == 'G' || *end == 'g') shift = 30;
+  if (shift) ++end;
   if (*end != '\0') return false;
-  *out = x;
+  if (x > (LLONG_MAX >> shift) || x < (LLONG_MIN >> shift)) return false;
+  *out = x * (1ll << shift);
   return true;
 }
 
