@@ -13,6 +13,7 @@
 
 #include "src/base/config.h"
 #include "src/base/name_rule.h"
+#include "src/base/regular_file.h"
 
 namespace hoccl {
 namespace {
@@ -194,13 +195,15 @@ std::string algorithmNameForm(const std::string& v) {
 }
 
 // A file every rank reads at init: checked now, so the error names the
-// setting before anything else runs.
+// setting before anything else runs. Only a regular file: a FIFO would
+// block init in open(), a device would be read without end (the reader,
+// readRegularFile, checks again: the file may change meanwhile).
 std::string readableFile(const std::string& v) {
   if (v.empty()) return "";
   struct stat st;
   if (stat(v.c_str(), &st) != 0 || access(v.c_str(), R_OK) != 0)
     return std::string("a readable file (") + strerror(errno) + ")";
-  if (S_ISDIR(st.st_mode)) return "a readable file, not a directory";
+  if (!S_ISREG(st.st_mode)) return std::string("a readable regular file, not ") + notRegularFile(st.st_mode);
   return "";
 }
 
