@@ -113,10 +113,13 @@ Parser<int> autoOr(Parser<int> number, std::string expected) {
 
 std::string showAuto(const int& n) { return n == 0 ? "auto" : std::to_string(n); }
 
+// A timeout: at least 1 ms (a smaller one, 1e-300 say, is a mistake: every
+// wait would fail at once) and at most 10^7 s (about 116 days); NaN and
+// infinities are refused with the rest.
 Parser<double> positiveSeconds() {
   return [](const std::string& v, double* out) -> std::string {
     double d;
-    if (!parseDouble(v, &d) || !(d > 0) || d > 1e7) return "a number of seconds > 0";
+    if (!parseDouble(v, &d) || !(d >= 1e-3 && d <= 1e7)) return "a number of seconds from 0.001 to 10000000";
     *out = d;
     return "";
   };
@@ -274,8 +277,9 @@ std::vector<SettingDecl> makeTable() {
        "Write the log to this file instead of stderr; %h expands to the host name, %p to the pid, %% to %.",
        field<std::string>(&S::debugFile, textWhere(debugFile)), kPerRank},
       {"HOCCL_TIMEOUT", "300",
-       "Seconds any wait (bootstrap, connection, a collective making no progress) may last before "
-       "it becomes an error.",
+       "Seconds (0.001 to 10000000) any wait (bootstrap, connection, a collective making no progress) may "
+       "last before it becomes an error; the rendezvous of a unique id waits for its first rank without limit, "
+       "then this long for the rest.",
        field<double>(&S::timeoutSec, positiveSeconds()), kPerRank},
       {"HOCCL_COMM_ID", "",
        "host:port of the rendezvous: rank 0 listens there, the others connect; replaces passing a "

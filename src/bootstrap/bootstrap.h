@@ -51,7 +51,8 @@ inline bool sameProcess(const RankInfo& a, const RankInfo& b) {
 }
 
 // Starts the rendezvous thread for `nranks` unknown until the first hello.
-// It exits once it has answered every rank or after `timeoutSec`.
+// It waits for the first hello without a limit, then exits once it has
+// answered every rank or `timeoutSec` after that first hello.
 Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound);
 
 // If this process serves the rendezvous `magic`, waits (up to timeoutSec)

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <condition_variable>
@@ -144,14 +145,17 @@ void firstDifference(const std::string& a, const std::string& b, std::string* la
 class Root {
  public:
   Root(Socket listener, uint64_t magic, double timeoutSec)
-      : listener_(std::move(listener)), magic_(magic), dl_(Deadline::in(timeoutSec)), timeoutSec_(timeoutSec) {}
+      : listener_(std::move(listener)), magic_(magic), timeoutSec_(timeoutSec) {}
 
   void run() {
     int nranks = -1, joined = 0;
     std::vector<Socket> conns;
     std::vector<RootHello> hellos;
     std::string fatal;
-    Deadline joinDl = dl_;
+    // The unique id does not expire (hoccl.h: the rendezvous is served
+    // until all ranks have joined): the first rank may come any time after
+    // hocclGetUniqueId. The timeout runs from its hello.
+    Deadline joinDl = Deadline::in(HUGE_VAL);
     double joinTimeoutSec = timeoutSec_;
     while ((nranks < 0 || joined < nranks) && fatal.empty()) {
       Socket c;
@@ -185,6 +189,7 @@ class Root {
         nranks = h.nranks;
         conns.resize(nranks);
         hellos.resize(nranks);
+        joinDl = Deadline::in(timeoutSec_);
       }
       if (h.nranks != nranks) {
         fatal = "rank " + std::to_string(h.rank) + " was started with nranks=" +
@@ -256,7 +261,6 @@ class Root {
   }
   Socket listener_;
   uint64_t magic_;
-  Deadline dl_;
   double timeoutSec_;
 };
 
