@@ -66,6 +66,17 @@ TEST(BadInput, InitArguments) {
   memset(&garbage, 0x5a, sizeof garbage);
   EXPECT_EQ(hocclCommInitRank(&comm, 1, garbage, 0), hocclInvalidArgument);
   EXPECT_NE(lastError().find("unique id"), std::string::npos) << lastError();
+  // A valid header and a damaged body: named as a damaged id, not blamed
+  // on HOCCL_COMM_ID (which is not set) or the network.
+  hocclUniqueId damaged = id;
+  for (size_t i = 8; i < sizeof damaged.internal; ++i) damaged.internal[i] = static_cast<char>(i * 37 + 11);
+  hocclUniqueId flipped = id;
+  flipped.internal[12] ^= 1;  // in the job's magic
+  for (const hocclUniqueId& bad : {damaged, flipped}) {
+    EXPECT_EQ(hocclCommInitRank(&comm, 1, bad, 0), hocclInvalidArgument);
+    EXPECT_NE(lastError().find("not a valid unique id"), std::string::npos) << lastError();
+    EXPECT_EQ(lastError().find("HOCCL_COMM_ID"), std::string::npos) << lastError();
+  }
   EXPECT_EQ(hocclGetUniqueId(nullptr), hocclInvalidArgument);
   hocclConfig_t bad = HOCCL_CONFIG_INITIALIZER;
   bad.magic = 0;

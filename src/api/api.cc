@@ -1,4 +1,5 @@
 // The C API: argument checks, error reporting, and dispatch to the core.
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -203,6 +204,14 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   return report(comm, runCalls(&one, 1));
 }
 
+// The checksum of an id (UniqueIdData::checksum): FNV-1a over all its
+// bytes, those of the checksum itself as zeros.
+uint64_t idChecksum(const hocclUniqueId& id) {
+  hocclUniqueId copy = id;
+  memset(copy.internal + offsetof(UniqueIdData, checksum), 0, sizeof(uint64_t));
+  return fnv1a64(copy.internal, sizeof copy.internal);
+}
+
 // As NCCL documents for blocking = 0: the handle is returned at once with
 // hocclInProgress; hocclCommGetAsyncError says hocclInProgress until init
 // has ended, then hocclSuccess or init's error.
@@ -287,6 +296,8 @@ hocclResult_t hocclGetUniqueId(hocclUniqueId* uniqueId) {
   }
   memset(uniqueId, 0, sizeof *uniqueId);
   memcpy(uniqueId->internal, &id, sizeof id);
+  const uint64_t sum = idChecksum(*uniqueId);
+  memcpy(uniqueId->internal + offsetof(UniqueIdData, checksum), &sum, sizeof sum);
   return hocclSuccess;
 }
 
@@ -303,6 +314,13 @@ hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUnique
   if (id.tag != kUniqueIdTag || id.protocol != kBootstrapProtocol)
     return report(nullptr, errorf(hocclInvalidArgument,
                                   "%s: the unique id is not one made by hocclGetUniqueId of this hoccl version", fn));
+  // Checked before anything in it is used (its address, HOCCL_COMM_ID's
+  // flag), so a damaged id is named as such, not as a network error.
+  if (id.checksum != idChecksum(commId))
+    return report(nullptr, errorf(hocclInvalidArgument,
+                                  "%s: not a valid unique id: its checksum does not match its contents (corrupted, "
+                                  "or not all %zu bytes of what hocclGetUniqueId made were passed on)",
+                                  fn, sizeof commId.internal));
   if (config && config->blocking == 0) return initNonBlocking(comm, nranks, id, rank, *config);
   hocclComm* c = new hocclComm();
   Status st = commInit(id, nranks, rank, config, c);

@@ -34,6 +34,9 @@ struct UniqueIdData {
   uint64_t magic = 0;          // per job: a stale or foreign peer is refused
   SockAddr root;               // where the rendezvous listens
   uint8_t rootStartedByInit = 0;  // HOCCL_COMM_ID: rank 0 starts the root
+  // FNV-1a of the hocclUniqueId's bytes with these as zeros: a corrupted id
+  // is refused as such instead of used (src/api/api.cc).
+  uint64_t checksum = 0;
 };
 static_assert(sizeof(UniqueIdData) <= 128, "must fit an hocclUniqueId");
 
