@@ -114,6 +114,9 @@ TEST(Bootstrap, MissingRankTimesOutNamingIt) {
   for (int r = 0; r < 2; ++r) {
     ASSERT_FALSE(st[r].ok());
     EXPECT_NE(st[r].message().find("missing: 2"), std::string::npos) << st[r].message();
+    // Whose timeout ended the wait: the rendezvous' own (1 s, the ranks' is 3 s).
+    EXPECT_NE(st[r].message().find("1 s (HOCCL_TIMEOUT of the process serving the rendezvous)"), std::string::npos)
+        << st[r].message();
   }
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/base/config.h"
 #include "tests/support/harness.h"
 
 using namespace testutil;
@@ -436,6 +437,27 @@ TEST(Group, NestingIsCappedBeforeTheDepthWraps) {
   EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);  // no group left to end
   EXPECT_EQ(hocclGroupStart(), hocclSuccess);
   EXPECT_EQ(hocclGroupEnd(), hocclSuccess);
+}
+
+// A call that waits too long says what set the timeout it ran out of:
+// hocclConfig_t.timeoutSec or HOCCL_TIMEOUT (it always said HOCCL_TIMEOUT).
+TEST(Timeout, TheMessageNamesWhatSetTheTimeout) {
+  for (bool fromConfig : {true, false}) {
+    if (!fromConfig) {
+      setenv("HOCCL_TIMEOUT", "1", 1);
+      hoccl::reloadSettingsForTesting();
+    }
+    hocclComm_t c[2] = {nullptr, nullptr};
+    ASSERT_NO_FATAL_FAILURE(initPair(c, fromConfig ? 1 : 0));
+    std::vector<float> b(64, 1.0f);
+    EXPECT_EQ(hocclAllReduce(b.data(), b.data(), 64, hocclFloat, hocclSum, c[0], nullptr), hocclTimeout);
+    const std::string msg = hocclGetLastError(c[0]);
+    EXPECT_NE(msg.find(fromConfig ? "(hocclConfig_t.timeoutSec)" : "(HOCCL_TIMEOUT)"), std::string::npos) << msg;
+    EXPECT_EQ(hocclCommDestroy(c[0]), hocclSuccess);
+    EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
+  }
+  unsetenv("HOCCL_TIMEOUT");
+  hoccl::reloadSettingsForTesting();
 }
 
 }  // namespace

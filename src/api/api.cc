@@ -291,7 +291,7 @@ hocclResult_t hocclGetUniqueId(hocclUniqueId* uniqueId) {
     SockAddr local;
     std::string ifname;
     Status st = chooseLocalAddress(s.socketIfname, &local, &ifname);
-    if (st.ok()) st = startRoot(local, id.magic = randomU64(), s.timeoutSec, &id.root);
+    if (st.ok()) st = startRoot(local, id.magic = randomU64(), s.timeoutSec, &id.root, s.timeoutFrom);
     if (!st.ok()) return report(nullptr, st.context("hocclGetUniqueId"));
   }
   memset(uniqueId, 0, sizeof *uniqueId);

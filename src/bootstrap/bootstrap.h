@@ -55,8 +55,10 @@ inline bool sameProcess(const RankInfo& a, const RankInfo& b) {
 
 // Starts the rendezvous thread for `nranks` unknown until the first hello.
 // It waits for the first hello without a limit, then exits once it has
-// answered every rank or `timeoutSec` after that first hello.
-Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound);
+// answered every rank or `timeoutSec` after that first hello (set by
+// `timeoutFrom`, as the timeout's message names it).
+Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound,
+                 const std::string& timeoutFrom = "HOCCL_TIMEOUT");
 
 // If this process serves the rendezvous `magic`, waits (up to timeoutSec)
 // until it has answered every rank.

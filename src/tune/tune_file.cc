@@ -204,7 +204,7 @@ Status parseTuneFile(const std::string& text, const std::string& path, const Lin
 
 Status loadTuneFile(const std::string& path, const LinkModel& base, TuneFile* out) {
   std::string text;
-  HOCCL_TRY(readRegularFile(path, size_t(16) << 20, &text).context("HOCCL_TUNE_FILE"));
+  HOCCL_TRY(readRegularFile(path, size_t(16) << 20, &text).context("tune file"));
   return parseTuneFile(text, path, base, out);
 }
 
