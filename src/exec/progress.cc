@@ -258,7 +258,8 @@ class HostExecutor : public Executor {
         if (now - lastProgress > limit) {
           Status st = errorf(hocclTimeout, "%s made no progress for %g s (%s) in %s, call #%llu: %s%s",
                              o->describeSelf().c_str(), limit, o->progressPolicy().timeoutFrom,
-                             callText(t.call()).c_str(), static_cast<unsigned long long>(t.call().opSeq), t.describeWait().c_str(),
+                             callText(t.call()).c_str(),
+                             static_cast<unsigned long long>(t.call().opSeq), t.describeWait().c_str(),
                              describePeers(*o, t.waitingOn()).c_str());
           return fail(o, st, true);
         }
