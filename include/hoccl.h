@@ -227,7 +227,9 @@ HOCCL_API hocclResult_t hocclRedOpCreatePreMulSum(hocclRedOp_t* op, void* scalar
 HOCCL_API hocclResult_t hocclRedOpDestroy(hocclRedOp_t op, hocclComm_t comm);
 
 /* Between GroupStart and GroupEnd collectives are queued, not run; GroupEnd
- * runs them all together, so one thread may drive several communicators. */
+ * runs them all together, so one thread may drive several communicators.
+ * If a call between them was refused, GroupEnd runs none and returns that
+ * call's error. Groups nest at most 65536 deep. */
 HOCCL_API hocclResult_t hocclGroupStart(void);
 HOCCL_API hocclResult_t hocclGroupEnd(void);
 

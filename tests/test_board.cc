@@ -221,7 +221,7 @@ TEST(Board, AMissingOrDeadPeerIsNamed) {
       std::string msg = hocclGetLastError(comm);
       const std::vector<const char*> wants =
           dies ? std::vector<const char*>{"rank 2", "exited"}
-               : std::vector<const char*>{"HOCCL_TIMEOUT", "rank 2's input on the shared-memory board"};
+               : std::vector<const char*>{"(hocclConfig_t.timeoutSec)", "rank 2's input on the shared-memory board"};
       for (const char* want : wants) EXPECT_NE(msg.find(want), std::string::npos) << msg;
     }, &err)) << err;
   }

@@ -2,12 +2,14 @@
 // differs; every wait ends.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "src/base/config.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/comm/comm_settings.h"
 #include "tests/support/harness.h"
 
 using namespace hoccl;
@@ -112,7 +114,20 @@ TEST(Bootstrap, MissingRankTimesOutNamingIt) {
   for (int r = 0; r < 2; ++r) {
     ASSERT_FALSE(st[r].ok());
     EXPECT_NE(st[r].message().find("missing: 2"), std::string::npos) << st[r].message();
+    // Whose timeout ended the wait: the rendezvous' own (1 s, the ranks' is 3 s).
+    EXPECT_NE(st[r].message().find("1 s (HOCCL_TIMEOUT of the process serving the rendezvous)"), std::string::npos)
+        << st[r].message();
   }
+}
+
+// The unique id does not expire: the rendezvous waits for its first rank
+// however late it comes (hoccl.h), and its timeout runs from there. Its
+// timeout is 0.5 s here and the ranks come 1.5 s after it started.
+TEST(Bootstrap, TheRendezvousWaitsForALateFirstRank) {
+  UniqueIdData id = loopbackRoot(0x7c, 0.5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto st = joinAll(id, {options(0, 2), options(1, 2)});
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].message();
 }
 
 TEST(Bootstrap, DuplicateRankAndBadNranksAreRefused) {
@@ -199,10 +214,17 @@ TEST(Settings, BadValueFailsInitNamingTheVariable) {
   EXPECT_NE(msg.find("HOCCL_SLOTS=\"zero\""), std::string::npos) << msg;
   setAndReload("HOCCL_SLOTS", nullptr);
   ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
-  setAndReload("HOCCL_TIMEOUT", "-3");
-  EXPECT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclInvalidArgument);
-  msg = hocclGetLastError(nullptr);
-  EXPECT_NE(msg.find("HOCCL_TIMEOUT"), std::string::npos) << msg;
+  // Nonsense timeouts: none, negative, too small to wait at all, not a number.
+  for (const char* bad : {"-3", "0", "1e-300", "0.0009", "nan", "inf", "1e8"}) {
+    setAndReload("HOCCL_TIMEOUT", bad);
+    EXPECT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclInvalidArgument) << bad;
+    msg = hocclGetLastError(nullptr);
+    EXPECT_NE(msg.find("HOCCL_TIMEOUT=\"" + std::string(bad) + "\" is invalid"), std::string::npos) << msg;
+  }
+  setAndReload("HOCCL_TIMEOUT", "0.001");
+  Settings s;
+  EXPECT_TRUE(commSettings(nullptr, &s).ok());
+  EXPECT_EQ(s.timeoutSec, 0.001);
   setAndReload("HOCCL_TIMEOUT", nullptr);
 }
 

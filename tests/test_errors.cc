@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "src/base/config.h"
 #include "tests/support/harness.h"
 
 using namespace testutil;
@@ -65,6 +67,17 @@ TEST(BadInput, InitArguments) {
   memset(&garbage, 0x5a, sizeof garbage);
   EXPECT_EQ(hocclCommInitRank(&comm, 1, garbage, 0), hocclInvalidArgument);
   EXPECT_NE(lastError().find("unique id"), std::string::npos) << lastError();
+  // A valid header and a damaged body: named as a damaged id, not blamed
+  // on HOCCL_COMM_ID (which is not set) or the network.
+  hocclUniqueId damaged = id;
+  for (size_t i = 8; i < sizeof damaged.internal; ++i) damaged.internal[i] = static_cast<char>(i * 37 + 11);
+  hocclUniqueId flipped = id;
+  flipped.internal[12] ^= 1;  // in the job's magic
+  for (const hocclUniqueId& bad : {damaged, flipped}) {
+    EXPECT_EQ(hocclCommInitRank(&comm, 1, bad, 0), hocclInvalidArgument);
+    EXPECT_NE(lastError().find("not a valid unique id"), std::string::npos) << lastError();
+    EXPECT_EQ(lastError().find("HOCCL_COMM_ID"), std::string::npos) << lastError();
+  }
   EXPECT_EQ(hocclGetUniqueId(nullptr), hocclInvalidArgument);
   hocclConfig_t bad = HOCCL_CONFIG_INITIALIZER;
   bad.magic = 0;
@@ -102,7 +115,7 @@ TEST(BadInput, AHandleUsedJustBeforeItsDestroyIsRefusedAfter) {
   EXPECT_NE(lastError().find("not a live communicator"), std::string::npos) << lastError();
   ASSERT_EQ(hocclGroupStart(), hocclSuccess);
   EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr), hocclInvalidUsage);
-  EXPECT_EQ(hocclGroupEnd(), hocclSuccess);  // the refused call was not queued
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);  // the group had a refused call: nothing ran
   hocclUniqueId id2;
   ASSERT_EQ(hocclGetUniqueId(&id2), hocclSuccess);
   hocclComm_t fresh = nullptr;
@@ -114,6 +127,28 @@ TEST(BadInput, AHandleUsedJustBeforeItsDestroyIsRefusedAfter) {
     EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr), hocclInvalidUsage);
   }
   EXPECT_EQ(hocclCommDestroy(fresh), hocclSuccess);
+}
+
+// hocclGetLastError(comm) gives that communicator's newest error, an
+// argument error of a call on it too, and leaves the thread's own last
+// error (hocclGetLastError(NULL)) as it was, even when that is newer.
+TEST(BadInput, LastErrorOfACommIsItsNewestAndLeavesTheThreadsAlone) {
+  std::string err;
+  ASSERT_TRUE(runThreads(1, [&](hocclComm_t comm, int) {
+    float x = 1, y = 0;
+    // An older error of the communicator.
+    EXPECT_EQ(hocclRedOpDestroy(hocclSum, comm), hocclInvalidArgument);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("built-in op"), std::string::npos) << hocclGetLastError(comm);
+    // The newest: an argument error of a call on it.
+    EXPECT_EQ(hocclAllReduce(&x, &y, 1, static_cast<hocclDataType_t>(12), hocclSum, comm, nullptr),
+              hocclInvalidArgument);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("datatype 12"), std::string::npos) << hocclGetLastError(comm);
+    EXPECT_NE(lastError().find("datatype 12"), std::string::npos) << lastError();
+    // A newer error of this thread that is not the communicator's.
+    EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, nullptr, nullptr), hocclInvalidArgument);
+    EXPECT_NE(std::string(hocclGetLastError(comm)).find("datatype 12"), std::string::npos) << hocclGetLastError(comm);
+    EXPECT_NE(lastError().find("comm is NULL"), std::string::npos) << lastError();
+  }, &err)) << err;
 }
 
 TEST(BadInput, ErrorStringsNameEveryResult) {
@@ -253,6 +288,176 @@ TEST(Abort, WhileAnotherThreadCallsInALoop) {
     // Not live any more, or (a call already under way) its abort.
     EXPECT_TRUE(rc.load() == hocclInvalidUsage || rc.load() == hocclRemoteError) << "round " << round << ": " << rc;
   }
+}
+
+// ---- Groups -------------------------------------------------------------------
+
+// The two ranks of a new communicator, initialised by two threads; a wait
+// lasts at most timeoutSec when it is given.
+void initPair(hocclComm_t comms[2], int timeoutSec = 0) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  if (timeoutSec > 0) config.timeoutSec = timeoutSec;
+  hocclResult_t rc1 = hocclInternalError;
+  std::thread init1([&] { rc1 = hocclCommInitRankConfig(&comms[1], 2, id, 1, &config); });
+  hocclResult_t rc0 = hocclCommInitRankConfig(&comms[0], 2, id, 0, &config);
+  init1.join();
+  ASSERT_EQ(rc0, hocclSuccess) << lastError();
+  ASSERT_EQ(rc1, hocclSuccess);
+}
+
+// Calls queued in a group on communicators that another thread destroys
+// before hocclGroupEnd: the group is refused as using communicators that
+// are not live, and nothing reads the freed ones on the way (valgrind, and
+// ASan in tools/sanitize.sh, report it if anything does).
+TEST(Group, CommsDestroyedByAnotherThreadBeforeGroupEnd) {
+  hocclComm_t c[2] = {nullptr, nullptr};
+  ASSERT_NO_FATAL_FAILURE(initPair(c));
+  float b[8] = {0};
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclSend(b, 8, hocclFloat, 1, c[0], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclRecv(b, 8, hocclFloat, 0, c[1], nullptr), hocclSuccess);
+  std::thread destroyer([&] {
+    EXPECT_EQ(hocclCommDestroy(c[0]), hocclSuccess);
+    EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
+  });
+  destroyer.join();
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);
+  EXPECT_NE(lastError().find("not a live communicator"), std::string::npos) << lastError();
+}
+
+// A call queued on a communicator that is destroyed before hocclGroupEnd,
+// when a new communicator takes its address: the group must not run the
+// old call on the new communicator.
+TEST(Group, ACallQueuedOnADestroyedCommIsNotRunOnItsSuccessor) {
+  int reused = 0;
+  for (int round = 0; round < 10 && !reused; ++round) {
+    hocclUniqueId id;
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    hocclComm_t old = nullptr, fresh = nullptr;
+    ASSERT_EQ(hocclCommInitRank(&old, 1, id, 0), hocclSuccess);
+    float x = 1, y = 0;
+    ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+    EXPECT_EQ(hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, old, nullptr), hocclSuccess);
+    EXPECT_EQ(hocclCommDestroy(old), hocclSuccess);
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    ASSERT_EQ(hocclCommInitRank(&fresh, 1, id, 0), hocclSuccess);
+    reused += fresh == old;
+    EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);
+    EXPECT_NE(lastError().find(fresh == old ? "destroyed after a call of this group was queued" : "not a live"),
+              std::string::npos) << lastError();
+    EXPECT_EQ(y, 0.0f);
+    EXPECT_EQ(hocclCommDestroy(fresh), hocclSuccess);
+  }
+  if (!reused) std::printf("note: no new communicator took a destroyed one's address in 10 tries\n");
+}
+
+// Queries on a communicator that another thread destroys meanwhile: each
+// either answers or refuses the handle as not live, and none reads the
+// communicator after it is freed (valgrind and the ASan run).
+TEST(Group, QueriesRacingADestroyOnAnotherThread) {
+  for (int round = 0; round < 20; ++round) {
+    hocclUniqueId id;
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    hocclComm_t comm = nullptr;
+    ASSERT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclSuccess);
+    std::atomic<long> answered{0};
+    std::string refusal;
+    std::thread asker([&] {
+      for (;;) {
+        int v = 0, node = 0, nnodes = 0, local = 0, locals = 0;
+        hocclResult_t async = hocclSuccess;
+        if (hocclCommCount(comm, &v) != hocclSuccess || hocclCommUserRank(comm, &v) != hocclSuccess ||
+            hocclCommGetAsyncError(comm, &async) != hocclSuccess ||
+            hocclCommNodeInfo(comm, &node, &nnodes, &local, &locals) != hocclSuccess) {
+          refusal = lastError();
+          return;
+        }
+        hocclGetLastError(comm);
+        if (++answered % 16 == 0) std::this_thread::yield();
+      }
+    });
+    while (answered.load() < 10) std::this_thread::yield();
+    EXPECT_EQ(hocclCommDestroy(comm), hocclSuccess);
+    asker.join();
+    EXPECT_NE(refusal.find("not a live communicator"), std::string::npos) << refusal;
+  }
+}
+
+// One thread drives both ranks; one rank's call in the group is refused
+// for its arguments. As NCCL, hocclGroupEnd runs none of the group's calls
+// and returns that error, at once: running the other rank's all-reduce
+// would leave it waiting for a peer that never comes (a timeout, and both
+// communicators unusable). Afterwards both work.
+TEST(Group, ARefusedCallRunsNothingAndGroupEndReturnsItsError) {
+  hocclComm_t c[2] = {nullptr, nullptr};
+  ASSERT_NO_FATAL_FAILURE(initPair(c, 5));
+  std::vector<float> b0(256, 1.0f), b1(256, 2.0f);
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclAllReduce(b0.data(), b0.data(), 256, static_cast<hocclDataType_t>(99), hocclSum, c[0], nullptr),
+            hocclInvalidArgument);
+  EXPECT_EQ(hocclAllReduce(b1.data(), b1.data(), 256, hocclFloat, hocclSum, c[1], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidArgument);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 2.0);
+  EXPECT_NE(lastError().find("none of the group's calls ran"), std::string::npos) << lastError();
+  EXPECT_NE(lastError().find("datatype 99"), std::string::npos) << lastError();
+  EXPECT_EQ(b1[0], 2.0f);
+  // A refused send in the next group: the same. Then a good group runs.
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclSend(b0.data(), 8, hocclFloat, 7, c[0], nullptr), hocclInvalidArgument);
+  EXPECT_EQ(hocclRecv(b1.data(), 8, hocclFloat, 0, c[1], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidArgument);
+  EXPECT_NE(lastError().find("peer 7"), std::string::npos) << lastError();
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclAllReduce(b0.data(), b0.data(), 256, hocclFloat, hocclSum, c[0], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclAllReduce(b1.data(), b1.data(), 256, hocclFloat, hocclSum, c[1], nullptr), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclSuccess) << lastError();
+  EXPECT_EQ(b0[255], 3.0f);
+  EXPECT_EQ(b1[0], 3.0f);
+  EXPECT_EQ(hocclCommDestroy(c[0]), hocclSuccess);
+  EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
+}
+
+// Nesting deeper than the cap is refused at hocclGroupStart, with a clear
+// error, before the depth could wrap; the group then runs nothing, and the
+// thread's groups work again once every start that succeeded has ended.
+TEST(Group, NestingIsCappedBeforeTheDepthWraps) {
+  int started = 0;
+  hocclResult_t rc = hocclSuccess;
+  while (started < (1 << 24) && (rc = hocclGroupStart()) == hocclSuccess) ++started;
+  EXPECT_EQ(rc, hocclInvalidUsage);
+  EXPECT_NE(lastError().find("groups nest at most"), std::string::npos) << lastError();
+  EXPECT_EQ(started, 1 << 16);
+  for (int i = 1; i < started; ++i) ASSERT_EQ(hocclGroupEnd(), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);  // the outermost: the group had a failed call
+  EXPECT_NE(lastError().find("none of the group's calls ran"), std::string::npos) << lastError();
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);  // no group left to end
+  EXPECT_EQ(hocclGroupStart(), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclSuccess);
+}
+
+// A call that waits too long says what set the timeout it ran out of:
+// hocclConfig_t.timeoutSec or HOCCL_TIMEOUT (it always said HOCCL_TIMEOUT).
+TEST(Timeout, TheMessageNamesWhatSetTheTimeout) {
+  for (bool fromConfig : {true, false}) {
+    if (!fromConfig) {
+      setenv("HOCCL_TIMEOUT", "1", 1);
+      hoccl::reloadSettingsForTesting();
+    }
+    hocclComm_t c[2] = {nullptr, nullptr};
+    ASSERT_NO_FATAL_FAILURE(initPair(c, fromConfig ? 1 : 0));
+    std::vector<float> b(64, 1.0f);
+    EXPECT_EQ(hocclAllReduce(b.data(), b.data(), 64, hocclFloat, hocclSum, c[0], nullptr), hocclTimeout);
+    const std::string msg = hocclGetLastError(c[0]);
+    EXPECT_NE(msg.find(fromConfig ? "(hocclConfig_t.timeoutSec)" : "(HOCCL_TIMEOUT)"), std::string::npos) << msg;
+    EXPECT_EQ(hocclCommDestroy(c[0]), hocclSuccess);
+    EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
+  }
+  unsetenv("HOCCL_TIMEOUT");
+  hoccl::reloadSettingsForTesting();
 }
 
 }  // namespace

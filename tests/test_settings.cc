@@ -5,11 +5,15 @@
 // in the full one. The environment is read once per process, so each
 // change here is followed by reloadSettingsForTesting().
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +27,8 @@
 #include "src/base/config.h"
 #include "src/base/name_rule.h"
 #include "src/comm/comm_settings.h"
+#include "src/topo/topology.h"
+#include "src/tune/tuner.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;
@@ -161,6 +167,175 @@ TEST(SettingsCheck, DefaultsAndGoodValuesLoad) {
   ScopedEnv hca("HOCCL_IB_HCA", "=mlx5_1:2");
   ASSERT_TRUE(load(&s, &why)) << why;
   EXPECT_EQ(s.ibHca, "=mlx5_1:2");
+}
+
+// Byte counts whose K/M/G multiple does not fit in 64 bits are refused, not
+// wrapped into range: 18014398509482112K is 2^64 + 128K, which once
+// wrapped to a valid 128 KiB slice. Values at the top of each range pass.
+TEST(SettingsCheck, SizesThatOverflowAreRefused) {
+  const std::pair<const char*, const char*> overflowing[] = {
+      {"HOCCL_SLICE_BYTES", "18014398509482112K"},
+      {"HOCCL_SLICE_BYTES", "17592186044416M"},  // 2^64
+      {"HOCCL_NET_SPIN_BYTES", "17179869184G"},  // 2^64
+      {"HOCCL_NET_SPIN_BYTES", "17179869185G"},  // 2^64 + 1G
+      {"HOCCL_DIRECT_BYTES", "17179869184G"},
+      {"HOCCL_DIRECT_BYTES", "-17179869184G"},
+      {"HOCCL_BOARD_BYTES", "18014398509481984K"},  // 2^64: wrapped to 0
+      {"HOCCL_SOCKET_NSTREAMS", "4294967297G"},
+  };
+  for (const auto& [name, value] : overflowing) {
+    ScopedEnv env(name, value);
+    Settings s;
+    std::string why;
+    EXPECT_FALSE(load(&s, &why)) << name << "=" << value << " was accepted";
+    EXPECT_NE(why.find(std::string(name) + "=\"" + value + "\""), std::string::npos) << why;
+  }
+  Settings s;
+  EXPECT_EQ(applySetting(&s, "HOCCL_SLICE_BYTES", "64M"), "");
+  EXPECT_EQ(s.sliceBytes, uint64_t(64) << 20);
+  EXPECT_EQ(applySetting(&s, "HOCCL_NET_SPIN_BYTES", "1024G"), "");
+  EXPECT_EQ(s.netSpinBytes, uint64_t(1) << 40);
+  EXPECT_EQ(applySetting(&s, "HOCCL_DIRECT_BYTES", "1G"), "");
+  EXPECT_EQ(s.directBytes, uint64_t(1) << 30);
+}
+
+// ---- Files that settings name --------------------------------------------------
+
+// A scratch directory holding FIFOs named as topology and tune files.
+struct Fifos : Scratch {
+  std::string json = dir + "/fifo.json", conf = dir + "/fifo.conf", tune = dir + "/fifo.tune";
+  Fifos() {
+    for (const std::string* p : {&json, &conf, &tune}) EXPECT_EQ(mkfifo(p->c_str(), 0600), 0) << *p;
+  }
+  ~Fifos() {
+    for (const std::string* p : {&json, &conf, &tune}) unlink(p->c_str());
+  }
+};
+
+// Runs `body`, which may open `fifo`; true if it returned within 3 s. If it
+// did not (it sits in open() or read() of the FIFO), a writer opens and
+// closes the FIFO until it returns, so that the test fails instead of
+// hanging.
+bool returnsWithoutBlocking(const std::string& fifo, const std::function<void()>& body) {
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    body();
+    done = true;
+  });
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!done && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool prompt = done;
+  while (!done) {
+    int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  t.join();
+  return prompt;
+}
+
+// A FIFO or a device named as a file to read is refused when the settings
+// are loaded, naming the setting and what the file is: opening a FIFO
+// blocked init forever, and HOCCL_TUNE_FILE=/dev/zero read 4 GiB first.
+TEST(SettingFiles, OnlyRegularFilesAreAccepted) {
+  Fifos f;
+  const std::pair<const char*, std::string> refused[] = {
+      {"HOCCL_TOPO_FILE", f.json},          {"HOCCL_TOPO_FILE", f.conf},
+      {"HOCCL_TUNE_FILE", f.tune},          {"HOCCL_TUNE_FILE", "/dev/zero"},
+      {"HOCCL_TUNER_RULES", f.tune},        {"HOCCL_TOPO_FILE", "/dev/null"},
+  };
+  for (const auto& [name, value] : refused) {
+    ScopedEnv env(name, value);
+    Settings s;
+    std::string why;
+    EXPECT_FALSE(load(&s, &why)) << name << "=" << value << " was accepted";
+    EXPECT_NE(why.find(std::string(name) + "=\"" + value + "\""), std::string::npos) << why;
+    EXPECT_NE(why.find(value[1] == 'd' ? "a character device" : "a FIFO"), std::string::npos) << why;
+  }
+}
+
+// The readers check again (the file may have become a FIFO since the
+// settings were loaded): a FIFO is refused at once, a device without
+// reading it, a file over the limit without reading past it.
+TEST(SettingFiles, ReadersRefuseWhatIsNotARegularFileOfBoundedSize) {
+  Fifos f;
+  Status topo, slurm, tune;
+  EXPECT_TRUE(returnsWithoutBlocking(f.json, [&] {
+    topo::TopoOverrides o;
+    topo = topo::loadOverridesFile(f.json, false, &o);
+  }));
+  EXPECT_TRUE(returnsWithoutBlocking(f.conf, [&] {
+    topo::TopoOverrides o;
+    slurm = topo::loadOverridesFile(f.conf, true, &o);
+  }));
+  EXPECT_TRUE(returnsWithoutBlocking(f.tune, [&] {
+    tune::TuneFile t;
+    tune = tune::loadTuneFile(f.tune, tune::LinkModel(), &t);
+  }));
+  for (const Status* st : {&topo, &slurm, &tune}) {
+    EXPECT_FALSE(st->ok());
+    EXPECT_NE(st->message().find("is a FIFO, not a regular file"), std::string::npos) << st->message();
+  }
+  tune::TuneFile t;
+  Status zero = tune::loadTuneFile("/dev/zero", tune::LinkModel(), &t);
+  EXPECT_NE(zero.message().find("/dev/zero is a character device"), std::string::npos) << zero.message();
+  // 16 MiB + 1 byte, sparse: refused by its size.
+  const std::string big = f.dir + "/big.tune";
+  int fd = open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, (off_t(16) << 20) + 1), 0);
+  close(fd);
+  Status large = tune::loadTuneFile(big, tune::LinkModel(), &t);
+  unlink(big.c_str());
+  EXPECT_NE(large.message().find("larger than 16777216 bytes"), std::string::npos) << large.message();
+}
+
+// A tune file whose content is wrong fails init naming the setting as
+// well as the file and line.
+TEST(SettingFiles, TuneFileErrorsNameTheSetting) {
+  Scratch scratch;
+  const std::string path = scratch.dir + "/bad.tune";
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("# a comment\nlink bogus latency_us=1 gbps=1\n", f);
+  fclose(f);
+  ScopedEnv env("HOCCL_TUNE_FILE", path);
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclComm_t comm = nullptr;
+  EXPECT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclInvalidArgument);
+  std::string msg = hocclGetLastError(nullptr);
+  unlink(path.c_str());
+  EXPECT_NE(msg.find("HOCCL_TUNE_FILE: " + path + ":2: unknown link class"), std::string::npos) << msg;
+}
+
+// Init with a FIFO as HOCCL_TOPO_FILE fails at once, naming the setting;
+// both ranks used to sit in open() of the FIFO for ever.
+TEST(SettingFiles, AFifoAsTopologyFileFailsInitInsteadOfBlockingIt) {
+  Fifos f;
+  for (const std::string& fifo : {f.json, f.conf}) {
+    ScopedEnv env("HOCCL_TOPO_FILE", fifo);
+    hocclUniqueId id;
+    hocclResult_t rc = hocclGetUniqueId(&id);
+    if (rc != hocclSuccess) {
+      EXPECT_EQ(rc, hocclInvalidArgument);
+      std::string msg = hocclGetLastError(nullptr);
+      EXPECT_NE(msg.find("HOCCL_TOPO_FILE=\"" + fifo + "\" is invalid"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("a FIFO"), std::string::npos) << msg;
+      continue;
+    }
+    hocclResult_t rcs[2] = {hocclSuccess, hocclSuccess};
+    hocclComm_t comms[2] = {nullptr, nullptr};
+    EXPECT_TRUE(returnsWithoutBlocking(fifo, [&] {
+      std::thread r1([&] { rcs[1] = hocclCommInitRank(&comms[1], 2, id, 1); });
+      rcs[0] = hocclCommInitRank(&comms[0], 2, id, 0);
+      r1.join();
+    })) << "init blocked on the FIFO " << fifo;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_NE(rcs[r], hocclSuccess);
+      hocclCommDestroy(comms[r]);
+    }
+  }
 }
 
 // The message says what was wrong with the HCA rule, not only that it was.

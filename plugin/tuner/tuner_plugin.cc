@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <tuple>
 
 #include "plugin/common/nccl_log.h"
@@ -16,6 +14,7 @@
 #include "plugin/tuner/nccl_model.h"
 #include "plugin/tuner/rules.h"
 #include "src/base/config.h"
+#include "src/base/regular_file.h"
 
 namespace hoccl {
 namespace ncclplugin {
@@ -44,13 +43,6 @@ int sizeBucket(size_t n) {
   return b;
 }
 
-std::string readFile(const std::string& path, bool* ok) {
-  std::ifstream f(path);
-  *ok = static_cast<bool>(f);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string human(size_t n) {
   char buf[32];
@@ -125,10 +117,14 @@ ncclResult_t tunerInit(void** ctxOut, uint64_t commId, size_t nRanks, size_t nNo
   if (!rulesProblem.empty()) {
     PLOG_WARN("TUNER/hoccl: %s; no rules", rulesProblem.c_str());
   } else if (!rulesPath.empty()) {
-    bool ok = false;
-    std::string text = readFile(rulesPath, &ok);
-    if (!ok) {
-      PLOG_WARN("TUNER/hoccl: cannot read rule file %s; no rules", rulesPath.c_str());
+    // A regular file of at most 16 MiB: a FIFO or a device named here is
+    // refused at once rather than blocking or read without end.
+    std::string text;
+    const hoccl::Status read = hoccl::readRegularFile(rulesPath, size_t(16) << 20, &text);
+    if (!read.ok()) {
+      PLOG_WARN("TUNER/hoccl: %s: %s; no rules",
+                settings->values().tunerRules.empty() ? "NCCL_TUNER_CONFIG_FILE" : "HOCCL_TUNER_RULES",
+                read.message().c_str());
     } else {
       std::vector<std::string> warnings;
       c->rules = parseRules(text, rulesPath, &warnings);

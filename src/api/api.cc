@@ -1,4 +1,5 @@
 // The C API: argument checks, error reporting, and dispatch to the core.
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -19,6 +20,7 @@ namespace hoccl {
 namespace {
 
 HOCCL_THREAD_LOCAL std::string tlsLastError;
+HOCCL_THREAD_LOCAL std::string tlsCommError;  // hocclGetLastError(comm)'s answer
 
 }  // namespace
 
@@ -34,9 +36,10 @@ hocclResult_t report(hocclComm* comm, const Status& st) {
 }
 
 namespace {
-// The communicator queries: a live comm and somewhere to write the answer.
-Status checkQuery(hocclComm* comm, const void* out, const char* fn, const char* outName) {
-  Status st = checkComm(comm, fn);
+// The communicator queries: a live comm, held by `use` while the query reads
+// it, and somewhere to write the answer.
+Status enterQuery(hocclComm* comm, CommUse* use, const void* out, const char* fn, const char* outName) {
+  Status st = enterComm(comm, use, fn);
   if (st.ok() && !out) st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn, outName);
   return st;
 }
@@ -187,8 +190,9 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   if (st.ok()) st = checkCollective(comm, coll, sendbuff, recvbuff, count, dtype, op, root, &one.call, &one.key);
   if (!st.ok()) {
     if (grouped) groupDropSlot();
-    return report(nullptr, st);
+    return refuseCall(use.comm, st);
   }
+  one.commSerial = comm->serial;
   CollCall& call = one.call;
   // Device buffers: queued on the stream. Host buffers: the call completes
   // before returning, whatever the stream.
@@ -198,6 +202,14 @@ hocclResult_t collective(CollKind coll, const void* sendbuff, void* recvbuff, si
   HTRACE(kSubColl, "%s call #%llu", describeCall(call.coll, count, call.dtype, call.op, call.root).c_str(),
          static_cast<unsigned long long>(comm->opSeq + 1));
   return report(comm, runCalls(&one, 1));
+}
+
+// The checksum of an id (UniqueIdData::checksum): FNV-1a over all its
+// bytes, those of the checksum itself as zeros.
+uint64_t idChecksum(const hocclUniqueId& id) {
+  hocclUniqueId copy = id;
+  memset(copy.internal + offsetof(UniqueIdData, checksum), 0, sizeof(uint64_t));
+  return fnv1a64(copy.internal, sizeof copy.internal);
 }
 
 // As NCCL documents for blocking = 0: the handle is returned at once with
@@ -223,7 +235,11 @@ hocclResult_t initNonBlocking(hocclComm_t* comm, int nranks, const UniqueIdData&
     c->initPending.store(false, std::memory_order_release);
     if (c->initAbandoned) {
       lock.unlock();
-      commFree(c);  // aborted meanwhile: nobody else holds it
+      // Aborted meanwhile, so unregistered: no call can enter it any more,
+      // but a query that entered before the abort may still read it.
+      if (waitUnused(c, 1.0)) commFree(c);
+      else HWARN(kSubAll, "rank %d's aborted communicator is still in use by a call after 1 s; its memory is leaked",
+                 rank);
     }
   });
   return hocclInProgress;
@@ -275,11 +291,13 @@ hocclResult_t hocclGetUniqueId(hocclUniqueId* uniqueId) {
     SockAddr local;
     std::string ifname;
     Status st = chooseLocalAddress(s.socketIfname, &local, &ifname);
-    if (st.ok()) st = startRoot(local, id.magic = randomU64(), s.timeoutSec, &id.root);
+    if (st.ok()) st = startRoot(local, id.magic = randomU64(), s.timeoutSec, &id.root, s.timeoutFrom);
     if (!st.ok()) return report(nullptr, st.context("hocclGetUniqueId"));
   }
   memset(uniqueId, 0, sizeof *uniqueId);
   memcpy(uniqueId->internal, &id, sizeof id);
+  const uint64_t sum = idChecksum(*uniqueId);
+  memcpy(uniqueId->internal + offsetof(UniqueIdData, checksum), &sum, sizeof sum);
   return hocclSuccess;
 }
 
@@ -296,6 +314,13 @@ hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUnique
   if (id.tag != kUniqueIdTag || id.protocol != kBootstrapProtocol)
     return report(nullptr, errorf(hocclInvalidArgument,
                                   "%s: the unique id is not one made by hocclGetUniqueId of this hoccl version", fn));
+  // Checked before anything in it is used (its address, HOCCL_COMM_ID's
+  // flag), so a damaged id is named as such, not as a network error.
+  if (id.checksum != idChecksum(commId))
+    return report(nullptr, errorf(hocclInvalidArgument,
+                                  "%s: not a valid unique id: its checksum does not match its contents (corrupted, "
+                                  "or not all %zu bytes of what hocclGetUniqueId made were passed on)",
+                                  fn, sizeof commId.internal));
   if (config && config->blocking == 0) return initNonBlocking(comm, nranks, id, rank, *config);
   hocclComm* c = new hocclComm();
   Status st = commInit(id, nranks, rank, config, c);
@@ -314,13 +339,14 @@ hocclResult_t hocclCommInitRank(hocclComm_t* comm, int nranks, hocclUniqueId com
 
 hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm,
                              hocclConfig_t* config) {
-  Status st = checkComm(comm, "hocclCommSplit");
+  CommUse use;
+  Status st = enterComm(comm, &use, "hocclCommSplit");
   if (st.ok() && !newcomm) st = errorf(hocclInvalidArgument, "hocclCommSplit: newcomm is NULL");
   if (st.ok() && comm->initPending.load(std::memory_order_acquire))
     st = errorf(hocclInvalidUsage, "hocclCommSplit: the communicator's non-blocking init is still in progress");
   if (st.ok() && color < 0 && color != HOCCL_SPLIT_NOCOLOR)
     st = errorf(hocclInvalidArgument, "hocclCommSplit: color %d must be >= 0 or HOCCL_SPLIT_NOCOLOR", color);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   hocclComm* c = nullptr;
   st = commSplit(comm, color, key, config, &c);
   if (!st.ok()) return report(comm, st);
@@ -338,7 +364,9 @@ hocclResult_t hocclCommDestroy(hocclComm_t comm) {
   if (!comm) return hocclSuccess;  // as NCCL: destroying NULL is a no-op
   Status st = checkComm(comm, "hocclCommDestroy");
   if (!st.ok()) return report(nullptr, st);
-  unregisterComm(comm);
+  if (!unregisterComm(comm))  // another thread destroyed or aborted it since the check
+    return report(nullptr, errorf(hocclInvalidUsage, "hocclCommDestroy: comm %p was destroyed or aborted by another "
+                                  "thread meanwhile", static_cast<void*>(comm)));
   settleInit(comm, true);
   // Destroying a communicator another thread is still calling is the
   // caller's error; its memory is leaked rather than freed under that call.
@@ -357,7 +385,9 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   if (!st.ok()) return report(nullptr, st);
   // No new call can start once it is unregistered; a call running on another
   // thread sees the abort flag (its doorbell is rung) and returns.
-  unregisterComm(comm);
+  if (!unregisterComm(comm))  // another thread destroyed or aborted it since the check
+    return report(nullptr, errorf(hocclInvalidUsage, "hocclCommAbort: comm %p was destroyed or aborted by another "
+                                  "thread meanwhile", static_cast<void*>(comm)));
   comm->abortRequested.store(true);
   if (!settleInit(comm, false)) return hocclSuccess;  // init in progress frees it when it ends
   // Within 1 s in all: at most 0.3 s telling the peers, 0.6 s for a call
@@ -383,8 +413,9 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
 }
 
 hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError) {
-  Status st = checkQuery(comm, asyncError, "hocclCommGetAsyncError", "asyncError");
-  if (!st.ok()) return report(nullptr, st);
+  CommUse use;
+  Status st = enterQuery(comm, &use, asyncError, "hocclCommGetAsyncError", "asyncError");
+  if (!st.ok()) return report(use.comm, st);
   if (comm->initPending.load(std::memory_order_acquire)) {
     *asyncError = hocclInProgress;
     return hocclSuccess;
@@ -423,23 +454,26 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
 }
 
 hocclResult_t hocclCommCount(const hocclComm_t comm, int* count) {
-  Status st = checkQuery(comm, count, "hocclCommCount", "count");
-  if (!st.ok()) return report(nullptr, st);
+  CommUse use;
+  Status st = enterQuery(comm, &use, count, "hocclCommCount", "count");
+  if (!st.ok()) return report(use.comm, st);
   *count = comm->nranks;
   return hocclSuccess;
 }
 
 hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
-  Status st = checkQuery(comm, device, "hocclCommCuDevice", "device");
-  if (!st.ok()) return report(nullptr, st);
+  CommUse use;
+  Status st = enterQuery(comm, &use, device, "hocclCommCuDevice", "device");
+  if (!st.ok()) return report(use.comm, st);
   const cuda::DeviceExecutor* exec = comm->deviceExecutor();
   *device = exec ? exec->device() : -1;  // -1: no call on device buffers yet
   return hocclSuccess;
 }
 
 hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank) {
-  Status st = checkQuery(comm, rank, "hocclCommUserRank", "rank");
-  if (!st.ok()) return report(nullptr, st);
+  CommUse use;
+  Status st = enterQuery(comm, &use, rank, "hocclCommUserRank", "rank");
+  if (!st.ok()) return report(use.comm, st);
   *rank = comm->rank;
   return hocclSuccess;
 }
@@ -447,11 +481,15 @@ hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank) {
 const char* hocclGetErrorString(hocclResult_t result) { return resultName(result); }
 
 const char* hocclGetLastError(hocclComm_t comm) {
-  if (comm && checkComm(comm, "hocclGetLastError").ok()) {
+  // comm's newest error (every error about a live communicator is recorded
+  // on it, its argument errors too), copied to a buffer of its own: the
+  // thread's own last error, which may be newer, stays as it was.
+  CommUse use;
+  if (comm && enterComm(comm, &use, "hocclGetLastError").ok()) {
     std::lock_guard<std::mutex> lock(comm->errMutex);
     if (!comm->lastError.empty()) {
-      tlsLastError = comm->lastError;
-      return tlsLastError.c_str();
+      tlsCommError = comm->lastError;
+      return tlsCommError.c_str();
     }
   }
   return tlsLastError.c_str();

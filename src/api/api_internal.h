@@ -27,8 +27,10 @@ struct CommUse {
 // Checks that comm is live and marks it used by this call (atomically), so
 // that hocclCommAbort from another thread waits for the call before freeing.
 Status enterComm(hocclComm* comm, CommUse* use, const char* fn);
-// Removes comm from the registry: no call can enter it from now on.
-void unregisterComm(hocclComm* comm);
+// Removes comm from the registry: no call can enter it from now on. False
+// if it was not there (another thread destroyed it first): the caller must
+// not touch it.
+bool unregisterComm(hocclComm* comm);
 // Waits up to `seconds` for the calls using an unregistered comm to
 // return; false if one has not.
 bool waitUnused(hocclComm* comm, double seconds);
@@ -53,6 +55,9 @@ Status userOpFor(hocclComm* comm, const char* fn, int op, DType dtype, CollCall*
 
 // Group support (group.cc): true if the call was queued for hocclGroupEnd.
 bool groupActive();
+// A call refused for its arguments: report(comm, st), and inside a group
+// also recorded, so that hocclGroupEnd runs nothing and returns it.
+hocclResult_t refuseCall(hocclComm* comm, const Status& st);
 void groupEnqueue(CommCall&& call);
 // A new, empty entry at the end of the group's queue, for a call to be
 // checked in place; groupDropSlot removes it again (the call failed).

@@ -14,13 +14,15 @@ using namespace hoccl;
 namespace hoccl {
 
 CommCall peerCall(hocclComm* comm, const PeerPart& first) {
-  CommCall c{comm, CollCall{}, ScheduleKey{}};
+  CommCall c;
+  c.comm = comm;
   c.call.coll = CollKind::SendRecv;
   c.call.dtype = DType::Uint8;  // its schedule counts bytes
   c.call.parts.push_back(first);
   c.key.coll = CollKind::SendRecv;
   c.key.nranks = comm->nranks;
   c.key.rank = comm->rank;
+  c.commSerial = comm->serial;
   return c;
 }
 
@@ -66,7 +68,7 @@ hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, 
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn, send ? "sendbuff" : "recvbuff");
   if (st.ok() && count > 0)
     st = checkHostBuffers(fn, "a point-to-point call", send ? buff : nullptr, send ? nullptr : buff);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return refuseCall(use.comm, st);
   setLogRank(comm->rank);
   PeerPart part;
   part.ptr = buff;
@@ -80,7 +82,7 @@ hocclResult_t pointToPoint(const char* fn, bool send, void* buff, size_t count, 
   }
   CommCall c = peerCall(comm, part);
   st = checkSelfPairs(c.call, comm->rank);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   return report(comm, runCalls(&c, 1));
 }
 
@@ -112,7 +114,7 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   if (st.ok() && (!sendcounts || !sdispls || !recvcounts || !rdispls))
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn,
                 !sendcounts ? "sendcounts" : !sdispls ? "sdispls" : !recvcounts ? "recvcounts" : "rdispls");
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return refuseCall(use.comm, st);
   const int P = comm->nranks, r = comm->rank;
   const size_t esize = dtypeSize(static_cast<DType>(datatype));
   const uint64_t limit = (uint64_t{1} << 62) / esize;
@@ -138,7 +140,7 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   auto s = reinterpret_cast<uintptr_t>(sendbuff), d = reinterpret_cast<uintptr_t>(recvbuff);
   if (st.ok() && sendEnd && recvEnd && s < d + recvEnd * esize && d < s + sendEnd * esize)
     st = errorf(hocclInvalidArgument, "%s: sendbuff and recvbuff overlap; all-to-all-v runs out of place only", fn);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return refuseCall(use.comm, st);
   setLogRank(r);
   ScheduleKey key;
   key.coll = CollKind::AllToAllv;
@@ -150,7 +152,11 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
   call.sendbuff = sendbuff;
   call.recvbuff = recvbuff;
   call.dtype = static_cast<DType>(datatype);
-  CommCall one{comm, std::move(call), std::move(key)};
+  CommCall one;
+  one.comm = comm;
+  one.call = std::move(call);
+  one.key = std::move(key);
+  one.commSerial = comm->serial;
   if (groupActive()) {
     groupEnqueue(std::move(one));
     return hocclSuccess;
@@ -160,13 +166,14 @@ hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendcounts[], co
 
 hocclResult_t hocclCommNodeInfo(const hocclComm_t comm, int* node, int* nnodes, int* localRank, int* localRanks) {
   const char* fn = "hocclCommNodeInfo";
-  Status st = checkComm(comm, fn);
+  CommUse use;
+  Status st = enterComm(comm, &use, fn);
   if (st.ok() && (!node || !nnodes || !localRank || !localRanks))
     st = errorf(hocclInvalidArgument, "%s: %s is NULL", fn,
                 !node ? "node" : !nnodes ? "nnodes" : !localRank ? "localRank" : "localRanks");
   if (st.ok() && comm->initPending.load(std::memory_order_acquire))
     st = errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress", fn);
-  if (!st.ok()) return report(nullptr, st);
+  if (!st.ok()) return report(use.comm, st);
   // As the tuner and the hierarchical schedules see it (HOCCL_TOPO_FILE
   // may regroup the ranks the machines put together).
   const auto& ranks = comm->system.ranks;

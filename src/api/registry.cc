@@ -118,17 +118,20 @@ bool inAnySlot(hocclComm* comm) {
 
 void registerComm(hocclComm* comm) {
   decideFences();
+  static uint64_t registered = 0;  // under registryMutex
   std::lock_guard<std::mutex> lock(registryMutex);
+  comm->serial = ++registered;
   registry().insert(comm);
 }
 
-void unregisterComm(hocclComm* comm) {
+bool unregisterComm(hocclComm* comm) {
   {
     std::lock_guard<std::mutex> lock(registryMutex);
-    registry().erase(comm);
+    if (!registry().erase(comm)) return false;
     removals.fetch_add(1, std::memory_order_relaxed);
   }
   heavyFence();  // from here on, every thread that enters comm sees the new count
+  return true;
 }
 
 bool waitUnused(hocclComm* comm, double seconds) {

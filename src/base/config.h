@@ -52,6 +52,9 @@ struct Settings {
   int crossMemoryAttach = -1;            // HOCCL_CMA: 0 never, 1 every call, -1 auto (calls that reduce nothing)
   int deviceChannels = 0;                // HOCCL_DEVICE_CHANNELS (0: auto)
   int minCTAs = 0, maxCTAs = 0;          // hocclConfig_t's (0: unset); no environment variable
+  // What set timeoutSec, as messages name it: "HOCCL_TIMEOUT", "HOCCL_TIMEOUT's
+  // default" or "hocclConfig_t.timeoutSec" (src/comm/comm_settings.cc).
+  const char* timeoutFrom = "HOCCL_TIMEOUT";
   int deviceThreads = 512;               // HOCCL_DEVICE_THREADS
   bool p2pDisable = false;               // HOCCL_P2P_DISABLE
   bool p2pCheck = true;                  // HOCCL_P2P_CHECK

@@ -3,6 +3,7 @@
 // (config.h); the snapshot, the fingerprint and hoccl-info follow.
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "src/base/config.h"
 #include "src/base/name_rule.h"
+#include "src/base/regular_file.h"
 
 namespace hoccl {
 namespace {
@@ -27,17 +29,22 @@ bool parseDouble(const std::string& v, double* out) {
   return true;
 }
 
-// An integer, with an optional K/M/G suffix (powers of 1024).
+// An integer, with an optional K/M/G suffix (powers of 1024). A value
+// whose multiple does not fit is refused, not wrapped (18014398509482112K
+// once wrapped to 128K and passed the range checks).
 bool parseInt(const std::string& v, long long* out) {
   char* end = nullptr;
   errno = 0;
   long long x = strtoll(v.c_str(), &end, 0);
   if (errno != 0 || end == v.c_str()) return false;
-  if (*end == 'K' || *end == 'k') { x <<= 10; ++end; }
-  else if (*end == 'M' || *end == 'm') { x <<= 20; ++end; }
-  else if (*end == 'G' || *end == 'g') { x <<= 30; ++end; }
+  int shift = 0;
+  if (*end == 'K' || *end == 'k') shift = 10;
+  else if (*end == 'M' || *end == 'm') shift = 20;
+  else if (*end == 'G' || *end == 'g') shift = 30;
+  if (shift) ++end;
   if (*end != '\0') return false;
-  *out = x;
+  if (x > (LLONG_MAX >> shift) || x < (LLONG_MIN >> shift)) return false;
+  *out = x * (1ll << shift);
   return true;
 }
 
@@ -106,10 +113,13 @@ Parser<int> autoOr(Parser<int> number, std::string expected) {
 
 std::string showAuto(const int& n) { return n == 0 ? "auto" : std::to_string(n); }
 
+// A timeout: at least 1 ms (a smaller one, 1e-300 say, is a mistake: every
+// wait would fail at once) and at most 10^7 s (about 116 days); NaN and
+// infinities are refused with the rest.
 Parser<double> positiveSeconds() {
   return [](const std::string& v, double* out) -> std::string {
     double d;
-    if (!parseDouble(v, &d) || !(d > 0) || d > 1e7) return "a number of seconds > 0";
+    if (!parseDouble(v, &d) || !(d >= 1e-3 && d <= 1e7)) return "a number of seconds from 0.001 to 10000000";
     *out = d;
     return "";
   };
@@ -188,13 +198,15 @@ std::string algorithmNameForm(const std::string& v) {
 }
 
 // A file every rank reads at init: checked now, so the error names the
-// setting before anything else runs.
+// setting before anything else runs. Only a regular file: a FIFO would
+// block init in open(), a device would be read without end (the reader,
+// readRegularFile, checks again: the file may change meanwhile).
 std::string readableFile(const std::string& v) {
   if (v.empty()) return "";
   struct stat st;
   if (stat(v.c_str(), &st) != 0 || access(v.c_str(), R_OK) != 0)
     return std::string("a readable file (") + strerror(errno) + ")";
-  if (S_ISDIR(st.st_mode)) return "a readable file, not a directory";
+  if (!S_ISREG(st.st_mode)) return std::string("a readable regular file, not ") + notRegularFile(st.st_mode);
   return "";
 }
 
@@ -265,8 +277,9 @@ std::vector<SettingDecl> makeTable() {
        "Write the log to this file instead of stderr; %h expands to the host name, %p to the pid, %% to %.",
        field<std::string>(&S::debugFile, textWhere(debugFile)), kPerRank},
       {"HOCCL_TIMEOUT", "300",
-       "Seconds any wait (bootstrap, connection, a collective making no progress) may last before "
-       "it becomes an error.",
+       "Seconds (0.001 to 10000000) any wait (bootstrap, connection, a collective making no progress) may "
+       "last before it becomes an error; the rendezvous of a unique id waits for its first rank without limit, "
+       "then this long for the rest.",
        field<double>(&S::timeoutSec, positiveSeconds()), kPerRank},
       {"HOCCL_COMM_ID", "",
        "host:port of the rendezvous: rank 0 listens there, the others connect; replaces passing a "

@@ -14,6 +14,7 @@
 #include "src/base/tls.h"
 
 #include "src/base/config.h"
+#include "src/base/regular_file.h"
 
 namespace hoccl {
 namespace {
@@ -92,7 +93,7 @@ LogState& state() {
       fprintf(stderr, "hoccl: %s; logging to stderr\n", snap->problem("HOCCL_DEBUG_FILE").c_str());
     std::string path;
     if (!file.empty() && st.level != LogLevel::None && expandPath(file, st.host, &path)) {
-      if (FILE* f = fopen(path.c_str(), "w")) {
+      if (FILE* f = openForWriting(path)) {
         setvbuf(f, nullptr, _IOLBF, 0);
         st.out = f;
       } else {

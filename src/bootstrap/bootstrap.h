@@ -35,6 +35,9 @@ struct UniqueIdData {
   uint64_t magic = 0;          // per job: a stale or foreign peer is refused
   SockAddr root;               // where the rendezvous listens
   uint8_t rootStartedByInit = 0;  // HOCCL_COMM_ID: rank 0 starts the root
+  // FNV-1a of the hocclUniqueId's bytes with these as zeros: a corrupted id
+  // is refused as such instead of used (src/api/api.cc).
+  uint64_t checksum = 0;
 };
 static_assert(sizeof(UniqueIdData) <= 128, "must fit an hocclUniqueId");
 
@@ -67,8 +70,11 @@ struct CallNotice {
 static_assert(sizeof(CallNotice) == 32, "travels as bytes: no implicit padding");
 
 // Starts the rendezvous thread for `nranks` unknown until the first hello.
-// It exits once it has answered every rank or after `timeoutSec`.
-Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound);
+// It waits for the first hello without a limit, then exits once it has
+// answered every rank or `timeoutSec` after that first hello (set by
+// `timeoutFrom`, as the timeout's message names it).
+Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound,
+                 const std::string& timeoutFrom = "HOCCL_TIMEOUT");
 
 // If this process serves the rendezvous `magic`, waits (up to timeoutSec)
 // until it has answered every rank.

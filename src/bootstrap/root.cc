@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <condition_variable>
@@ -152,16 +153,20 @@ void firstDifference(const std::string& a, const std::string& b, std::string* la
 
 class Root {
  public:
-  Root(Socket listener, uint64_t magic, double timeoutSec)
-      : listener_(std::move(listener)), magic_(magic), dl_(Deadline::in(timeoutSec)), timeoutSec_(timeoutSec) {}
+  Root(Socket listener, uint64_t magic, double timeoutSec, std::string timeoutFrom)
+      : listener_(std::move(listener)), magic_(magic), timeoutSec_(timeoutSec), timeoutFrom_(std::move(timeoutFrom)) {}
 
   void run() {
     int nranks = -1, joined = 0;
     std::vector<Socket> conns;
     std::vector<RootHello> hellos;
     std::string fatal;
-    Deadline joinDl = dl_;
+    // The unique id does not expire (hoccl.h: the rendezvous is served
+    // until all ranks have joined): the first rank may come any time after
+    // hocclGetUniqueId. The timeout runs from its hello.
+    Deadline joinDl = Deadline::in(HUGE_VAL);
     double joinTimeoutSec = timeoutSec_;
+    std::string joinTimeoutFrom = timeoutFrom_ + " of the process serving the rendezvous";
     while ((nranks < 0 || joined < nranks) && fatal.empty()) {
       Socket c;
       if (!listener_.accept(joinDl, &c).ok()) break;
@@ -194,6 +199,7 @@ class Root {
         nranks = h.nranks;
         conns.resize(nranks);
         hellos.resize(nranks);
+        joinDl = Deadline::in(timeoutSec_);
       }
       if (h.nranks != nranks) {
         fatal = "rank " + std::to_string(h.rank) + " was started with nranks=" +
@@ -210,6 +216,8 @@ class Root {
       if (h.timeoutMs > 0 && Deadline::in(h.timeoutMs / 1000.0).at() < joinDl.at()) {
         joinDl = Deadline::in(h.timeoutMs / 1000.0);
         joinTimeoutSec = h.timeoutMs / 1000.0;
+        // The hello does not say which of the two set it.
+        joinTimeoutFrom = "rank " + std::to_string(h.rank) + "'s HOCCL_TIMEOUT or hocclConfig_t.timeoutSec";
       }
       conns[h.rank] = std::move(c);
       hellos[h.rank] = h;
@@ -218,8 +226,8 @@ class Root {
     const bool timedOut = fatal.empty() && (nranks < 0 || joined < nranks);
     if (timedOut) {
       char secs[32];
-      snprintf(secs, sizeof secs, "%.0f", joinTimeoutSec);
-      fatal = std::string("timed out after ") + secs + " s (HOCCL_TIMEOUT) waiting for ranks to join: ";
+      snprintf(secs, sizeof secs, "%g", joinTimeoutSec);
+      fatal = std::string("timed out after ") + secs + " s (" + joinTimeoutFrom + ") waiting for ranks to join: ";
       fatal += std::to_string(joined) + " of " + std::to_string(nranks) + " joined; missing:";
       int listed = 0;
       for (int r = 0; r < nranks && listed < 16; ++r)
@@ -265,8 +273,8 @@ class Root {
   }
   Socket listener_;
   uint64_t magic_;
-  Deadline dl_;
   double timeoutSec_;
+  std::string timeoutFrom_;  // what set timeoutSec_, for the message
 };
 
 }  // namespace
@@ -285,7 +293,8 @@ LiveRoots& liveRoots() {
   return *roots;
 }
 
-Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound) {
+Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, SockAddr* bound,
+                 const std::string& timeoutFrom) {
   Socket listener;
   HOCCL_TRY(Socket::listen(bindAddr, &listener, bound));
   HINFO(kSubBootstrap, "rendezvous listening on %s", bound->toString().c_str());
@@ -294,9 +303,9 @@ Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, So
     std::lock_guard<std::mutex> lock(live.mu);
     live.running.insert(magic);
   }
-  std::thread([l = std::move(listener), magic, timeoutSec, &live]() mutable {
+  std::thread([l = std::move(listener), magic, timeoutSec, timeoutFrom, &live]() mutable {
     nameThisThread("hoccl-root");
-    Root root(std::move(l), magic, timeoutSec);
+    Root root(std::move(l), magic, timeoutSec, timeoutFrom);
     root.run();
     std::lock_guard<std::mutex> lock(live.mu);
     live.running.erase(magic);

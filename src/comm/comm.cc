@@ -95,7 +95,8 @@ Status makeTuner(hocclComm* c, double ranksPerCore) {
   tune::TuneFile file;
   uint64_t hash = 0;
   if (!c->settings.tuneFile.empty() || c->probed) {
-    if (!c->settings.tuneFile.empty()) HOCCL_TRY(tune::loadTuneFile(c->settings.tuneFile, links, &file));
+    if (!c->settings.tuneFile.empty())
+      HOCCL_TRY(tune::loadTuneFile(c->settings.tuneFile, links, &file).context("HOCCL_TUNE_FILE"));
     else HOCCL_TRY(tune::parseTuneFile(c->probed->tune, c->probed->from, links, &file).context("HOCCL_TOPO_PROBE"));
     for (const tune::TuneRule& r : file.rules)
       hash = hash * 1000003u + (uint64_t(r.coll) << 56) + r.lo * 31 + r.hi * 7 + uint64_t(r.algo) * 131 +
@@ -166,6 +167,7 @@ Status finishInit(hocclComm* c) {
   c->sharingCounted = true;
   int spin = c->settings.spinIters;
   c->policy.timeoutSec = c->settings.timeoutSec;
+  c->policy.timeoutFrom = c->settings.timeoutFrom;
   c->policy.yieldWhileSpinning = sharing > onlineCpus();
   c->policy.remoteSpinIters = spin >= 0 ? spin : c->policy.yieldWhileSpinning ? kYieldSpinsRemote : kBusySpins;
   if (spin < 0) spin = c->policy.yieldWhileSpinning ? kYieldSpins : kBusySpins;
@@ -191,14 +193,14 @@ Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_
   c->commHash = id.magic;
   if (id.rootStartedByInit && rank == 0) {
     SockAddr bound;
-    Status st = startRoot(id.root, id.magic, c->settings.timeoutSec, &bound);
+    Status st = startRoot(id.root, id.magic, c->settings.timeoutSec, &bound, c->settings.timeoutFrom);
     if (!st.ok() && st.message().find("in use") == std::string::npos) {
       // The host named in HOCCL_COMM_ID may not be a local address we can
       // bind; listen on every interface at that port instead.
       SockAddr any{};
       any.u.sa.sa_family = id.root.u.sa.sa_family;
       any.setPort(id.root.port());
-      st = startRoot(any, id.magic, c->settings.timeoutSec, &bound);
+      st = startRoot(any, id.magic, c->settings.timeoutSec, &bound, c->settings.timeoutFrom);
     }
     HOCCL_TRY(st.context("HOCCL_COMM_ID rendezvous"));
   }

@@ -47,6 +47,9 @@ struct hocclComm : public hoccl::TaskOwner {
   static constexpr uint32_t kLiveMagic = 0x484f434d;  // "HOCM"
 
   uint32_t liveMagic = kLiveMagic;
+  // Told apart from an earlier communicator that had the same address:
+  // numbered when registered (src/api/registry.cc), never 0 after.
+  uint64_t serial = 0;
   int rank = 0;
   int nranks = 1;
   uint64_t commHash = 0;
@@ -250,6 +253,7 @@ struct CommCall {
   hocclComm* comm = nullptr;
   CollCall call;
   ScheduleKey key;
+  uint64_t commSerial = 0;  // comm->serial when the call was checked (a group runs it later)
 };
 // Runs calls (one, or a group's, possibly of several communicators): builds
 // or reuses each schedule and its connections, numbers the calls and hands

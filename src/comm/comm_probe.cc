@@ -16,12 +16,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
 
 #include "src/base/log.h"
+#include "src/base/regular_file.h"
 #include "src/comm/comm.h"
 #include "src/topo/probe/probe_run.h"
 
@@ -57,13 +57,13 @@ std::string cacheDir(const Settings& s) {
   return "";
 }
 
-bool readAll(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream s;
-  s << f.rdbuf();
-  *out = s.str();
-  return bool(f) || f.eof();
+// One file of a cached result: *found false if nothing has its name; what
+// is there must be a regular file of at most the size a result can have.
+Status readCached(const std::string& path, bool* found, std::string* out) {
+  struct stat st;
+  *found = stat(path.c_str(), &st) == 0;
+  if (!*found) return Status();
+  return readRegularFile(path, size_t(64) << 20, out).context("HOCCL_TOPO_PROBE_DIR");
 }
 
 // The node names a topology file puts under its switches.
@@ -79,7 +79,11 @@ Status hostsOf(const std::string& topoText, const std::string& label, std::set<s
 Status loadCached(const std::string& dir, std::shared_ptr<const ProbedFiles>* out) {
   auto f = std::make_shared<ProbedFiles>();
   const std::string topoPath = dir + "/" + kTopoName, tunePath = dir + "/" + kTuneName;
-  if (!readAll(topoPath, &f->topo) || !readAll(tunePath, &f->tune)) return Status();
+  bool topoFound = false, tuneFound = false;
+  HOCCL_TRY(readCached(topoPath, &topoFound, &f->topo));
+  if (!topoFound) return Status();
+  HOCCL_TRY(readCached(tunePath, &tuneFound, &f->tune));
+  if (!tuneFound) return Status();
   f->from = dir;
   HOCCL_TRY(hostsOf(f->topo, topoPath, &f->hosts).context("HOCCL_TOPO_PROBE's cached result"));
   tune::TuneFile check;

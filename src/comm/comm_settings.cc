@@ -24,6 +24,7 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
     if (config->timeoutSec <= 0)
       return errorf(hocclInvalidArgument, "config->timeoutSec=%d must be > 0", config->timeoutSec);
     s->timeoutSec = config->timeoutSec;
+    s->timeoutFrom = "hocclConfig_t.timeoutSec";
   }
   if (config->blocking != HOCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
     return errorf(hocclInvalidArgument, "config->blocking=%d must be 0 or 1", config->blocking);
@@ -66,6 +67,7 @@ Status commSettings(const hocclConfig_t* config, Settings* out) {
   std::shared_ptr<const SettingsSnapshot> snap = processSettings();
   if (!snap->error().empty()) return Status(hocclInvalidArgument, snap->error());
   Settings s = snap->values();
+  s.timeoutFrom = snap->fromEnvironment("HOCCL_TIMEOUT") ? "HOCCL_TIMEOUT" : "HOCCL_TIMEOUT's default";
   std::string why = expectOneOf(s.algo, algorithmChoices());
   if (!why.empty()) return Status(hocclInvalidArgument, invalidSetting("HOCCL_ALGO", snap->text("HOCCL_ALGO"), why));
   HOCCL_TRY(applyConfig(config, &s));

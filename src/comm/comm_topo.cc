@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 
 #include "src/comm/comm.h"
 #include "src/base/log.h"
+#include "src/base/regular_file.h"
 
 namespace hoccl {
 namespace {
@@ -93,8 +95,9 @@ Status buildSystem(hocclComm* c) {
   if (c->rank == 0) {
     const std::string& dump = c->settings.topoDumpFile;
     if (!dump.empty()) {
-      FILE* f = fopen(dump.c_str(), "w");
-      if (!f) HWARN(kSubInit, "cannot write HOCCL_TOPO_DUMP_FILE %s: %s", dump.c_str(), strerror(errno));
+      FILE* f = openForWriting(dump);
+      if (!f) HWARN(kSubInit, "cannot write HOCCL_TOPO_DUMP_FILE %s: %s", dump.c_str(),
+                    errno == ENXIO ? "a FIFO that no process reads" : strerror(errno));
       else {
         fputs(topo::toTopoFile(sys).c_str(), f);
         fclose(f);

@@ -20,6 +20,7 @@ namespace hoccl {
 // without progress before giving up.
 struct ProgressPolicy {
   double timeoutSec = 1800;
+  const char* timeoutFrom = "HOCCL_TIMEOUT";  // what set it, for messages (Settings::timeoutFrom)
   int spinIters = 0;
   // Polls before sleeping in a small call (up to remoteSpinMaxBytes per
   // rank) of a communicator that spans nodes: a network round trip

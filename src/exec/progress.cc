@@ -256,8 +256,9 @@ class HostExecutor : public Executor {
         for (int p : t.waitingOn()) remoteWait |= o->remotePeer(p);
         if (!remoteWait && o->usesNetwork()) limit += std::min(5.0, 0.2 * limit);
         if (now - lastProgress > limit) {
-          Status st = errorf(hocclTimeout, "%s made no progress for %.0f s (HOCCL_TIMEOUT) in %s, call #%llu: %s%s",
-                             o->describeSelf().c_str(), limit, callText(t.call()).c_str(),
+          Status st = errorf(hocclTimeout, "%s made no progress for %g s (%s) in %s, call #%llu: %s%s",
+                             o->describeSelf().c_str(), limit, o->progressPolicy().timeoutFrom,
+                             callText(t.call()).c_str(),
                              static_cast<unsigned long long>(t.call().opSeq), t.describeWait().c_str(),
                              describePeers(*o, t.waitingOn()).c_str());
           return fail(o, st, true);

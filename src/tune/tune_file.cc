@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
+#include "src/base/regular_file.h"
 #include "src/tune/tuner.h"
 
 namespace hoccl {
@@ -203,12 +203,8 @@ Status parseTuneFile(const std::string& text, const std::string& path, const Lin
 }
 
 Status loadTuneFile(const std::string& path, const LinkModel& base, TuneFile* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status(hocclInvalidArgument, "HOCCL_TUNE_FILE " + path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
-  if (text.size() > (size_t(16) << 20)) return Status(hocclInvalidArgument, "HOCCL_TUNE_FILE " + path + ": larger than 16 MiB");
+  std::string text;
+  HOCCL_TRY(readRegularFile(path, size_t(16) << 20, &text).context("tune file"));
   return parseTuneFile(text, path, base, out);
 }
 

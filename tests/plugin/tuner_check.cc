@@ -7,6 +7,7 @@
 #include "tests/plugin/tuner_check.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -302,6 +303,29 @@ bool rules(LoadedTuner& t, const std::string& plugin, int version, ncclTunerCons
   return ok;
 }
 
+// A FIFO as the rule file (NCCL_TUNER_CONFIG_FILE, which no settings check
+// sees): init warns and goes on without rules instead of blocking in open()
+// for ever. An alarm ends the process if it blocks.
+bool fifoRules(LoadedTuner& t, const std::string& plugin, int version, ncclTunerConstants_v5_t* constants) {
+  const std::string fifo = tempPath("rules.fifo");
+  unlink(fifo.c_str());
+  if (!EXPECT(mkfifo(fifo.c_str(), 0600) == 0, "mkfifo %s", fifo.c_str())) return false;
+  setenv("NCCL_TUNER_CONFIG_FILE", fifo.c_str(), 1);
+  bool ok = reloadTuner(plugin, version, &t);
+  void* ctx = nullptr;
+  const int warningsBefore = pluginWarnings;
+  alarm(30);
+  ok = ok && EXPECT_OK(t.api->init(&ctx, 16, 16, constants));
+  alarm(0);
+  ok = ok && EXPECT(pluginWarnings == warningsBefore + 1, "a FIFO as the rule file gave %d warnings, expected 1",
+                    pluginWarnings - warningsBefore);
+  if (ctx) ok &= EXPECT_OK(t.api->finalize(ctx));
+  unsetenv("NCCL_TUNER_CONFIG_FILE");
+  unlink(fifo.c_str());
+  if (ok) notef("a FIFO as NCCL_TUNER_CONFIG_FILE: refused with a warning, init did not block");
+  return ok;
+}
+
 }  // namespace
 
 int runTunerCheck(const std::string& plugin, int version) {
@@ -363,7 +387,8 @@ int runTunerCheck(const std::string& plugin, int version) {
   EXPECT_OK(t.api->finalize(ctx));
   unsetenv("HOCCL_TOPO_FILE");
 
-  if (!rules(t, plugin, version, cp, "HOCCL_TUNER_RULES") || !rules(t, plugin, version, cp, "NCCL_TUNER_CONFIG_FILE"))
+  if (!rules(t, plugin, version, cp, "HOCCL_TUNER_RULES") || !rules(t, plugin, version, cp, "NCCL_TUNER_CONFIG_FILE") ||
+      !fifoRules(t, plugin, version, cp))
     return 1;
   for (const std::string& p : {json, conf, small}) unlink(p.c_str());
 

@@ -4,6 +4,7 @@
 // shared with the sending one.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 
@@ -463,10 +464,16 @@ Status DeviceExecutor::importConns(const std::vector<int>& exporters, const std:
                                    std::map<int, std::string>* unmapped) {
   std::vector<IpcReceived> got;
   Status st;
+  const Deadline dl = Deadline::in(timeoutSec_);
   if (!exporters.empty())
     st = ipcReceive(
         api_, device_, fdListener_, nranks_, exporters, [this](int r) { return owner_->peerProcessGone(r); },
-        [this](int r) { return describePeer(r); }, Deadline::in(timeoutSec_), &got, unmapped);
+        [this](int r) { return describePeer(r); }, dl, &got, unmapped);
+  if (!st.ok() && dl.expired()) {  // the wait's bound, and what set it
+    char bound[96];
+    snprintf(bound, sizeof bound, " within %g s (%s)", timeoutSec_, timeoutFrom_);
+    st = Status(st.code(), st.message() + bound);
+  }
   for (const IpcReceived& r : got) {
     if (r.shm.dev) shmMaps_.push_back(r.shm);
     else ipcMaps_.push_back(r.mapping);

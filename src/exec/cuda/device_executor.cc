@@ -70,6 +70,7 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   e->settings_ = s;
   e->rank_ = oob->rank();
   e->timeoutSec_ = owner->progressPolicy().timeoutSec;
+  e->timeoutFrom_ = owner->progressPolicy().timeoutFrom;
   e->nranks_ = oob->nranks();
   e->owner_ = owner;
   // Connections are raw device pointers between threads of one process,
@@ -327,8 +328,8 @@ Status DeviceExecutor::evictPlan() {
     if (!it->second.captured && (victim == plans_.end() || it->second.lastUse < victim->second.lastUse)) victim = it;
   if (victim == plans_.end()) return Status();  // every plan is in a graph: keep them all
   if (!waitIdle(timeoutSec_))
-    return errorf(hocclRemoteError, "device buffers: rank %d's earlier launches did not end within HOCCL_TIMEOUT "
-                  "(%.0f s) while it made room for a new schedule", rank_, timeoutSec_);
+    return errorf(hocclRemoteError, "device buffers: rank %d's earlier launches did not end within %g s (%s) while "
+                  "it made room for a new schedule", rank_, timeoutSec_, timeoutFrom_);
   freePlan(&victim->second);
   plans_.erase(victim);
   ++evictions_;

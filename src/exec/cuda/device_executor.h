@@ -162,6 +162,7 @@ class DeviceExecutor {
   DeviceSettings settings_;
   int rank_ = 0, nranks_ = 1, device_ = 0;
   double timeoutSec_ = 300;  // the communicator's, which bounds every wait of a launch
+  const char* timeoutFrom_ = "HOCCL_TIMEOUT";  // what set it (ProgressPolicy::timeoutFrom)
   size_t slotBytes_ = 0;
   int channelCap_ = 1;  // channelsFor's cap (create)
   bool oneGpu_ = false;  // every rank on this executor's GPU (kArgOneGpu)

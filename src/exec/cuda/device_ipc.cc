@@ -212,7 +212,7 @@ Status ipcReceive(const DeviceApi& api, int device, const FdListener& listener, 
                         describe(r).c_str());
       if (dl.expired())
         return errorf(hocclRemoteError, "device connections: timed out waiting for the connection memory of rank(s) "
-                      "%s (HOCCL_TIMEOUT)", ranksText(waiting).c_str());
+                      "%s", ranksText(waiting).c_str());
       continue;
     }
     FdChannel ch;
