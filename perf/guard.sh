@@ -5,7 +5,7 @@
 # round, on a fixed set of points, and prints per point the median time of
 # each build, new/old, and each build's spread over the rounds (the noise a
 # ratio must beat). A point whose new median is slower than the old by more
-# than that noise is flagged SLOWER.
+# than that noise (and by more than 2%) is flagged SLOWER.
 #
 #   perf/guard.sh OLD_REF [--rounds R] [--points P1,P2,...] [--out DIR]
 #   perf/guard.sh --old-build DIR --new-build DIR [...]   (builds made already)
@@ -202,13 +202,14 @@ for p in points:
     new = [float(x) for x in open(f"{out}/{p}.new") if x.strip()]
     mo, mn = statistics.median(old), statistics.median(new)
     spread = lambda v: (max(v) - min(v)) / statistics.median(v)
-    noise = max(spread(old), spread(new))
+    # Two or three rounds understate the noise: never count less than 2%.
+    noise = max(spread(old), spread(new), 0.02)
     ratio = mn / mo
     flag = "  SLOWER" if ratio - 1 > noise else ""
     if flag:
         flagged.append(p)
     print(f"{p:<18} {unit(mo):>12} {unit(mn):>12} {ratio:8.3f} {spread(old) * 100:9.1f}% {spread(new) * 100:5.1f}%  {len(old)}{flag}")
-print("new/old is time: below 1 is faster. SLOWER: the new median is behind by more than the larger spread.")
+print("new/old is time: below 1 is faster. SLOWER: the new median is behind by more than the larger spread (at least 2%).")
 sys.exit(1 if strict and flagged else 0)
 EOF
 rc=$?
