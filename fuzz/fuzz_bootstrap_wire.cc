@@ -61,6 +61,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (decodeAbortNotice(payload, 8, &n).ok()) sink += strlen(n.msg) + static_cast<size_t>(n.code);
         break;
       }
+      case kTagRootJoinFailed: {
+        JoinFailure j;
+        if (decodeJoinFailure(payload, &j).ok() && (j.rank < 0 || j.rank >= j.nranks)) __builtin_trap();
+        if (decodeJoinFailure(payload, &j).ok()) sink += strlen(j.msg);
+        break;
+      }
       default: {
         // Node records travel through the bootstrap's allGather at init.
         topo::NodeInfo node;

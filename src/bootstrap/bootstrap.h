@@ -101,24 +101,32 @@ class Bootstrap : public OutOfBand {
   Status barrier() override;
 
   // Failure propagation: tells every rank r with tell[r] that this rank
-  // stopped, with `code` and `msg`, each over a short connection of its
-  // own (no state shared with the calls above, so any thread may call it).
-  // Returns within `budgetSec`; a peer not reached by then is skipped.
+  // stopped, with `code` and `msg`: over a connection the two already
+  // have, when no other thread is inside a call above (no descriptor
+  // needed: a rank that ran out still reaches its peers), else over a short
+  // connection of its own, so any thread may call it. Returns within
+  // `budgetSec`; a peer not reached by then is skipped.
   void broadcastAbort(hocclResult_t code, const std::string& msg, const std::vector<bool>& tell,
-                      double budgetSec) const;
+                      double budgetSec);
   // The first abort a peer sent us, after reading what has arrived without
   // waiting; OK if none. Any thread: while another thread is inside a call
   // above, it reports what that call has read so far.
   Status pollAbort();
+  // The first abort a peer sent us among what has been read; OK if none.
+  Status abortSeen();
+
+  ~Bootstrap() override;
 
  private:
   Bootstrap() = default;
   Status connectTo(int peer);
   Status pump(const Deadline& dl, int waitPeer);
   Status acceptOne(const Deadline& dl);
+  void readQueuedNotices();
+  Status noticeOf(const Status& lost);
+  void recordAbort(const std::string& payload);
   Status sendLocked(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recvLocked(int peer, uint32_t tag, std::string* data);
-  Status abortSeen();
 
   int rank_ = 0;
   uint64_t magic_ = 0;
@@ -135,6 +143,7 @@ class Bootstrap : public OutOfBand {
   std::mutex mu_;  // the sockets and inbox above, after construction
   std::mutex abortMu_;
   Status abort_;   // the first abort notice received
+  int refused_ = 0;  // incoming connections that were not ours (the first is logged)
 };
 
 }  // namespace hoccl

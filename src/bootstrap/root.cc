@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <condition_variable>
@@ -121,6 +122,17 @@ Status decodeAbortNotice(const std::string& payload, int nranks, AbortNotice* ou
   return Status();
 }
 
+Status decodeJoinFailure(const std::string& payload, JoinFailure* out) {
+  if (payload.size() != sizeof *out)
+    return errorf(hocclInvalidUsage, "bootstrap: malformed join failure (%zu bytes)", payload.size());
+  memcpy(out, payload.data(), sizeof *out);
+  if (out->nranks < 1 || out->nranks > kMaxRanks || out->rank < 0 || out->rank >= out->nranks)
+    return errorf(hocclInvalidUsage, "bootstrap: join failure of rank %d of %d", out->rank, out->nranks);
+  if (out->code <= hocclSuccess || out->code >= hocclNumResults) out->code = hocclSystemError;
+  out->msg[sizeof out->msg - 1] = '\0';
+  return Status();
+}
+
 namespace {
 
 // The first line where two "NAME=value\n" lists differ, as "NAME=a" / "NAME=b".
@@ -151,11 +163,20 @@ class Root {
     std::vector<Socket> conns;
     std::vector<RootHello> hellos;
     std::string fatal;
+    bool failed = false;  // fatal is a failure of this process or a rank's, not the ranks' mistake
+    int gone = -1;        // the rank that could not join
     Deadline joinDl = dl_;
     double joinTimeoutSec = timeoutSec_;
     while ((nranks < 0 || joined < nranks) && fatal.empty()) {
       Socket c;
-      if (!listener_.accept(joinDl, &c).ok()) break;
+      Status accepted = listener_.accept(joinDl, &c);
+      if (accepted.code() == hocclTimeout) break;
+      if (!accepted.ok()) {
+        failed = true;
+        fatal = "the rendezvous (pid " + std::to_string(getpid()) + ") cannot accept the ranks' connections: " +
+                accepted.message();
+        break;
+      }
       FrameHeader fh{};
       std::string payload;
       Status st = recvFrameRaw(c, &fh, &payload, Deadline::in(std::min(10.0, timeoutSec_)));
@@ -173,6 +194,18 @@ class Root {
               static_cast<unsigned long long>(fh.magic));
         sendFrame(c, fh.magic, kTagRootError, msg, strlen(msg), Deadline::in(2));
         continue;
+      }
+      JoinFailure gaveUp;
+      if (fh.tag == kTagRootJoinFailed && decodeJoinFailure(payload, &gaveUp).ok()) {
+        failed = true;
+        fatal = gaveUp.msg;
+        if (nranks < 0) {
+          nranks = gaveUp.nranks;
+          conns.resize(nranks);
+          hellos.resize(nranks);
+        }
+        if (gaveUp.rank < nranks) gone = gaveUp.rank;
+        break;
       }
       RootHello h;
       st = fh.tag == kTagRootHello ? decodeRootHello(payload, &h)
@@ -223,7 +256,7 @@ class Root {
     for (int r = std::min(nranks, static_cast<int>(conns.size())) - 1; r >= 0; --r) {
       if (!conns[r].valid()) continue;
       if (!fatal.empty()) {
-        reply(conns[r], timedOut ? kTagRootTimeout : kTagRootError, fatal);
+        reply(conns[r], timedOut ? kTagRootTimeout : failed ? kTagRootFailed : kTagRootError, fatal);
         continue;
       }
       std::vector<RankInfo> table(nranks);
@@ -232,6 +265,11 @@ class Root {
                 Deadline::in(std::min(10.0, timeoutSec_)));
     }
     if (!fatal.empty()) HWARN(kSubBootstrap, "rendezvous failed: %s", fatal.c_str());
+    if (failed) {
+      std::vector<bool> told(std::max(nranks, 0));
+      for (int r = 0; r < nranks; ++r) told[r] = r == gone || conns[r].valid();
+      answerTheRest(fatal, std::move(told), joinDl);
+    }
   }
 
  private:
@@ -249,6 +287,57 @@ class Root {
       }
     }
     return "";
+  }
+
+  // After a failure, answers each rank still to come with it, until every
+  // rank has been told (`told`, which grows once the number of ranks is
+  // known; until then, only those already queued) or the deadline: none
+  // then waits for a rendezvous that gave up, or is reset when its
+  // listener closes. Out of descriptors, each is taken with the spare one.
+  void answerTheRest(const std::string& msg, std::vector<bool> told, const Deadline& dl) {
+    for (int left = 4 * kMaxAnswered, backoffMs = 1; left > 0; --left) {
+      bool waiting = std::find(told.begin(), told.end(), false) != told.end();
+      if (!listener_.waitReadable(waiting ? dl.remainingMs() : 0)) return;
+      int rank = -1, nranks = 0;
+      Socket c;
+      Status st = listener_.accept(Deadline::in(0), &c);
+      if (st.ok()) {
+        answerOne(c, msg, &rank, &nranks);
+      } else if (!outOfDescriptors(st)) {
+        return;
+      } else if (!withSpareDescriptor([&] {
+                   Socket s;
+                   if (listener_.accept(Deadline::in(0), &s).ok()) answerOne(s, msg, &rank, &nranks);
+                 })) {
+        // The spare is gone until some descriptor is freed, as the failing
+        // ranks will do: wait for that, not spin.
+        if (dl.expired()) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoffMs, dl.remainingMs())));
+        backoffMs = std::min(backoffMs * 2, 100);
+        continue;
+      }
+      if (told.empty() && nranks > 0 && nranks <= kMaxAnswered) told.assign(nranks, false);
+      if (rank >= 0 && rank < static_cast<int>(told.size())) told[rank] = true;
+    }
+  }
+  static constexpr int kMaxAnswered = 4096;
+
+  // Reads a rank's first frame and answers it with the failure `msg`
+  // (unless it is a rank's own failure to join); *rank and *nranks get
+  // what it said.
+  void answerOne(const Socket& c, const std::string& msg, int* rank, int* nranks) {
+    FrameHeader fh{};
+    std::string payload;
+    if (!recvFrameRaw(c, &fh, &payload, Deadline::in(std::min(1.0, timeoutSec_))).ok()) return;
+    RootHello h;
+    JoinFailure j;
+    if (fh.tag == kTagRootJoinFailed && decodeJoinFailure(payload, &j).ok()) {
+      if (fh.magic == magic_) *rank = j.rank, *nranks = j.nranks;
+      return;
+    }
+    (void)sendFrame(c, fh.magic, kTagRootFailed, msg.data(), msg.size(), Deadline::in(1));
+    if (fh.magic == magic_ && fh.tag == kTagRootHello && decodeRootHello(payload, &h).ok())
+      *rank = h.rank, *nranks = h.nranks;
   }
 
   void reply(const Socket& c, uint32_t tag, const std::string& msg) {

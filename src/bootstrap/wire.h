@@ -32,6 +32,11 @@ constexpr uint32_t kTagPeerHello = 4;
 constexpr uint32_t kTagAbort = 5;
 // The rendezvous' answer when ranks are missing at the deadline (their list).
 constexpr uint32_t kTagRootTimeout = 6;
+// A rank that ran out of something before it could join says so (a
+// JoinFailure), and the rendezvous answers every rank with that, or with
+// its own failure (text), at once.
+constexpr uint32_t kTagRootJoinFailed = 7;
+constexpr uint32_t kTagRootFailed = 8;
 
 struct RootHello {
   uint32_t protocol;
@@ -52,6 +57,13 @@ struct AbortNotice {
   char msg[1024];
 };
 
+struct JoinFailure {
+  int32_t rank;
+  int32_t nranks;  // so the rendezvous knows how many ranks to answer
+  int32_t code;    // hocclResult_t
+  char msg[1024];
+};
+
 // Decoders of what arrives from the network. They are pure functions of the
 // bytes, so fuzz/fuzz_bootstrap_wire.cc runs them without sockets. Anything
 // they accept is safe to use as is: strings are terminated, numbers in range.
@@ -61,6 +73,7 @@ Status decodeRootHello(const std::string& payload, RootHello* out);
 Status decodeRankTable(const std::string& payload, int nranks, std::vector<RankInfo>* out);
 Status decodePeerHello(const std::string& payload, int nranks, int* from);
 Status decodeAbortNotice(const std::string& payload, int nranks, AbortNotice* out);
+Status decodeJoinFailure(const std::string& payload, JoinFailure* out);
 
 Status sendFrame(const Socket& s, uint64_t magic, uint32_t tag, const void* data, size_t bytes,
                  const Deadline& dl);
