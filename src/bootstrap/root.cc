@@ -374,14 +374,21 @@ Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, So
     std::lock_guard<std::mutex> lock(live.mu);
     live.running.insert(magic);
   }
-  std::thread([l = std::move(listener), magic, timeoutSec, &live]() mutable {
+  std::thread thread;
+  Status st = startThread("the rendezvous thread", &thread, [l = std::move(listener), magic, timeoutSec, &live]() mutable {
     nameThisThread("hoccl-root");
     Root root(std::move(l), magic, timeoutSec);
     root.run();
     std::lock_guard<std::mutex> lock(live.mu);
     live.running.erase(magic);
     live.cv.notify_all();
-  }).detach();
+  });
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(live.mu);
+    live.running.erase(magic);
+    return st;
+  }
+  thread.detach();
   return Status();
 }
 

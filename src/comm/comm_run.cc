@@ -8,6 +8,7 @@
 #include <functional>
 #include <thread>
 
+#include "src/base/thread_name.h"
 #include "src/comm/comm.h"
 
 using namespace hoccl;
@@ -139,10 +140,14 @@ Status runDeviceCalls(CommCall* calls, size_t n) {
   }
   if (byComm.size() == 1) return enqueueDevice(calls, byComm[0].second);
   std::vector<Status> sts(byComm.size());
-  std::vector<std::thread> threads;
-  for (size_t j = 0; j < byComm.size(); ++j)
-    threads.emplace_back([&, j] { sts[j] = enqueueDevice(calls, byComm[j].second); });
-  for (std::thread& t : threads) t.join();
+  std::vector<std::thread> threads(byComm.size());
+  for (size_t j = 0; j < byComm.size(); ++j) {
+    Status st = startThread("a thread to queue a group's device calls", &threads[j],
+                            [&, j] { sts[j] = enqueueDevice(calls, byComm[j].second); });
+    if (!st.ok()) sts[j] = st;
+  }
+  for (std::thread& t : threads)
+    if (t.joinable()) t.join();
   for (const Status& st : sts)
     if (!st.ok()) return st;
   return Status();
@@ -208,9 +213,16 @@ Status runHostCalls(CommCall* calls, size_t n) {
   };
   if (uncached.size() == 1) prepAll(uncached[0].second);
   if (uncached.size() > 1) {
-    std::vector<std::thread> threads;
-    for (const auto& u : uncached) threads.emplace_back(prepAll, std::cref(u.second));
-    for (std::thread& t : threads) t.join();
+    std::vector<std::thread> threads(uncached.size());
+    for (size_t j = 0; j < uncached.size(); ++j) {
+      const std::vector<size_t>& idx = uncached[j].second;
+      Status st = startThread("a thread to connect a group's communicators", &threads[j],
+                              [&, j] { prepAll(uncached[j].second); });
+      if (!st.ok())
+        for (size_t i : idx) sts[i] = st;
+    }
+    for (std::thread& t : threads)
+      if (t.joinable()) t.join();
   }
   for (size_t i = 0; i < n; ++i) {
     if (!sts[i].ok()) {
