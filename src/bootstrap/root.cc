@@ -2,6 +2,7 @@
 // ranks agree on the job, the library version and the wire settings, and
 // answers each with the table of all ranks or with the error.
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +10,8 @@
 #include <cstring>
 #include <condition_variable>
 #include <mutex>
-#include <set>
+#include <map>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -265,12 +267,15 @@ class Root {
                 Deadline::in(std::min(10.0, timeoutSec_)));
     }
     if (!fatal.empty()) HWARN(kSubBootstrap, "rendezvous failed: %s", fatal.c_str());
-    if (failed) {
+    if (!fatal.empty() && !timedOut) {
       std::vector<bool> told(std::max(nranks, 0));
       for (int r = 0; r < nranks; ++r) told[r] = r == gone || conns[r].valid();
-      answerTheRest(fatal, std::move(told), joinDl);
+      answerTheRest(fatal, failed ? kTagRootFailed : kTagRootError, std::move(told), joinDl);
     }
   }
+
+  int listenerFd() const { return listener_.fd(); }
+  void closeListener() { listener_.close(); }
 
  private:
   static std::string checkAgreement(const std::vector<RootHello>& hellos) {
@@ -289,12 +294,13 @@ class Root {
     return "";
   }
 
-  // After a failure, answers each rank still to come with it, until every
-  // rank has been told (`told`, which grows once the number of ranks is
-  // known; until then, only those already queued) or the deadline: none
-  // then waits for a rendezvous that gave up, or is reset when its
-  // listener closes. Out of descriptors, each is taken with the spare one.
-  void answerTheRest(const std::string& msg, std::vector<bool> told, const Deadline& dl) {
+  // After a failure or a refusal (a rank given twice, say), answers each
+  // rank still to come with it, until every rank has been told (`told`,
+  // which grows once the number of ranks is known; until then, only those
+  // already queued) or the deadline: none then waits for a rendezvous that
+  // gave up, or is reset when its listener closes. Out of descriptors,
+  // each is taken with the spare one.
+  void answerTheRest(const std::string& msg, uint32_t tag, std::vector<bool> told, const Deadline& dl) {
     for (int left = 4 * kMaxAnswered, backoffMs = 1; left > 0; --left) {
       bool waiting = std::find(told.begin(), told.end(), false) != told.end();
       if (!listener_.waitReadable(waiting ? dl.remainingMs() : 0)) return;
@@ -302,12 +308,12 @@ class Root {
       Socket c;
       Status st = listener_.accept(Deadline::in(0), &c);
       if (st.ok()) {
-        answerOne(c, msg, &rank, &nranks);
+        answerOne(c, tag, msg, &rank, &nranks);
       } else if (!outOfDescriptors(st)) {
         return;
       } else if (!withSpareDescriptor([&] {
                    Socket s;
-                   if (listener_.accept(Deadline::in(0), &s).ok()) answerOne(s, msg, &rank, &nranks);
+                   if (listener_.accept(Deadline::in(0), &s).ok()) answerOne(s, tag, msg, &rank, &nranks);
                  })) {
         // The spare is gone until some descriptor is freed, as the failing
         // ranks will do: wait for that, not spin.
@@ -322,10 +328,9 @@ class Root {
   }
   static constexpr int kMaxAnswered = 4096;
 
-  // Reads a rank's first frame and answers it with the failure `msg`
-  // (unless it is a rank's own failure to join); *rank and *nranks get
-  // what it said.
-  void answerOne(const Socket& c, const std::string& msg, int* rank, int* nranks) {
+  // Reads a rank's first frame and answers it with `msg` (unless it is a
+  // rank's own failure to join); *rank and *nranks get what it said.
+  void answerOne(const Socket& c, uint32_t tag, const std::string& msg, int* rank, int* nranks) {
     FrameHeader fh{};
     std::string payload;
     if (!recvFrameRaw(c, &fh, &payload, Deadline::in(std::min(1.0, timeoutSec_))).ok()) return;
@@ -335,7 +340,7 @@ class Root {
       if (fh.magic == magic_) *rank = j.rank, *nranks = j.nranks;
       return;
     }
-    (void)sendFrame(c, fh.magic, kTagRootFailed, msg.data(), msg.size(), Deadline::in(1));
+    (void)sendFrame(c, fh.magic, tag, msg.data(), msg.size(), Deadline::in(1));
     if (fh.magic == magic_ && fh.tag == kTagRootHello && decodeRootHello(payload, &h).ok())
       *rank = h.rank, *nranks = h.nranks;
   }
@@ -351,17 +356,36 @@ class Root {
 
 }  // namespace
 
-// Rendezvous threads running in this process, so a rank of this process can
-// wait until its rendezvous has answered everyone before init returns (the
-// thread dies with the process).
+// Rendezvous threads running in this process, with their listening
+// descriptors, so a rank of this process can wait until its rendezvous has
+// answered everyone before init returns (the thread dies with the process).
+// A fork()ed child has the listeners but not the threads. At the fork it
+// closes its copies (a rank that connects after the parent's rendezvous
+// ended is then refused, not queued where nobody answers) and starts with
+// an empty set: it waited the full 10 s for a thread it does not have.
 struct LiveRoots {
   std::mutex mu;
   std::condition_variable cv;
-  std::set<uint64_t> running;
+  std::map<uint64_t, int> running;  // magic -> listening descriptor
 };
 
+LiveRoots* roots = nullptr;  // never freed: detached threads use it
+
+void lockRootsForFork() { roots->mu.lock(); }
+void unlockRootsInParent() { roots->mu.unlock(); }
+void resetRootsInChild() {
+  for (const auto& [magic, fd] : roots->running) ::close(fd);
+  // A new set: the old one's condition variable may count waiters that
+  // were threads of the parent.
+  roots = new LiveRoots();
+}
+
 LiveRoots& liveRoots() {
-  static LiveRoots* roots = new LiveRoots();  // never destroyed: detached threads use it
+  static std::once_flag once;
+  std::call_once(once, [] {
+    roots = new LiveRoots();
+    pthread_atfork(lockRootsForFork, unlockRootsInParent, resetRootsInChild);
+  });
   return *roots;
 }
 
@@ -369,22 +393,26 @@ Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, So
   Socket listener;
   HOCCL_TRY(Socket::listen(bindAddr, &listener, bound));
   HINFO(kSubBootstrap, "rendezvous listening on %s", bound->toString().c_str());
+  auto root = std::make_shared<Root>(std::move(listener), magic, timeoutSec);
   LiveRoots& live = liveRoots();
   {
     std::lock_guard<std::mutex> lock(live.mu);
-    live.running.insert(magic);
+    live.running[magic] = root->listenerFd();
   }
+  // The listener closes under the lock, as it leaves the set: a fork sees
+  // both or neither.
   std::thread thread;
-  Status st = startThread("the rendezvous thread", &thread, [l = std::move(listener), magic, timeoutSec, &live]() mutable {
+  Status st = startThread("the rendezvous thread", &thread, [root, magic, &live] {
     nameThisThread("hoccl-root");
-    Root root(std::move(l), magic, timeoutSec);
-    root.run();
+    root->run();
     std::lock_guard<std::mutex> lock(live.mu);
+    root->closeListener();
     live.running.erase(magic);
     live.cv.notify_all();
   });
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(live.mu);
+    root->closeListener();
     live.running.erase(magic);
     return st;
   }
