@@ -238,7 +238,9 @@ Status Socket::connect(const SockAddr& addr, int retries, const Deadline& dl, So
                      err == EHOSTUNREACH || err == ENETUNREACH || err == EAGAIN;
     if (!transient || attempt >= retries || dl.expired()) {
       errno = err;
-      return sysErrorf("cannot connect to %s after %d attempts", addr.toString().c_str(), attempt + 1);
+      // connect's EADDRNOTAVAIL: no local port left to connect from.
+      return sysErrorf("cannot connect to %s after %d attempts%s", addr.toString().c_str(), attempt + 1,
+                       err == EADDRNOTAVAIL ? " (out of local ports: net.ipv4.ip_local_port_range)" : "");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(delayMs, dl.remainingMs())));
     delayMs = std::min(delayMs * 2, 200);
