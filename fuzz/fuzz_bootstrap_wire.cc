@@ -66,6 +66,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (decodeCallNotice(payload, 8, &n).ok() && (n.rank < 0 || n.rank >= 8)) __builtin_trap();
         break;
       }
+      case kTagRootJoinFailed: {
+        JoinFailure j;
+        if (decodeJoinFailure(payload, &j).ok() && (j.rank < 0 || j.rank >= j.nranks)) __builtin_trap();
+        if (decodeJoinFailure(payload, &j).ok()) sink += strlen(j.msg);
+        break;
+      }
       default: {
         // Node records travel through the bootstrap's allGather at init.
         topo::NodeInfo node;

@@ -223,7 +223,7 @@ hocclResult_t initNonBlocking(hocclComm_t* comm, int nranks, const UniqueIdData&
   c->initPending.store(true);
   registerComm(c);
   *comm = c;
-  c->initThread = std::thread([c, id, nranks, rank, config] {
+  Status started = startThread("the non-blocking init's thread", &c->initThread, [c, id, nranks, rank, config] {
     nameThisThread("hoccl-init");
     Status st = commInit(id, nranks, rank, &config, c);
     if (!st.ok()) {
@@ -242,6 +242,12 @@ hocclResult_t initNonBlocking(hocclComm_t* comm, int nranks, const UniqueIdData&
                  rank);
     }
   });
+  if (!started.ok()) {
+    unregisterComm(c);
+    commFree(c);
+    *comm = nullptr;
+    return report(nullptr, started.context("rank " + std::to_string(rank) + " init"));
+  }
   return hocclInProgress;
 }
 

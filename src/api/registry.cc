@@ -17,13 +17,14 @@
 // the process pass a full barrier. Where membarrier is not available, the
 // call path takes a real fence instead.
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "src/api/api_internal.h"
@@ -34,11 +35,26 @@ namespace hoccl {
 namespace {
 
 std::mutex registryMutex;
-std::set<hocclComm*>& registry() {
-  static std::set<hocclComm*> live;
+// Each live communicator with the process that made it: one inherited by a
+// fork()ed child lives on in the parent, and its shared memory and
+// connections are the parent's, so the child is refused it by name.
+std::map<hocclComm*, pid_t>& registry() {
+  static std::map<hocclComm*, pid_t> live;
   return live;
 }
 std::atomic<uint64_t> removals{0};  // communicators removed so far
+std::atomic<pid_t> thisProcess{0};  // getpid(), kept here: the slow path asks often
+
+// A fork() while another thread holds the registry would leave it locked in
+// the child; and the forking thread's "known live" answer must not carry
+// over (the child's first use of a communicator asks the registry).
+void beforeFork() { registryMutex.lock(); }
+void afterForkInParent() { registryMutex.unlock(); }
+void afterForkInChild() {
+  thisProcess.store(getpid(), std::memory_order_relaxed);
+  removals.fetch_add(1, std::memory_order_relaxed);
+  registryMutex.unlock();
+}
 
 // membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) registered for this process:
 // decided once, before the first communicator is registered.
@@ -50,6 +66,8 @@ void decideFences() {
     bool ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
               syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     asymmetric.store(ok, std::memory_order_relaxed);
+    thisProcess.store(getpid(), std::memory_order_relaxed);
+    pthread_atfork(beforeFork, afterForkInParent, afterForkInChild);
   });
 }
 inline void lightFence() {
@@ -101,9 +119,15 @@ HOCCL_THREAD_LOCAL uint64_t knownRemovals = ~uint64_t{0};
 
 Status checkLive(hocclComm* comm, const char* fn) {  // under registryMutex
   if (!comm) return errorf(hocclInvalidArgument, "%s: comm is NULL", fn);
-  if (!registry().count(comm))
+  auto it = registry().find(comm);
+  if (it == registry().end())
     return errorf(hocclInvalidUsage, "%s: comm %p is not a live communicator (destroyed, aborted or never created)",
                   fn, static_cast<void*>(comm));
+  if (it->second != thisProcess.load(std::memory_order_relaxed))
+    return errorf(hocclInvalidUsage,
+                  "%s: comm %p belongs to process %d, which fork()ed this one; a communicator does not cross "
+                  "fork(): the child makes its own (hocclGetUniqueId, hocclCommInitRank)",
+                  fn, static_cast<void*>(comm), static_cast<int>(it->second));
   return Status();
 }
 
@@ -121,7 +145,7 @@ void registerComm(hocclComm* comm) {
   static uint64_t registered = 0;  // under registryMutex
   std::lock_guard<std::mutex> lock(registryMutex);
   comm->serial = ++registered;
-  registry().insert(comm);
+  registry()[comm] = thisProcess.load(std::memory_order_relaxed);
 }
 
 bool unregisterComm(hocclComm* comm) {

@@ -1,11 +1,34 @@
 #include "src/base/error.h"
 
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
 namespace hoccl {
+
+namespace {
+
+// Names the resource behind an errno that says one ran out, so that
+// "Too many open files" also says which limit and where to raise it.
+std::string resourceHint(int err) {
+  if (err == EMFILE) {
+    rlimit l{};
+    char buf[160];
+    if (getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur != RLIM_INFINITY)
+      snprintf(buf, sizeof buf, " (this process is out of file descriptors: RLIMIT_NOFILE, ulimit -n, is %llu)",
+               static_cast<unsigned long long>(l.rlim_cur));
+    else
+      snprintf(buf, sizeof buf, " (this process is out of file descriptors)");
+    return buf;
+  }
+  if (err == ENFILE) return " (the system is out of file descriptors: fs.file-max)";
+  return "";
+}
+
+}  // namespace
 
 Status errorf(hocclResult_t code, const char* fmt, ...) {
   char buf[2048];
@@ -26,6 +49,7 @@ Status sysErrorf(const char* fmt, ...) {
   std::string msg = buf;
   msg += ": ";
   msg += strerror(err);
+  msg += resourceHint(err);
   return Status(hocclSystemError, msg);
 }
 

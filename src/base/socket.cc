@@ -73,7 +73,12 @@ Status chooseLocalAddress(const std::string& rule, SockAddr* out, std::string* i
   if (!parseNameRule(rule, /*withPorts=*/false, &parsed, &why))
     return errorf(hocclInvalidArgument, "HOCCL_SOCKET_IFNAME: %s", why.c_str());
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return sysErrorf("getifaddrs");
+  int rc;
+  {
+    OpeningDescriptor opening;
+    rc = getifaddrs(&list);
+  }
+  if (rc != 0) return sysErrorf("getifaddrs");
   const ifaddrs* best = nullptr;
   const ifaddrs* loopback = nullptr;
   for (const ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
@@ -114,7 +119,11 @@ Status chooseLocalAddress(const std::string& rule, SockAddr* out, std::string* i
 }
 
 Status probeRouteTo(const SockAddr& remote, SockAddr* local, std::string* ifname) {
-  int fd = ::socket(remote.u.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int fd;
+  {
+    OpeningDescriptor opening;
+    fd = ::socket(remote.u.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  }
   if (fd < 0) return sysErrorf("socket");
   Socket s(fd);
   SockAddr probe = remote;
@@ -127,7 +136,12 @@ Status probeRouteTo(const SockAddr& remote, SockAddr* local, std::string* ifname
   // Name the interface that holds the address.
   ifaddrs* list = nullptr;
   ifname->clear();
-  if (getifaddrs(&list) == 0) {
+  int rc;
+  {
+    OpeningDescriptor opening;
+    rc = getifaddrs(&list);
+  }
+  if (rc == 0) {
     for (const ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
       if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != mine.u.sa.sa_family) continue;
       bool same = mine.u.sa.sa_family == AF_INET
@@ -167,7 +181,11 @@ static void tuneSocket(int fd) {
 }
 
 Status Socket::listen(const SockAddr& addr, Socket* out, SockAddr* bound) {
-  int fd = ::socket(addr.u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd;
+  {
+    OpeningDescriptor opening;
+    fd = ::socket(addr.u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  }
   if (fd < 0) return sysErrorf("socket");
   Socket s(fd);
   int one = 1;
@@ -190,10 +208,15 @@ Status Socket::listen(const SockAddr& addr, Socket* out, SockAddr* bound) {
   return Status();
 }
 
-Status Socket::connect(const SockAddr& addr, int retries, const Deadline& dl, Socket* out) {
+Status Socket::connect(const SockAddr& addr, int retries, const Deadline& dl, Socket* out,
+                       const std::function<Status()>& between) {
   int delayMs = 1;
   for (int attempt = 0;; ++attempt) {
-    int fd = ::socket(addr.u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd;
+    {
+      OpeningDescriptor opening;
+      fd = ::socket(addr.u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    }
     if (fd < 0) return sysErrorf("socket");
     Socket s(fd);
     int rc = ::connect(fd, &addr.u.sa, addr.len());
@@ -215,23 +238,37 @@ Status Socket::connect(const SockAddr& addr, int retries, const Deadline& dl, So
                      err == EHOSTUNREACH || err == ENETUNREACH || err == EAGAIN;
     if (!transient || attempt >= retries || dl.expired()) {
       errno = err;
-      return sysErrorf("cannot connect to %s after %d attempts", addr.toString().c_str(), attempt + 1);
+      // connect's EADDRNOTAVAIL: no local port left to connect from.
+      return sysErrorf("cannot connect to %s after %d attempts%s", addr.toString().c_str(), attempt + 1,
+                       err == EADDRNOTAVAIL ? " (out of local ports: net.ipv4.ip_local_port_range)" : "");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(delayMs, dl.remainingMs())));
     delayMs = std::min(delayMs * 2, 200);
+    if (between) HOCCL_TRY(between());
   }
 }
 
 Status Socket::accept(const Deadline& dl, Socket* out) const {
   for (;;) {
-    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    int fd;
+    {
+      OpeningDescriptor opening;
+      fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    }
     if (fd >= 0) {
       tuneSocket(fd);
       *out = Socket(fd);
       return Status();
     }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+    // Out of descriptors, accept fails even with nothing queued: that is an
+    // error only once a connection waits.
+    const int err = errno;
+    const bool starved = err == EMFILE || err == ENFILE;
+    if ((starved && waitReadable(0)) ||
+        (!starved && err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ECONNABORTED)) {
+      errno = err;
       return sysErrorf("accept");
+    }
     if (dl.expired()) return errorf(hocclTimeout, "timed out waiting for a connection");
     waitReadable(dl.remainingMs(100));
   }

@@ -6,9 +6,11 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "src/base/clock.h"
+#include "src/base/descriptors.h"
 #include "src/base/error.h"
 
 namespace hoccl {
@@ -58,8 +60,10 @@ class Socket {
   // actual address. A busy port is an error that says so.
   static Status listen(const SockAddr& addr, Socket* out, SockAddr* bound);
   // Connects, retrying refused or unreachable attempts with back-off until
-  // `retries` attempts or the deadline.
-  static Status connect(const SockAddr& addr, int retries, const Deadline& dl, Socket* out);
+  // `retries` attempts or the deadline. `between`, if given, runs between
+  // attempts; an error from it ends the retries with that error.
+  static Status connect(const SockAddr& addr, int retries, const Deadline& dl, Socket* out,
+                        const std::function<Status()>& between = nullptr);
   Status accept(const Deadline& dl, Socket* out) const;
 
   Status sendAll(const void* data, size_t bytes, const Deadline& dl) const;

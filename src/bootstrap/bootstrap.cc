@@ -13,7 +13,27 @@
 namespace hoccl {
 namespace {
 constexpr uint32_t kTagCollBase = 0x10000000;  // allGather / barrier steps
+
+// A rank that cannot join (out of descriptors, say) tells the rendezvous,
+// which then stops every rank at once instead of waiting for this one
+// (over the spare descriptor when this process ran out).
+Status cannotJoin(const UniqueIdData& id, const BootstrapOptions& opt, Status why) {
+  JoinFailure n{};
+  n.rank = opt.rank;
+  n.nranks = opt.nranks;
+  n.code = why.code();
+  snprintf(n.msg, sizeof n.msg, "rank %d (pid %d on %s) cannot join: %s", opt.rank, static_cast<int>(getpid()),
+           opt.hostId.c_str(), why.message().c_str());
+  Deadline dl = Deadline::in(std::min(1.0, opt.timeoutSec));
+  auto tell = [&] {
+    Socket s;
+    if (Socket::connect(id.root, 0, dl, &s).ok()) (void)sendFrame(s, id.magic, kTagRootJoinFailed, &n, sizeof n, dl);
+  };
+  if (outOfDescriptors(why)) withSpareDescriptor(tell);
+  else tell();
+  return why;
 }
+}  // namespace
 
 Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
                        std::unique_ptr<Bootstrap>* out) {
@@ -28,12 +48,15 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   // names, else the one the kernel routes the root's address through.
   SockAddr local;
   std::string ifname;
+  Status st;
   if (opt.ifnameRule.empty()) {
-    HOCCL_TRY(probeRouteTo(id.root, &local, &ifname).context("finding the interface that reaches the rendezvous"));
+    st = probeRouteTo(id.root, &local, &ifname);
+    if (!st.ok()) return cannotJoin(id, opt, st.context("finding the interface that reaches the rendezvous"));
     HINFO(kSubBootstrap, "interface %s (%s) reaches the rendezvous at %s", ifname.c_str(), local.toString().c_str(),
           id.root.toString().c_str());
   } else {
-    HOCCL_TRY(chooseLocalAddress(opt.ifnameRule, &local, &ifname));
+    st = chooseLocalAddress(opt.ifnameRule, &local, &ifname);
+    if (!st.ok()) return cannotJoin(id, opt, st);
   }
   if (local.u.sa.sa_family != id.root.u.sa.sa_family) {
     // Fall back to the wildcard of the root's family.
@@ -41,10 +64,12 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
     local.u.sa.sa_family = id.root.u.sa.sa_family;
     if (local.u.sa.sa_family == AF_INET) local.u.in4.sin_addr.s_addr = htonl(INADDR_ANY);
   }
-  HOCCL_TRY(Socket::listen(local, &b->listener_, &b->listenAddr_).context("bootstrap listener"));
+  st = Socket::listen(local, &b->listener_, &b->listenAddr_);
+  if (!st.ok()) return cannotJoin(id, opt, st.context("bootstrap listener"));
 
   Socket root;
-  Status st = Socket::connect(id.root, std::max(opt.connectRetries, 1 << 20), dl, &root);
+  st = Socket::connect(id.root, std::max(opt.connectRetries, 1 << 20), dl, &root);
+  if (outOfDescriptors(st)) return cannotJoin(id, opt, st.context("connecting to the rendezvous"));
   if (!st.ok()) return st.context("cannot reach the rendezvous (unique id or HOCCL_COMM_ID)");
   RootHello h{};
   h.protocol = kBootstrapProtocol;
@@ -72,6 +97,7 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   }
   if (tag == kTagRootTimeout) return Status(hocclTimeout, "rank " + std::to_string(opt.rank) + ": " + payload);
   if (tag == kTagRootError) return Status(hocclInvalidUsage, "rendezvous refused rank " + std::to_string(opt.rank) + ": " + payload);
+  if (tag == kTagRootFailed) return Status(hocclSystemError, "rank " + std::to_string(opt.rank) + ": " + payload);
   if (tag != kTagRootTable) return errorf(hocclInternalError, "rendezvous answered with unknown tag %u", tag);
   HOCCL_TRY(decodeRankTable(payload, opt.nranks, &b->table_));
   b->ifname_ = ifname;
@@ -108,7 +134,13 @@ Status Bootstrap::connectTo(int peer) {
   if (out_[peer].valid()) return Status();
   Deadline dl = Deadline::in(timeoutSec_);
   Socket s;
-  HOCCL_TRY(Socket::connect(table_[peer].listenAddr, connectRetries_, dl, &s)
+  // Between refused attempts (the peer may not listen yet, or no longer),
+  // what has arrived is read: a peer that stopped says so.
+  auto stopped = [&] {
+    (void)pump(Deadline::in(0), -1);
+    return abortSeen();
+  };
+  HOCCL_TRY(Socket::connect(table_[peer].listenAddr, connectRetries_, dl, &s, stopped)
                 .context("bootstrap connection to rank " + std::to_string(peer)));
   int32_t me = rank_;
   HOCCL_TRY(sendFrame(s, magic_, kTagPeerHello, &me, sizeof me, dl));
@@ -135,37 +167,103 @@ Status Bootstrap::sendLocked(int peer, uint32_t tag, const void* data, size_t by
   }
   HOCCL_TRY(connectTo(peer));
   Status st = sendFrame(out_[peer], magic_, tag, data, bytes, Deadline::in(timeoutSec_));
-  if (!st.ok()) out_[peer].close();
+  if (!st.ok()) {
+    st = noticeOf(st);
+    out_[peer].close();
+  }
   return st.context("bootstrap send to rank " + std::to_string(peer));
 }
 
+Bootstrap::~Bootstrap() {
+  // What a peer sent and this rank never read would make the close a reset,
+  // which can drop the abort notice this rank wrote just before.
+  char drain[4096];
+  for (std::vector<Socket>* v : {&out_, &in_})
+    for (Socket& s : *v)
+      while (s.valid() && ::recv(s.fd(), drain, sizeof drain, MSG_DONTWAIT) > 0) {
+      }
+  if (refused_ > 1)
+    HWARN(kSubBootstrap, "rank %d: refused %d more incoming connections after the first", rank_, refused_ - 1);
+}
+
+void Bootstrap::recordAbort(const std::string& payload) {
+  AbortNotice n;
+  if (!decodeAbortNotice(payload, nranks(), &n).ok()) return;
+  HINFO(kSubBootstrap, "rank %d: abort notice from rank %d: %s", rank_, n.rank, n.msg);
+  std::lock_guard<std::mutex> lock(abortMu_);
+  if (abort_.ok()) abort_ = Status(static_cast<hocclResult_t>(n.code), n.msg);
+}
+
+// Takes one connection off the listener. One that is not ours is refused
+// (the first logged, the rest counted); the error returned is accept's
+// own, which retrying cannot cure: the connection stays queued and the
+// listener readable, so the caller would spin.
 Status Bootstrap::acceptOne(const Deadline& dl) {
   Socket s;
-  HOCCL_TRY(listener_.accept(dl, &s));
+  Status st = listener_.accept(dl, &s);
+  if (!st.ok()) {
+    if (outOfDescriptors(st)) readQueuedNotices();
+    return errorf(st.code(), "rank %d: cannot accept a bootstrap connection: %s", rank_, st.message().c_str());
+  }
   uint32_t tag = 0;
   std::string payload;
-  HOCCL_TRY(recvFrame(s, magic_, &tag, &payload, Deadline::in(std::min(10.0, timeoutSec_)))
-                .context("bootstrap: refused an incoming connection"));
-  if (tag == kTagAbort) {
-    AbortNotice n;
-    HOCCL_TRY(decodeAbortNotice(payload, nranks(), &n));
-    HINFO(kSubBootstrap, "rank %d: abort notice from rank %d: %s", rank_, n.rank, n.msg);
-    std::lock_guard<std::mutex> lock(abortMu_);
-    if (abort_.ok()) abort_ = Status(static_cast<hocclResult_t>(n.code), n.msg);
-    return Status();
-  }
-  if (tag == kTagCallNotice) {
-    CallNotice n;
-    HOCCL_TRY(decodeCallNotice(payload, nranks(), &n));
-    std::lock_guard<std::mutex> lock(abortMu_);
-    if (notices_.size() < 4096) notices_.push_back(n);  // bounded: a peer could send without end
-    return Status();
-  }
-  if (tag != kTagPeerHello) return errorf(hocclInvalidUsage, "bootstrap: unexpected first message (tag %u)", tag);
   int from = -1;
-  HOCCL_TRY(decodePeerHello(payload, nranks(), &from));
-  in_[from] = std::move(s);
+  st = recvFrame(s, magic_, &tag, &payload, Deadline::in(std::min(10.0, timeoutSec_)));
+  if (st.ok() && tag == kTagAbort) {
+    recordAbort(payload);
+    return Status();
+  }
+  if (st.ok() && tag == kTagCallNotice) {
+    CallNotice n;
+    st = decodeCallNotice(payload, nranks(), &n);
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(abortMu_);
+      if (notices_.size() < 4096) notices_.push_back(n);  // bounded: a peer could send without end
+      return Status();
+    }
+  }
+  if (st.ok() && tag != kTagPeerHello)
+    st = errorf(hocclInvalidUsage, "unexpected first message (tag %u)", tag);
+  if (st.ok()) st = decodePeerHello(payload, nranks(), &from);
+  if (st.ok()) {
+    in_[from] = std::move(s);
+  } else if (refused_++ == 0) {
+    HWARN(kSubBootstrap, "rank %d: bootstrap refused an incoming connection: %s (more are only counted)", rank_,
+          st.message().c_str());
+  }
   return Status();
+}
+
+// A peer closed a connection under this rank (`lost`). If it stopped, its
+// abort notice says why; it may close a connection before it has sent
+// the notice (as it drops the connections it cannot keep), so this waits
+// a moment for one. Returns the notice, else `lost`.
+Status Bootstrap::noticeOf(const Status& lost) {
+  Deadline grace = Deadline::in(std::min(1.0, timeoutSec_));
+  while (abortSeen().ok() && !grace.expired()) {
+    Status st = pump(grace, -1);
+    if (!st.ok()) break;
+  }
+  Status notice = abortSeen();
+  return notice.ok() ? lost : notice;
+}
+
+// Out of descriptors: takes the queued connections one at a time with the
+// spare descriptor, keeping only what abort notices say: a peer that ran
+// out first (often in this same process) says so there.
+void Bootstrap::readQueuedNotices() {
+  for (int left = 4 * nranks() + 16, more = 1; more && left > 0; --left) {
+    more = 0;
+    withSpareDescriptor([&] {
+      Socket s;
+      if (!listener_.accept(Deadline::in(0), &s).ok()) return;
+      more = 1;
+      uint32_t tag = 0;
+      std::string payload;
+      if (recvFrame(s, magic_, &tag, &payload, Deadline::in(std::min(1.0, timeoutSec_))).ok() && tag == kTagAbort)
+        recordAbort(payload);
+    });
+  }
 }
 
 // Reads whatever has arrived into the inbox, waiting up to the deadline for
@@ -180,6 +278,11 @@ Status Bootstrap::pump(const Deadline& dl, int waitPeer) {
       fds.push_back({in_[r].fd(), POLLIN, 0});
       who.push_back(r);
     }
+    // Only an abort notice comes back on a connection this rank opened.
+    if (out_[r].valid()) {
+      fds.push_back({out_[r].fd(), POLLIN, 0});
+      who.push_back(nranks() + r);
+    }
   }
   int rc;
   do rc = poll(fds.data(), fds.size(), dl.remainingMs(100)); while (rc < 0 && errno == EINTR);
@@ -187,8 +290,17 @@ Status Bootstrap::pump(const Deadline& dl, int waitPeer) {
   for (size_t i = 0; i < fds.size(); ++i) {
     if (!fds[i].revents) continue;
     if (who[i] < 0) {
-      Status st = acceptOne(dl);
-      if (!st.ok()) HWARN(kSubBootstrap, "%s", st.message().c_str());
+      HOCCL_TRY(acceptOne(dl));
+      continue;
+    }
+    if (who[i] >= nranks()) {
+      Socket& back = out_[who[i] - nranks()];
+      uint32_t tag = 0;
+      std::string payload;
+      if (recvFrame(back, magic_, &tag, &payload, Deadline::in(std::min(1.0, timeoutSec_))).ok() && tag == kTagAbort)
+        recordAbort(payload);
+      else
+        back.close();  // the peer closed it: the next send reconnects
       continue;
     }
     int from = who[i];
@@ -197,14 +309,15 @@ Status Bootstrap::pump(const Deadline& dl, int waitPeer) {
     Status st = recvFrame(in_[from], magic_, &tag, &payload, Deadline::in(timeoutSec_));
     if (!st.ok()) {
       in_[from].close();
-      if (from == waitPeer)
-        return Status(hocclRemoteError, "rank " + std::to_string(from) + " (pid " +
+      if (from != waitPeer) continue;
+      HOCCL_TRY(noticeOf(Status()));
+      return Status(hocclRemoteError, "rank " + std::to_string(from) + " (pid " +
                                             std::to_string(table_[from].pid) + " on " +
                                             table_[from].hostId + ") closed its bootstrap connection: " +
                                             st.message());
-      continue;
     }
-    inbox_[{from, tag}].push_back(std::move(payload));
+    if (tag == kTagAbort) recordAbort(payload);
+    else inbox_[{from, tag}].push_back(std::move(payload));
   }
   return Status();
 }
@@ -280,16 +393,16 @@ Status Bootstrap::pollAbort() {
 }
 
 void Bootstrap::broadcastAbort(hocclResult_t code, const std::string& msg, const std::vector<bool>& tell,
-                               double budgetSec) const {
+                               double budgetSec) {
   AbortNotice notice{};
   notice.rank = rank_;
   notice.code = code;
   snprintf(notice.msg, sizeof notice.msg, "%s", msg.c_str());
-  sendShort(kTagAbort, &notice, sizeof notice, tell, budgetSec);
+  sendShort(kTagAbort, &notice, sizeof notice, tell, budgetSec, true);
 }
 
-void Bootstrap::sendCallNotice(const CallNotice& notice, const std::vector<bool>& tell, double budgetSec) const {
-  sendShort(kTagCallNotice, &notice, sizeof notice, tell, budgetSec);
+void Bootstrap::sendCallNotice(const CallNotice& notice, const std::vector<bool>& tell, double budgetSec) {
+  sendShort(kTagCallNotice, &notice, sizeof notice, tell, budgetSec, false);
 }
 
 std::vector<CallNotice> Bootstrap::takeCallNotices() {
@@ -301,21 +414,43 @@ std::vector<CallNotice> Bootstrap::takeCallNotices() {
 }
 
 void Bootstrap::sendShort(uint32_t tag, const void* data, size_t bytes, const std::vector<bool>& tell,
-                          double budgetSec) const {
+                          double budgetSec, bool viaExisting) {
   FrameHeader h{magic_, tag, static_cast<uint32_t>(bytes)};
   std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
   frame.append(static_cast<const char*>(data), bytes);
-  // Connect to all at once, without blocking: a peer behind a cut link must
-  // not hold up the others, and the whole broadcast stays within budget.
+  // First, where asked, the connections this rank already has with a peer,
+  // in either direction (the peer reads both; see pump), each a whole frame
+  // into an idle socket's buffer or nothing. (Not from inside a bootstrap
+  // call, which holds mu_: the call check's notices go below only.)
+  std::vector<bool> told(nranks(), false);
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (viaExisting) lock.try_lock();
+  for (int r = 0; lock.owns_lock() && r < nranks(); ++r) {
+    if (r == rank_ || r >= static_cast<int>(tell.size()) || !tell[r]) continue;
+    for (const Socket* s : {&out_[r], &in_[r]})
+      if (!told[r] && s->valid())
+        told[r] = ::send(s->fd(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+                  static_cast<ssize_t>(frame.size());
+  }
+  if (lock.owns_lock()) lock.unlock();
+  // Then a connection of its own to each of the others, all at once and
+  // without blocking: a peer behind a cut link must not hold up the
+  // others, and the whole broadcast stays within budget.
   struct Pending {
     int fd;
     size_t sent;
   };
   std::vector<Pending> pending;
+  std::vector<int> starved;  // peers left for the spare descriptor: this process ran out
   for (int r = 0; r < nranks(); ++r) {
-    if (r == rank_ || r >= static_cast<int>(tell.size()) || !tell[r]) continue;
+    if (r == rank_ || r >= static_cast<int>(tell.size()) || !tell[r] || told[r]) continue;
     const SockAddr& a = table_[r].listenAddr;
-    int fd = ::socket(a.u.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd;
+    {
+      OpeningDescriptor opening;
+      fd = ::socket(a.u.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    }
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) starved.push_back(r);
     if (fd < 0) continue;
     if (::connect(fd, &a.u.sa, a.len()) != 0 && errno != EINPROGRESS) {
       ::close(fd);
@@ -346,6 +481,16 @@ void Bootstrap::sendShort(uint32_t tag, const void* data, size_t bytes, const st
     pending.swap(left);
   }
   for (const Pending& p : pending) ::close(p.fd);
+  // One at a time through the spare; a local peer's kernel completes the
+  // connection at once, so each takes about a round trip.
+  for (int r : starved) {
+    if (dl.expired()) break;
+    withSpareDescriptor([&] {
+      Socket s;
+      Deadline one = Deadline::in(std::min(1.0, dl.remainingMs() / 1000.0));
+      if (Socket::connect(table_[r].listenAddr, 0, one, &s).ok()) (void)s.sendAll(frame.data(), frame.size(), one);
+    });
+  }
 }
 
 }  // namespace hoccl

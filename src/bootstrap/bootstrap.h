@@ -123,18 +123,20 @@ class Bootstrap : public OutOfBand {
   Status barrier() override;
 
   // Failure propagation: tells every rank r with tell[r] that this rank
-  // stopped, with `code` and `msg`, each over a short connection of its
-  // own (no state shared with the calls above, so any thread may call it).
-  // Returns within `budgetSec`; a peer not reached by then is skipped.
+  // stopped, with `code` and `msg`: over a connection the two already
+  // have, when no other thread is inside a call above (no descriptor
+  // needed: a rank that ran out still reaches its peers), else over a short
+  // connection of its own, so any thread may call it. Returns within
+  // `budgetSec`; a peer not reached by then is skipped.
   void broadcastAbort(hocclResult_t code, const std::string& msg, const std::vector<bool>& tell,
-                      double budgetSec) const;
+                      double budgetSec);
   // The first abort a peer sent us, after reading what has arrived without
   // waiting; OK if none. Any thread: while another thread is inside a call
   // above, it reports what that call has read so far.
   Status pollAbort();
   // Sends `notice` to every rank r with tell[r], as broadcastAbort sends
   // (short connections, within budgetSec, any thread).
-  void sendCallNotice(const CallNotice& notice, const std::vector<bool>& tell, double budgetSec) const;
+  void sendCallNotice(const CallNotice& notice, const std::vector<bool>& tell, double budgetSec);
   // The call notices peers sent since the last time, after reading what
   // has arrived without waiting.
   std::vector<CallNotice> takeCallNotices();
@@ -144,18 +146,27 @@ class Bootstrap : public OutOfBand {
   // with it. Set once, before any call (the communicator's call check).
   using WaitHook = std::function<Status(int peer, std::vector<CallNotice> notices)>;
   void setWaitHook(WaitHook hook) { waitHook_ = std::move(hook); }
+  // The first abort a peer sent us among what has been read; OK if none.
+  Status abortSeen();
+
+  ~Bootstrap() override;
 
  private:
-  // Sends one frame to every rank r with tell[r], each over a short
-  // connection of its own, within budgetSec.
-  void sendShort(uint32_t tag, const void* data, size_t bytes, const std::vector<bool>& tell, double budgetSec) const;
+  // Sends one frame to every rank r with tell[r] within budgetSec: with
+  // viaExisting, over a connection this rank already has with r where one
+  // takes it at once; else (and for the rest) over a short connection of
+  // its own.
+  void sendShort(uint32_t tag, const void* data, size_t bytes, const std::vector<bool>& tell, double budgetSec,
+                 bool viaExisting);
   Bootstrap() = default;
   Status connectTo(int peer);
   Status pump(const Deadline& dl, int waitPeer);
   Status acceptOne(const Deadline& dl);
+  void readQueuedNotices();
+  Status noticeOf(const Status& lost);
+  void recordAbort(const std::string& payload);
   Status sendLocked(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recvLocked(int peer, uint32_t tag, std::string* data);
-  Status abortSeen();
 
   int rank_ = 0;
   uint64_t magic_ = 0;
@@ -174,6 +185,7 @@ class Bootstrap : public OutOfBand {
   Status abort_;   // the first abort notice received
   std::vector<CallNotice> notices_;  // call notices not yet taken (under abortMu_)
   WaitHook waitHook_;
+  int refused_ = 0;  // incoming connections that were not ours (the first is logged)
 };
 
 }  // namespace hoccl

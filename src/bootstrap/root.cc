@@ -2,14 +2,17 @@
 // ranks agree on the job, the library version and the wire settings, and
 // answers each with the table of all ranks or with the error.
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <condition_variable>
 #include <mutex>
-#include <set>
+#include <map>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -131,6 +134,17 @@ Status decodeAbortNotice(const std::string& payload, int nranks, AbortNotice* ou
   return Status();
 }
 
+Status decodeJoinFailure(const std::string& payload, JoinFailure* out) {
+  if (payload.size() != sizeof *out)
+    return errorf(hocclInvalidUsage, "bootstrap: malformed join failure (%zu bytes)", payload.size());
+  memcpy(out, payload.data(), sizeof *out);
+  if (out->nranks < 1 || out->nranks > kMaxRanks || out->rank < 0 || out->rank >= out->nranks)
+    return errorf(hocclInvalidUsage, "bootstrap: join failure of rank %d of %d", out->rank, out->nranks);
+  if (out->code <= hocclSuccess || out->code >= hocclNumResults) out->code = hocclSystemError;
+  out->msg[sizeof out->msg - 1] = '\0';
+  return Status();
+}
+
 namespace {
 
 // The first line where two "NAME=value\n" lists differ, as "NAME=a" / "NAME=b".
@@ -161,6 +175,8 @@ class Root {
     std::vector<Socket> conns;
     std::vector<RootHello> hellos;
     std::string fatal;
+    bool failed = false;  // fatal is a failure of this process or a rank's, not the ranks' mistake
+    int gone = -1;        // the rank that could not join
     // The unique id does not expire (hoccl.h: the rendezvous is served
     // until all ranks have joined): the first rank may come any time after
     // hocclGetUniqueId. The timeout runs from its hello.
@@ -169,7 +185,14 @@ class Root {
     std::string joinTimeoutFrom = timeoutFrom_ + " of the process serving the rendezvous";
     while ((nranks < 0 || joined < nranks) && fatal.empty()) {
       Socket c;
-      if (!listener_.accept(joinDl, &c).ok()) break;
+      Status accepted = listener_.accept(joinDl, &c);
+      if (accepted.code() == hocclTimeout) break;
+      if (!accepted.ok()) {
+        failed = true;
+        fatal = "the rendezvous (pid " + std::to_string(getpid()) + ") cannot accept the ranks' connections: " +
+                accepted.message();
+        break;
+      }
       FrameHeader fh{};
       std::string payload;
       Status st = recvFrameRaw(c, &fh, &payload, Deadline::in(std::min(10.0, timeoutSec_)));
@@ -187,6 +210,18 @@ class Root {
               static_cast<unsigned long long>(fh.magic));
         sendFrame(c, fh.magic, kTagRootError, msg, strlen(msg), Deadline::in(2));
         continue;
+      }
+      JoinFailure gaveUp;
+      if (fh.tag == kTagRootJoinFailed && decodeJoinFailure(payload, &gaveUp).ok()) {
+        failed = true;
+        fatal = gaveUp.msg;
+        if (nranks < 0) {
+          nranks = gaveUp.nranks;
+          conns.resize(nranks);
+          hellos.resize(nranks);
+        }
+        if (gaveUp.rank < nranks) gone = gaveUp.rank;
+        break;
       }
       RootHello h;
       st = fh.tag == kTagRootHello ? decodeRootHello(payload, &h)
@@ -240,7 +275,7 @@ class Root {
     for (int r = std::min(nranks, static_cast<int>(conns.size())) - 1; r >= 0; --r) {
       if (!conns[r].valid()) continue;
       if (!fatal.empty()) {
-        reply(conns[r], timedOut ? kTagRootTimeout : kTagRootError, fatal);
+        reply(conns[r], timedOut ? kTagRootTimeout : failed ? kTagRootFailed : kTagRootError, fatal);
         continue;
       }
       std::vector<RankInfo> table(nranks);
@@ -249,7 +284,18 @@ class Root {
                 Deadline::in(std::min(10.0, timeoutSec_)));
     }
     if (!fatal.empty()) HWARN(kSubBootstrap, "rendezvous failed: %s", fatal.c_str());
+    if (!fatal.empty() && !timedOut) {
+      std::vector<bool> told(std::max(nranks, 0));
+      for (int r = 0; r < nranks; ++r) told[r] = r == gone || conns[r].valid();
+      // Before any rank arrived the join deadline is open-ended: answer late
+      // ranks for one timeout, no longer.
+      const Deadline answerDl = nranks < 0 ? Deadline::in(timeoutSec_) : joinDl;
+      answerTheRest(fatal, failed ? kTagRootFailed : kTagRootError, std::move(told), answerDl);
+    }
   }
+
+  int listenerFd() const { return listener_.fd(); }
+  void closeListener() { listener_.close(); }
 
  private:
   static std::string checkAgreement(const std::vector<RootHello>& hellos) {
@@ -268,6 +314,57 @@ class Root {
     return "";
   }
 
+  // After a failure or a refusal (a rank given twice, say), answers each
+  // rank still to come with it, until every rank has been told (`told`,
+  // which grows once the number of ranks is known; until then, only those
+  // already queued) or the deadline: none then waits for a rendezvous that
+  // gave up, or is reset when its listener closes. Out of descriptors,
+  // each is taken with the spare one.
+  void answerTheRest(const std::string& msg, uint32_t tag, std::vector<bool> told, const Deadline& dl) {
+    for (int left = 4 * kMaxAnswered, backoffMs = 1; left > 0; --left) {
+      bool waiting = std::find(told.begin(), told.end(), false) != told.end();
+      if (!listener_.waitReadable(waiting ? dl.remainingMs() : 0)) return;
+      int rank = -1, nranks = 0;
+      Socket c;
+      Status st = listener_.accept(Deadline::in(0), &c);
+      if (st.ok()) {
+        answerOne(c, tag, msg, &rank, &nranks);
+      } else if (!outOfDescriptors(st)) {
+        return;
+      } else if (!withSpareDescriptor([&] {
+                   Socket s;
+                   if (listener_.accept(Deadline::in(0), &s).ok()) answerOne(s, tag, msg, &rank, &nranks);
+                 })) {
+        // The spare is gone until some descriptor is freed, as the failing
+        // ranks will do: wait for that, not spin.
+        if (dl.expired()) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoffMs, dl.remainingMs())));
+        backoffMs = std::min(backoffMs * 2, 100);
+        continue;
+      }
+      if (told.empty() && nranks > 0 && nranks <= kMaxAnswered) told.assign(nranks, false);
+      if (rank >= 0 && rank < static_cast<int>(told.size())) told[rank] = true;
+    }
+  }
+  static constexpr int kMaxAnswered = 4096;
+
+  // Reads a rank's first frame and answers it with `msg` (unless it is a
+  // rank's own failure to join); *rank and *nranks get what it said.
+  void answerOne(const Socket& c, uint32_t tag, const std::string& msg, int* rank, int* nranks) {
+    FrameHeader fh{};
+    std::string payload;
+    if (!recvFrameRaw(c, &fh, &payload, Deadline::in(std::min(1.0, timeoutSec_))).ok()) return;
+    RootHello h;
+    JoinFailure j;
+    if (fh.tag == kTagRootJoinFailed && decodeJoinFailure(payload, &j).ok()) {
+      if (fh.magic == magic_) *rank = j.rank, *nranks = j.nranks;
+      return;
+    }
+    (void)sendFrame(c, fh.magic, tag, msg.data(), msg.size(), Deadline::in(1));
+    if (fh.magic == magic_ && fh.tag == kTagRootHello && decodeRootHello(payload, &h).ok())
+      *rank = h.rank, *nranks = h.nranks;
+  }
+
   void reply(const Socket& c, uint32_t tag, const std::string& msg) {
     sendFrame(c, magic_, tag, msg.data(), msg.size(), Deadline::in(2));
   }
@@ -279,17 +376,36 @@ class Root {
 
 }  // namespace
 
-// Rendezvous threads running in this process, so a rank of this process can
-// wait until its rendezvous has answered everyone before init returns (the
-// thread dies with the process).
+// Rendezvous threads running in this process, with their listening
+// descriptors, so a rank of this process can wait until its rendezvous has
+// answered everyone before init returns (the thread dies with the process).
+// A fork()ed child has the listeners but not the threads. At the fork it
+// closes its copies (a rank that connects after the parent's rendezvous
+// ended is then refused, not queued where nobody answers) and starts with
+// an empty set: it waited the full 10 s for a thread it does not have.
 struct LiveRoots {
   std::mutex mu;
   std::condition_variable cv;
-  std::set<uint64_t> running;
+  std::map<uint64_t, int> running;  // magic -> listening descriptor
 };
 
+LiveRoots* roots = nullptr;  // never freed: detached threads use it
+
+void lockRootsForFork() { roots->mu.lock(); }
+void unlockRootsInParent() { roots->mu.unlock(); }
+void resetRootsInChild() {
+  for (const auto& [magic, fd] : roots->running) ::close(fd);
+  // A new set: the old one's condition variable may count waiters that
+  // were threads of the parent.
+  roots = new LiveRoots();
+}
+
 LiveRoots& liveRoots() {
-  static LiveRoots* roots = new LiveRoots();  // never destroyed: detached threads use it
+  static std::once_flag once;
+  std::call_once(once, [] {
+    roots = new LiveRoots();
+    pthread_atfork(lockRootsForFork, unlockRootsInParent, resetRootsInChild);
+  });
   return *roots;
 }
 
@@ -298,19 +414,30 @@ Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, So
   Socket listener;
   HOCCL_TRY(Socket::listen(bindAddr, &listener, bound));
   HINFO(kSubBootstrap, "rendezvous listening on %s", bound->toString().c_str());
+  auto root = std::make_shared<Root>(std::move(listener), magic, timeoutSec, timeoutFrom);
   LiveRoots& live = liveRoots();
   {
     std::lock_guard<std::mutex> lock(live.mu);
-    live.running.insert(magic);
+    live.running[magic] = root->listenerFd();
   }
-  std::thread([l = std::move(listener), magic, timeoutSec, timeoutFrom, &live]() mutable {
+  // The listener closes under the lock, as it leaves the set: a fork sees
+  // both or neither.
+  std::thread thread;
+  Status st = startThread("the rendezvous thread", &thread, [root, magic, &live] {
     nameThisThread("hoccl-root");
-    Root root(std::move(l), magic, timeoutSec, timeoutFrom);
-    root.run();
+    root->run();
     std::lock_guard<std::mutex> lock(live.mu);
+    root->closeListener();
     live.running.erase(magic);
     live.cv.notify_all();
-  }).detach();
+  });
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(live.mu);
+    root->closeListener();
+    live.running.erase(magic);
+    return st;
+  }
+  thread.detach();
   return Status();
 }
 

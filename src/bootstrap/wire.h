@@ -32,9 +32,14 @@ constexpr uint32_t kTagPeerHello = 4;
 constexpr uint32_t kTagAbort = 5;
 // The rendezvous' answer when ranks are missing at the deadline (their list).
 constexpr uint32_t kTagRootTimeout = 6;
+// A rank that ran out of something before it could join says so (a
+// JoinFailure), and the rendezvous answers every rank with that, or with
+// its own failure (text), at once.
+constexpr uint32_t kTagRootJoinFailed = 7;
+constexpr uint32_t kTagRootFailed = 8;
 // The only frame of a short connection: a stalled collective's signature
 // (CallNotice), sent to the ranks it waits on.
-constexpr uint32_t kTagCallNotice = 7;
+constexpr uint32_t kTagCallNotice = 9;
 
 struct RootHello {
   uint32_t protocol;
@@ -55,6 +60,13 @@ struct AbortNotice {
   char msg[1024];
 };
 
+struct JoinFailure {
+  int32_t rank;
+  int32_t nranks;  // so the rendezvous knows how many ranks to answer
+  int32_t code;    // hocclResult_t
+  char msg[1024];
+};
+
 // Decoders of what arrives from the network. They are pure functions of the
 // bytes, so fuzz/fuzz_bootstrap_wire.cc runs them without sockets. Anything
 // they accept is safe to use as is: strings are terminated, numbers in range.
@@ -67,6 +79,7 @@ Status decodeAbortNotice(const std::string& payload, int nranks, AbortNotice* ou
 // A notice whose rank is in range (its call's fields are checked by the
 // communicator, which knows their ranges).
 Status decodeCallNotice(const std::string& payload, int nranks, CallNotice* out);
+Status decodeJoinFailure(const std::string& payload, JoinFailure* out);
 
 Status sendFrame(const Socket& s, uint64_t magic, uint32_t tag, const void* data, size_t bytes,
                  const Deadline& dl);

@@ -181,6 +181,21 @@ Status finishInit(hocclComm* c) {
   return Status();
 }
 
+// A rank whose setup fails after the bootstrap exists tells every other
+// rank, which would otherwise wait for it until the timeout. One stopped
+// by a peer's notice passes that on: the peer's notice to a third rank may
+// come after this rank has closed the connection that rank waits on.
+Status tellPeersSetupFailed(hocclComm* c, Status st) {
+  if (st.ok() || !c->boot || c->nranks < 2) return st;
+  Status first = c->boot->abortSeen();
+  std::string msg = !first.ok() ? first.message()
+                                : "rank " + std::to_string(c->rank) + " (pid " + std::to_string(getpid()) + " on " +
+                                      c->hostId + ") could not set up the communicator: " + st.message();
+  c->boot->broadcastAbort(first.ok() ? st.code() : first.code(), msg, std::vector<bool>(c->nranks, true),
+                          std::min(2.0, c->settings.timeoutSec));
+  return st;
+}
+
 }  // namespace
 
 Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config, hocclComm* c) {
@@ -215,7 +230,7 @@ Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_
   bo.ifnameRule = c->settings.socketIfname;
   HOCCL_TRY(Bootstrap::join(id, bo, &c->boot));
   double t1 = nowSec();
-  HOCCL_TRY(finishInit(c));
+  HOCCL_TRY(tellPeersSetupFailed(c, finishInit(c)));
   HINFO(kSubInit, "rank %d/%d ready: bootstrap %.1f ms, total %.1f ms", rank, nranks, (t1 - t0) * 1e3,
         (nowSec() - t0) * 1e3);
   return Status();
@@ -227,12 +242,15 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
     int32_t key;
     RankInfo info;
     char algo[32];  // the new communicator's algorithm; "" if this rank's config is invalid
+    char failed[200];  // why this rank cannot take part (its listener failed); "" if it can
   };
   Settings settings = parent->settings;
   Status configured = applyConfig(config, &settings);
   Socket listener;
   SockAddr addr;
-  HOCCL_TRY(parent->boot->newListener(&listener, &addr));
+  // A rank whose listener fails still takes part in the exchange, saying
+  // why, so every member fails at once and the parent stays in step.
+  Status listening = color == HOCCL_SPLIT_NOCOLOR ? Status() : parent->boot->newListener(&listener, &addr);
   std::vector<SplitEntry> all(parent->nranks);
   SplitEntry& me = all[parent->rank];
   me.color = color;
@@ -240,6 +258,9 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
   me.info = parent->boot->table()[parent->rank];
   me.info.listenAddr = addr;
   if (configured.ok()) snprintf(me.algo, sizeof me.algo, "%s", settings.algo.c_str());
+  if (!listening.ok())
+    snprintf(me.failed, sizeof me.failed, "rank %d (pid %d on %s) cannot listen: %s", parent->rank,
+             static_cast<int>(getpid()), parent->hostId.c_str(), listening.message().c_str());
   HOCCL_TRY(parent->boot->allGather(all.data(), sizeof(SplitEntry)).context("hocclCommSplit"));
   int generation = parent->splitCount++;
   *out = nullptr;
@@ -248,6 +269,10 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
   std::vector<int> members;
   for (int r = 0; r < parent->nranks; ++r)
     if (all[r].color == color) members.push_back(r);
+  for (int r : members) {
+    all[r].failed[sizeof all[r].failed - 1] = '\0';
+    if (all[r].failed[0]) return errorf(hocclSystemError, "hocclCommSplit: %s", all[r].failed);
+  }
   // Members agree on the algorithm, or their schedules would not match.
   for (int r : members) {
     if (!all[r].algo[0])
@@ -277,7 +302,7 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
   c->commHash = fnv1a64(seed, sizeof seed);
   HOCCL_TRY(Bootstrap::fromTable(c->commHash, newRank, std::move(table), std::move(listener),
                                  c->settings.timeoutSec, &c->boot));
-  HOCCL_TRY(finishInit(c.get()).context("hocclCommSplit"));
+  HOCCL_TRY(tellPeersSetupFailed(c.get(), finishInit(c.get())).context("hocclCommSplit"));
   *out = c.release();
   return Status();
 }

@@ -5,9 +5,11 @@
 #include <cstring>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <thread>
 
+#include "src/base/thread_name.h"
 #include "src/comm/comm.h"
 
 using namespace hoccl;
@@ -140,10 +142,14 @@ Status runDeviceCalls(CommCall* calls, size_t n) {
   }
   if (byComm.size() == 1) return enqueueDevice(calls, byComm[0].second);
   std::vector<Status> sts(byComm.size());
-  std::vector<std::thread> threads;
-  for (size_t j = 0; j < byComm.size(); ++j)
-    threads.emplace_back([&, j] { sts[j] = enqueueDevice(calls, byComm[j].second); });
-  for (std::thread& t : threads) t.join();
+  std::vector<std::thread> threads(byComm.size());
+  for (size_t j = 0; j < byComm.size(); ++j) {
+    Status st = startThread("a thread to queue a group's device calls", &threads[j],
+                            [&, j] { sts[j] = enqueueDevice(calls, byComm[j].second); });
+    if (!st.ok()) sts[j] = st;
+  }
+  for (std::thread& t : threads)
+    if (t.joinable()) t.join();
   for (const Status& st : sts)
     if (!st.ok()) return st;
   return Status();
@@ -166,6 +172,20 @@ Status runCalls(CommCall* calls, size_t n) {
 }
 
 namespace {
+
+// A call whose set-up failed: where a peer stopped first (a mismatch it
+// found, its own failure), its connection to this rank may have failed
+// because of that; its notice, read here (briefly waiting for it to land),
+// is the reason to report, not the reset connection.
+Status setupFailure(hocclComm* comm, const Status& st) {
+  if (st.code() == hocclInvalidArgument || st.code() == hocclInvalidUsage) return st;
+  for (int i = 0; i < 4; ++i) {
+    Status peer = comm->peerAbort(true);
+    if (!peer.ok()) return peer;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return st;
+}
 
 // prepareCall for a call that will be numbered `seq` (a collective) or
 // follows collective `seq` (point-to-point): while it sets up connections,
@@ -201,6 +221,7 @@ Status runHostCalls(CommCall* calls, size_t n) {
     const bool coll = calls[0].call.coll != CollKind::SendRecv;
     Status st = prepareNumbered(calls[0], calls[0].comm->opSeq + (coll ? 1 : 0), &w.schedule, nullptr);
     if (!st.ok()) {
+      st = setupFailure(calls[0].comm, st);
       calls[0].comm->fail(st, true);
       return st;
     }
@@ -234,12 +255,20 @@ Status runHostCalls(CommCall* calls, size_t n) {
   };
   if (uncached.size() == 1) prepAll(uncached[0].second);
   if (uncached.size() > 1) {
-    std::vector<std::thread> threads;
-    for (const auto& u : uncached) threads.emplace_back(prepAll, std::cref(u.second));
-    for (std::thread& t : threads) t.join();
+    std::vector<std::thread> threads(uncached.size());
+    for (size_t j = 0; j < uncached.size(); ++j) {
+      const std::vector<size_t>& idx = uncached[j].second;
+      Status st = startThread("a thread to connect a group's communicators", &threads[j],
+                              [&, j] { prepAll(uncached[j].second); });
+      if (!st.ok())
+        for (size_t i : idx) sts[i] = st;
+    }
+    for (std::thread& t : threads)
+      if (t.joinable()) t.join();
   }
   for (size_t i = 0; i < n; ++i) {
     if (!sts[i].ok()) {
+      sts[i] = setupFailure(calls[i].comm, sts[i]);
       calls[i].comm->fail(sts[i], true);
       return sts[i];
     }

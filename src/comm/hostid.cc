@@ -8,17 +8,23 @@
 
 namespace hoccl {
 
+// Read once: it cannot change while the process runs, and a later read
+// can fail (out of descriptors) and make this process's ranks disagree on
+// which machine they are on.
 std::string localMachineId() {
-  std::string id;
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    char boot[64] = {0};
-    if (fgets(boot, sizeof boot, f)) {
-      boot[strcspn(boot, "\n")] = '\0';
-      id = boot;
+  static const std::string id = [] {
+    std::string boot;
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+      char line[64] = {0};
+      if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        boot = line;
+      }
+      fclose(f);
     }
-    fclose(f);
-  }
+    return boot;
+  }();
   return id;
 }
 

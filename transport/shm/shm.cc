@@ -6,6 +6,7 @@
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "src/base/descriptors.h"
 #include "src/base/log.h"
 
 namespace hoccl {
@@ -60,16 +62,28 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts
 }
 
 Status createSegment(const std::string& name, size_t bytes, void** addr) {
-  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EEXIST) {
-    // Left by a killed run that reused this name: it cannot be ours.
-    shm_unlink(name.c_str());
+  int fd;
+  {
+    OpeningDescriptor opening;
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+      // Left by a killed run that reused this name: it cannot be ours.
+      shm_unlink(name.c_str());
+      fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    }
   }
   if (fd < 0) return sysErrorf("shm_open(%s)", name.c_str());
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    Status st = sysErrorf("cannot size shared segment %s to %zu bytes (is /dev/shm full?)",
-                          name.c_str(), bytes);
+  // Reserved now, not at the first touch of each page: a full /dev/shm is
+  // then this error at setup rather than a SIGBUS in the middle of a call.
+  int rc = ftruncate(fd, static_cast<off_t>(bytes));
+  if (rc == 0 && fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0 && errno != EOPNOTSUPP) rc = -1;
+  if (rc != 0) {
+    int err = errno;
+    struct statvfs fs {};
+    unsigned long long freeBytes = fstatvfs(fd, &fs) == 0 ? 1ull * fs.f_bavail * fs.f_frsize : 0;
+    errno = err;
+    Status st = sysErrorf("cannot reserve %zu bytes in /dev/shm for shared segment %s (%llu bytes free there)",
+                          bytes, name.c_str(), freeBytes);
     close(fd);
     shm_unlink(name.c_str());
     return st;
@@ -85,7 +99,11 @@ Status createSegment(const std::string& name, size_t bytes, void** addr) {
 }
 
 Status openSegment(const std::string& name, size_t bytes, void** addr) {
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  int fd;
+  {
+    OpeningDescriptor opening;
+    fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  }
   if (fd < 0) return sysErrorf("shm_open(%s)", name.c_str());
   struct stat st;
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
@@ -230,7 +248,11 @@ class ShmBoard : public Board {
 // ("hoccl-<hash>-<pid>-..."), so any later init removes those of dead
 // processes; only this user's, so one user never removes another's.
 void removeSegmentsOfDeadProcesses() {
-  DIR* d = opendir("/dev/shm");
+  DIR* d;
+  {
+    OpeningDescriptor opening;
+    d = opendir("/dev/shm");
+  }
   if (!d) return;
   int removed = 0;
   while (dirent* e = readdir(d)) {

@@ -14,6 +14,7 @@
 
 #include "build_info.h"
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 #include "transport/net/handle_steps.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/ib_transport.h"
@@ -43,17 +44,23 @@ namespace ibnet {
 IbTransport::IbTransport(const IbNetOptions& opt, const Verbs* v, std::vector<std::unique_ptr<Device>> devs)
     : opt_(opt), v_(*v), devs_(std::move(devs)) {
   for (auto& d : devs_) fcntl(d->channel->fd, F_SETFL, fcntl(d->channel->fd, F_GETFL) | O_NONBLOCK);
+}
+
+Status IbTransport::start() {
   wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  thread_ = std::thread([this] { progressLoop(); });
+  if (wake_ < 0) return sysErrorf("IB transport: eventfd");
+  return startThread("the IB transport's progress thread", &thread_, [this] { progressLoop(); });
 }
 
 IbTransport::~IbTransport() {
   stop_ = true;
-  kick();
-  thread_.join();
+  if (thread_.joinable()) {
+    kick();
+    thread_.join();
+  }
   for (Comm* c : comms_) destroyComm(v_, c);
   for (auto& d : devs_) closeDevice(v_, d.get());
-  close(wake_);
+  if (wake_ >= 0) close(wake_);
 }
 
 Status IbTransport::getProperties(int dev, NetProperties* p) const {
@@ -223,7 +230,9 @@ Status createIbTransport(const IbNetOptions& opt, std::unique_ptr<NetTransport>*
   if (!v) return Status(hocclSystemError, why);
   std::vector<std::unique_ptr<ibnet::Device>> devs;
   HOCCL_TRY(ibnet::openDevices(*v, opt, &devs));
-  out->reset(new ibnet::IbTransport(opt, v, std::move(devs)));
+  std::unique_ptr<ibnet::IbTransport> t(new ibnet::IbTransport(opt, v, std::move(devs)));
+  HOCCL_TRY(t->start());
+  *out = std::move(t);
   return Status();
 }
 

@@ -27,6 +27,7 @@ class IbTransport : public NetTransport {
  public:
   IbTransport(const IbNetOptions& opt, const Verbs* v, std::vector<std::unique_ptr<Device>> devs);
   ~IbTransport() override;
+  Status start();  // the progress thread and its wake-up descriptor
   const char* name() const override { return "IB"; }
   int devices() const override { return static_cast<int>(devs_.size()); }
 

@@ -37,16 +37,22 @@ Status localAddress(const SocketNetOptions& opt, SockAddr* addr, std::string* if
 
 class SocketTransport : public NetTransport, private SocketPump {
  public:
-  explicit SocketTransport(const SocketNetOptions& opt) : opt_(opt) {
+  explicit SocketTransport(const SocketNetOptions& opt) : opt_(opt) {}
+  // The progress thread and its wake-up descriptor: a process out of
+  // either gets an error naming it.
+  Status start() {
     wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    thread_ = std::thread([this] { progressLoop(); });
+    if (wake_ < 0) return sysErrorf("socket transport: eventfd");
+    return startThread("the socket transport's progress thread", &thread_, [this] { progressLoop(); });
   }
   ~SocketTransport() override {
     stop_ = true;
-    kick();
-    thread_.join();
+    if (thread_.joinable()) {
+      kick();
+      thread_.join();
+    }
     for (Comm* c : comms_) destroy(c);
-    close(wake_);
+    if (wake_ >= 0) close(wake_);
   }
 
   const char* name() const override { return "Socket"; }
@@ -344,7 +350,9 @@ class SocketTransport : public NetTransport, private SocketPump {
 Status createSocketTransport(const SocketNetOptions& opt, std::unique_ptr<NetTransport>* out) {
   if (opt.streams < 1 || opt.streams > socknet::kMaxStreams)
     return errorf(hocclInvalidArgument, "socket transport: %d streams (1 to %d)", opt.streams, socknet::kMaxStreams);
-  out->reset(new socknet::SocketTransport(opt));
+  std::unique_ptr<socknet::SocketTransport> t(new socknet::SocketTransport(opt));
+  HOCCL_TRY(t->start());
+  *out = std::move(t);
   return Status();
 }
 
