@@ -1,7 +1,8 @@
 // Ranks that disagree about a collective — its root, its kind, its count,
 // type or operator — get hocclInvalidUsage naming both calls, on every rank
 // and on every path: the shared-memory one-shot, ring, doubling, the
-// chains of broadcast and reduce, the hierarchical algorithms across
+// chains of broadcast and reduce, all-to-all's pairwise exchange, the
+// hierarchical algorithms across
 // emulated nodes, ranks as threads and as processes. Differences that
 // change who sends (two roots, a reduce against a broadcast) leave every
 // rank waiting to receive; the stalled-call notices must name them, not the
@@ -59,6 +60,15 @@ std::vector<Field> fields() {
                        : hocclAllGather(f, f + n, n / 4, hocclFloat, c, nullptr);
        },
        {"AllReduce(", "AllGather("}},
+      {"all-to-all counts", false,
+       [](hocclComm_t c, int r, void* b, size_t n) {
+         float* f = static_cast<float*>(b);
+         int p = 0;
+         hocclCommCount(c, &p);
+         const size_t each = n / static_cast<size_t>(p);
+         return hocclAlltoAll(f, f + n, r == 0 ? each : each - 1, hocclFloat, c, nullptr);
+       },
+       {"AllToAll("}},
       {"count", false,
        [](hocclComm_t c, int r, void* b, size_t n) {
          return hocclAllReduce(b, b, r == 0 ? n : n - 1, hocclFloat, hocclSum, c, nullptr);
@@ -104,7 +114,7 @@ void expectMismatch(const Options& o, const Field& f, size_t count) {
   std::vector<int> firstCallFailed(o.ranks, 0);
   std::string err;
   ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
-    std::vector<float> buf(2 * count + 8, 1.0f);
+    std::vector<float> buf(2 * count + 64, 1.0f);
     hocclResult_t r = f.call(comm, rank, buf.data(), count);
     firstCallFailed[rank] = r != hocclSuccess;
     if (r == hocclSuccess) r = hocclAllReduce(buf.data(), buf.data(), 1, hocclFloat, hocclSum, comm, nullptr);
