@@ -36,6 +36,6 @@ grep -q "give --advisor-args" "$tmp/err" || { cat "$tmp/err"; echo "paro_recost:
 out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" --advisor-args "${args[*]}" "$tmp/old.json")
 grep -q "10 of 10 within 20%" <<<"$out" || { echo "$out"; echo "paro_recost: --advisor-args was not used"; exit 1; }
 # A recorded run moved out of its output directory finds its tune file beside it.
-out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" "$root/results/2026-11-29-paro/paro-b.json")
+out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" "$root/results/20261129-paro/paro-b.json")
 grep -q "of 10 within 20%" <<<"$out" || { echo "$out"; echo "paro_recost: the recorded run was not re-costed"; exit 1; }
 echo "paro_recost: ok"
