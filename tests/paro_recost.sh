@@ -2,7 +2,7 @@
 # tools/paro-recost.py rebuilds the advisor's inputs from a recorded run:
 # a run whose "measured" times are the advisor's own predictions / 1.1
 # re-costs to +10% for every strategy, a run without its advisor options
-# is refused, naming the option to give, and a run recorded in docs/data
+# is refused, naming the option to give, and a run recorded under results/
 # re-costs with the tune file beside it.
 #   tests/paro_recost.sh HOCCL_PARO
 set -euo pipefail
@@ -36,6 +36,6 @@ grep -q "give --advisor-args" "$tmp/err" || { cat "$tmp/err"; echo "paro_recost:
 out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" --advisor-args "${args[*]}" "$tmp/old.json")
 grep -q "10 of 10 within 20%" <<<"$out" || { echo "$out"; echo "paro_recost: --advisor-args was not used"; exit 1; }
 # A recorded run moved out of its output directory finds its tune file beside it.
-out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" "$root/docs/data/paro-2026-11-29/paro-b.json")
+out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" "$root/results/20261129-paro/paro-b.json")
 grep -q "of 10 within 20%" <<<"$out" || { echo "$out"; echo "paro_recost: the recorded run was not re-costed"; exit 1; }
 echo "paro_recost: ok"

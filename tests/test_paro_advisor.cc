@@ -313,7 +313,7 @@ TEST(ParoAdvisor, IntraRatesAreFittedToAMeasuredAllGather) {
 // auto takes it for groups of up to kScheduleMaxRanks ranks, and the fitted
 // intra scale moves the intra group's calls only.
 TEST(ParoAdvisor, TheScheduleEngineCostsCallsAsTheSimulatorDoes) {
-  // The emulated 4:1 shape (docs/paro.md, shape (b)): tools/emulated-tune.sh's
+  // The emulated 4:1 shape (docs/algorithms.md, shape (b)): tools/emulated-tune.sh's
   // buckets and queues, 8 ranks on 2 cores.
   LinkModel l;
   l.net = {40.0, 1.0, 250.0, 875.0};
@@ -334,7 +334,7 @@ TEST(ParoAdvisor, TheScheduleEngineCostsCallsAsTheSimulatorDoes) {
                      predict(m, coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us);
   }
   // HO-Ring's all-reduce on this 4:1 shape: the closed form prices more
-  // pipeline fill than the schedule has (docs/paro.md, tenth run).
+  // pipeline fill than the schedule has (results/20261128-paro-advisor-engine).
   EXPECT_LT(sched.callUs(Group::World, CollKind::AllReduce, bytes),
             model.callUs(Group::World, CollKind::AllReduce, bytes));
 

@@ -18,7 +18,7 @@ emulated_tune_file() {  # $1 node Gbit/s, $2 uplink Gbit/s (0: not shaped), $3 f
     echo "# tbf buckets and queues of the emulated cluster (tools/emulated-tune.sh)"
     echo "link net burst_kb=$(tbf_kb "$1" burst) buffer_kb=$(tbf_kb "$1" buffer)"
     # The nodes share this machine's cores: a reduce-scatter measured as
-    # fast as an all-gather of the same size (docs/paro.md), where DRAM
+    # fast as an all-gather of the same size (results/20261127-paro-5), where DRAM
     # bandwidth would make it 1.5x slower.
     echo "set reduce_mem_ratio=1"
     if [ "$2" != 0 ]; then

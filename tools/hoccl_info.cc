@@ -20,11 +20,14 @@ using namespace hoccl;
 
 static void usage() {
   printf("usage: hoccl-info [--settings | --algorithms | --build]\n"
+         "       hoccl-info --settings-markdown\n"
          "       hoccl-info --dump-selection [machine options] [-b MIN] [-e MAX] [-f F]\n"
          "Prints the build's features, the algorithms and every HOCCL_* setting with its\n"
          "default, current value and meaning. --dump-selection prints the tuner's choice per\n"
          "collective and size for a machine (HOCCL_TOPO_FILE, HOCCL_TUNE_FILE and HOCCL_ALGO\n"
-         "apply) and every algorithm's predicted time:\n%s",
+         "apply) and every algorithm's predicted time. --settings-markdown prints the settings\n"
+         "table as markdown (names, defaults, meaning; not this environment's values), the table\n"
+         "docs/environment.md is generated from (tools/environment_doc.py):\n%s",
          tune::machineArgsHelp().c_str());
 }
 
@@ -36,6 +39,29 @@ static std::string algoProblem(const SettingsSnapshot& env) {
   for (const AlgoInfo& a : allAlgorithms()) names.push_back(a.name);
   std::string why = expectOneOf(env.values().algo, names);
   return why.empty() ? "" : invalidSetting("HOCCL_ALGO", env.text("HOCCL_ALGO"), why);
+}
+
+// The settings table as a markdown table: what docs/environment.md holds,
+// regenerated and compared by tools/environment_doc.py (ctest
+// environment_doc). Defaults and docs only, so the output does not depend
+// on the environment it runs in.
+static std::string markdownCell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+static int settingsMarkdown() {
+  printf("| variable | default | same on every rank | meaning |\n|---|---|---|---|\n");
+  for (const SettingDecl& d : allSettings())
+    printf("| `%s` | %s | %s | %s |\n", d.name,
+           d.defaultValue[0] ? ("`" + markdownCell(d.defaultValue) + "`").c_str() : "unset",
+           d.mustMatchAcrossRanks ? "yes" : "", markdownCell(d.doc).c_str());
+  return 0;
 }
 
 static int dumpSelection(int argc, char** argv) {
@@ -94,6 +120,7 @@ static int dumpSelection(int argc, char** argv) {
 int main(int argc, char** argv) {
   bool all = argc == 1, build = all, settings = all, algos = all;
   if (argc > 1 && !strcmp(argv[1], "--dump-selection")) return dumpSelection(argc, argv);
+  if (argc == 2 && !strcmp(argv[1], "--settings-markdown")) return settingsMarkdown();
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--build")) build = true;
     else if (!strcmp(argv[i], "--settings")) settings = true;

@@ -8,7 +8,7 @@ when the median is over 150 lines or a file is over 600.
 
     tools/layers.py            # table + check (run in CI by tools/run-tests.sh)
     tools/layers.py --sizes    # and the file-size rule
-    tools/layers.py --markdown # the table as markdown, for docs/design.md
+    tools/layers.py --markdown # the table as markdown, for docs/architecture.md
 
 The layers, lowest first. A folder may include its own files, anything in a
 lower layer, and public headers (include/); nothing beside or above it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README followed literally on a fresh Debian 12: debootstraps a minbase
-# chroot, installs only the Debian packages that README.md's "Run it" table
+# chroot, installs only the Debian packages that README.md's "Install and run" table
 # names for each command (with --no-install-recommends, so nothing comes in
 # by accident), unpacks a clean `git archive` of HEAD into it and runs the
 # commands there as root, one after another. Prints each command's result
@@ -33,12 +33,12 @@ cmds=("$@")
 ((${#cmds[@]})) || cmds=(tools/run-tests.sh)
 
 # --- the packages README.md names for a command ------------------------------
-# The row of the "Run it" table that starts with | `command` |; its third
+# The row of the "Install and run" table that starts with | `command` |; its third
 # column holds the packages, each in backquotes.
 readme_packages() {
   local row
   row=$(grep -F "| \`$1\` |" "$root/README.md" | head -1) ||
-    die "README.md has no row | \`$1\` | in its \"Run it\" table: it does not say what $1 needs"
+    die "README.md has no row | \`$1\` | in its \"Install and run\" table: it does not say what $1 needs"
   awk -F'|' '{ print $4 }' <<<"$row" | grep -o '`[^`]*`' | tr -d '`' | tr ' ' '\n' | grep -v '^$' || true
 }
 
@@ -86,7 +86,7 @@ dirty=""
 
 log=$cache/logs/newcomer-$(date +%Y%m%d-%H%M%S).log
 say "commit $commit$dirty; chroot $work; log $log"
-say "packages (README.md's \"Run it\" table): ${pkgs[*]:-none}"
+say "packages (README.md's \"Install and run\" table): ${pkgs[*]:-none}"
 
 # The script that runs inside the chroot: apt as a newcomer would, then each
 # command from the repository root, with a clean environment.

@@ -46,7 +46,7 @@ def refit(args, cal):
 
 def local_tune_file(args, path):
     """A --tune-file that is gone (the run's output directory was moved,
-    as into docs/data/) read from beside the run file when it is there."""
+    as into results/) read from beside the run file when it is there."""
     out = list(args)
     for i, a in enumerate(out[:-1]):
         if a == "--tune-file" and not os.path.exists(out[i + 1]):

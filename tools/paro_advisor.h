@@ -105,7 +105,7 @@ struct Costed {
 // took about 0.5 s of CPU at 32 ranks, 7 s at 64 and 36 s at 256.
 // On the emulated 4:1 shape the closed form priced HO-Ring's mid-sized
 // world calls about 20% high where the simulator was within 10%
-// (docs/paro.md, tenth run).
+// (results/20261128-paro-advisor-engine, results/20261128-paro-10).
 enum class Engine { Model, Schedule, Auto };
 constexpr int kScheduleMaxRanks = 32;
 bool parseEngine(const std::string& name, Engine* out);

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by the scripts README.md's "Run it" table lists: each checks what it
+# Sourced by the scripts README.md's "Install and run" table lists: each checks what it
 # needs before it starts, and names the Debian packages that are missing,
 # instead of failing half-way through a build.
 #
@@ -47,7 +47,7 @@ require_end() {
   {
     echo "$_require_name: missing Debian packages: ${_require_missing[*]}"
     echo "  install them with: apt-get install ${_require_missing[*]}"
-    echo "  (README.md, \"Run it\", lists what each command needs)"
+    echo "  (README.md, \"Install and run\", lists what each command needs)"
   } >&2
   exit 2
 }

@@ -267,7 +267,9 @@ constexpr bool kPerRank = false;
 std::vector<SettingDecl> makeTable() {
   using S = Settings;
   return {
-      {"HOCCL_DEBUG", "NONE", "Log level: NONE, VERSION, WARN, INFO or TRACE.",
+      {"HOCCL_DEBUG", "NONE",
+       "Log level: NONE, VERSION, WARN (each error once per rank), INFO (init steps and timing, connections, "
+       "each algorithm choice) or TRACE (every call).",
        field<LogLevel>(&S::debugLevel, logLevel(), showLevel), kPerRank},
       {"HOCCL_DEBUG_SUBSYS", "ALL",
        "Comma-separated subsystems to log (INIT, COLL, BOOTSTRAP, SHM, NET, TUNE, ENV, ALL); a "
@@ -376,7 +378,10 @@ std::vector<SettingDecl> makeTable() {
        "'<collective> <lo>-<hi> <algorithm> [channels=N] [chunks=K]' that win over it (docs/algorithms.md). "
        "Every rank must read the same file.",
        field<std::string>(&S::tuneFile, textWhere(readableFile)), kPerRank},
-      {"HOCCL_SPIN", "-1", "Polls before a waiting rank sleeps; -1 picks a value from the number of local ranks and cores.",
+      {"HOCCL_SPIN", "-1",
+       "Polls before a waiting rank sleeps on its futex; -1 picks: 128 yielding polls when the ranks on this "
+       "machine outnumber its cores (counting a split's parent and every live communicator of the process), "
+       "else 20000 busy polls. A value set here also replaces the longer polls of HOCCL_NET_SPIN_BYTES.",
        field<int>(&S::spinIters, integerIn<int>(-1, 100000000, "-1 (automatic) or an iteration count >= 0")),
        kPerRank},
       {"HOCCL_NET_SPIN_BYTES", "65536",
@@ -421,9 +426,9 @@ std::vector<SettingDecl> makeTable() {
                   [](const int& m) { return m < 0 ? std::string("auto") : std::to_string(m); }),
        kPerRank},
       {"HOCCL_DEVICE_CHANNELS", "auto",
-       "Most channels (one CTA each) a collective on device buffers uses: auto sizes them by the "
-       "message and caps them so every rank's CTAs fit on their GPU at once; a number fixes it (still "
-       "capped by the GPU's multiprocessors).",
+       "Most channels (one CTA each) a collective on device buffers uses: auto takes one per 128 KiB ring "
+       "chunk, capped so every rank's CTAs of two calls fit on their GPU at once, one per multiprocessor; a "
+       "number fixes it (still capped by the GPU's multiprocessors).",
        field<int>(&S::deviceChannels, autoOr(integerIn<int>(1, 64), "auto or an integer from 1 to 64"), showAuto),
        kAllRanks},
       {"HOCCL_DEVICE_THREADS", "512", "Threads per CTA of the device kernels: 64 to 512, a multiple of 32.",

@@ -43,8 +43,8 @@ int onlineCpus() {
 // cores, whichever communicator it waits in: PaRO's rail group has one rank
 // per node, and one on each of two emulated nodes sharing 2 cores polled
 // busily through its calls while the job's 6 other ranks needed the cores
-// (rail all-reduce 25.2 ms against 20.5 yielding; docs/algorithms.md,
-// "Waiting ranks on shared cores").
+// (rail all-reduce 25.2 ms against 20.5 yielding;
+// results/20261129-spin-count-parent).
 class MachineSharing {
  public:
   static int enter(int ranks) {

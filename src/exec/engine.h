@@ -27,8 +27,7 @@ struct ProgressPolicy {
   // outlasts a local one, and a rank that sleeps through it wakes late, so
   // its peers wait longer and sleep too. A larger call's waits last
   // milliseconds, and ranks polling through them on shared cores slowed
-  // the ranks they waited for (docs/algorithms.md, "Waiting ranks on
-  // shared cores"), so it polls spinIters times as any call does.
+  // the ranks they waited for (results/20261128-net-spin-bytes), so it polls spinIters times as any call does.
   int remoteSpinIters = 0;
   uint64_t remoteSpinMaxBytes = 0;
   bool yieldWhileSpinning = false;

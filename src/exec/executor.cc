@@ -79,7 +79,7 @@ namespace {
 
 // HOCCL_CMA=auto lends across processes for calls that reduce nothing, up
 // to 1 MiB in their larger buffer, slices of at least 32 KiB. Measured on
-// 2-core VMs (docs/algorithms.md): one copy instead of two is 1.4-2.4x
+// 2-core VMs (results/20261127-slices-by-reference): one copy instead of two is 1.4-2.4x
 // faster there at 128 KiB-1 MiB, but larger calls split two copies over
 // two cores as fast, and then the receiver's system calls and page pinning
 // make it slower (up to 2x for broadcast and send/recv at 8 MiB); 16 KiB

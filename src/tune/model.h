@@ -57,7 +57,7 @@ struct LinkModel {
   // reads one and writes one); 1 where nodeMemGbps stands for shared cores
   // rather than DRAM, as on the emulated cluster, whose ranks measured a
   // reduce-scatter as fast as an all-gather of the same size
-  // (docs/paro.md).
+  // (results/20261127-paro-5).
   double reduceMemRatio = 1.5;
   LinkParams net{40.0, 1.0};     // one network link of a node (each direction)
   LinkParams spine{60.0, 0.0};   // one leaf's uplink (each direction); 0: as fast as its nodes' links together
@@ -90,7 +90,7 @@ struct LinkModel {
   // compete for the cores, and a waiting rank spins through a step of small
   // messages instead of sleeping, so a message costs a fraction of that.
   // Fitted on 3 and 4 ranks on 2 cores: with it the model orders oneshot,
-  // doubling and the ring by size as they measured (docs/algorithms.md).
+  // doubling and the ring by size as they measured (results/20261126-oneshot-one-node).
   double localMsgCpuUs = 1.0;
   // The charge for one message on a machine of `nodes` nodes.
   double messageCpuUs(int nodes, bool acrossNodes) const {

@@ -136,7 +136,7 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
     // goes the other way: among depths within 2% of this channel count's
     // best, the deepest wins. Smaller steps bound the burst each step puts
     // on a shared or oversubscribed link, which the model does not price:
-    // on the emulated 4:1 cluster (docs/algorithms.md) a 4 MiB all-reduce
+    // on the emulated 4:1 cluster (results/20261125-pipeline-depth-queues) a 4 MiB all-reduce
     // in 1 MiB steps overflowed the leaf uplinks' queues and ran 1.4x
     // slower than in 512 KiB steps, which the model had within 2%.
     // Where the tune file gives the links' buffers (buffer_kb), depths

@@ -82,7 +82,7 @@ class Tuner {
   // wins as in choose(); otherwise the host cost model does not apply (a
   // GPU channel is one CTA that handles its messages one after another, at
   // GPU memory rates), and a rule measured on an H100 (1 to 8 ranks on the
-  // GPU, README) picks: all-reduce by recursive doubling up to
+  // GPU; docs/gpu.md, results/20261127-h100-device-algorithms) picks: all-reduce by recursive doubling up to
   // kDeviceDoublingMaxBytes, the ring above; reduce-scatter and all-gather
   // by the ring (one-shot was never faster there); broadcast and reduce as
   // the model picks them. predictedUs is 0: the model has no device costs.

@@ -18,7 +18,7 @@ keep) glibc is told to keep freed memory (MALLOC_TRIM_THRESHOLD_ and
 MALLOC_MMAP_THRESHOLD_): with its defaults, a process can hand the 16 MB
 weight-gradient temporaries of backward back to the kernel and fault them
 in again on every step, which adds tens of milliseconds to some runs and
-not others (README, "PyTorch": step time). --malloc
+not others (results/20261126-ddp-malloc). --malloc
 system leaves glibc's defaults. With --repeats R each backend runs R times,
 alternating, and the table gives the median.
 """

@@ -1,7 +1,7 @@
 """The calls of PaRO's groups, timed alone: blocks of 8 identical calls on
 the world group (one unit) and on the rail group (a unit's node shard: the
 same bytes per node on the links), interleaved block by block, each the
-slowest rank's time. docs/algorithms.md ("Waiting ranks on shared cores")
+slowest rank's time. results/20261129-spin-count-parent
 compares the rail calls with the world ones that move the same bytes.
 
 Run it like paro_bench.py, on nodes of more than one rank, e.g.:

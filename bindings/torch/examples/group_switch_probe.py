@@ -3,7 +3,7 @@ world all-gathers of one PaRO unit, timed call by call, after nothing,
 after 8 rail reduce-scatters, after one, and after 8 followed by a pause.
 NIG replays its world all-gather right after its rail reduce-scatter, and
 on the emulated cluster that all-gather measured 2-3x ZeRO-1's identical
-calls (docs/paro.md, "A world call after a rail call"); this isolates it.
+calls (results/20261128-paro-world-after-rail); this isolates it.
 
 Run it like paro_bench.py, on nodes of more than one rank, e.g.:
 
