@@ -10,6 +10,9 @@
 // the timeout fails the test by its code (hocclTimeout), not by a clock.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -109,10 +112,14 @@ Options shape(int ranks, std::vector<int> nodes, Net net, Mode mode, const char*
 // ran something else), from its next call at the latest.
 void expectMismatch(const Options& o, const Field& f, size_t count) {
   const std::string what = std::string(f.name) + ", " + std::to_string(count) + " floats, " + o.describe();
+  // HOCCL_TEST_CASE=substring runs only the cases whose description has it.
+  const char* only = getenv("HOCCL_TEST_CASE");
+  if (only && what.find(only) == std::string::npos) return;
   std::vector<hocclResult_t> rc(o.ranks, hocclSuccess);
   std::vector<std::string> msg(o.ranks);
   std::vector<int> firstCallFailed(o.ranks, 0);
   std::string err;
+  const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
     std::vector<float> buf(2 * count + 64, 1.0f);
     hocclResult_t r = f.call(comm, rank, buf.data(), count);
@@ -126,6 +133,12 @@ void expectMismatch(const Options& o, const Field& f, size_t count) {
     rc[rank] = r;
     msg[rank] = m;
   }, &err)) << what << ": " << err;
+  // Found by a notice, a difference takes a tenth of a second or so; a case
+  // this slow is worth a look (the timeout itself would fail above). On
+  // shared cores a waiting rank yields its polls before it first checks its
+  // peers, which can take seconds while other processes keep the cores busy.
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (secs > 3) std::printf("slow case (%.1f s): %s\n", secs, what.c_str());
   // A call that changed nothing on either side must fail on the spot: every
   // rank took part in the difference.
   if (o.mode == Mode::Threads && !f.rooted) {

@@ -24,6 +24,14 @@ class OutOfBand {
   // `all` holds nranks() blocks of `bytes`; this rank's block is filled in.
   virtual Status allGather(void* all, size_t bytes) = 0;
   virtual Status barrier() = 0;
+  // Called now and then (every 100 ms or so) while a transport waits for
+  // `peer` during set-up outside recv (a connect or an accept in
+  // progress). An error ends the wait with it: a peer's abort, or what the
+  // owner's checks find (a peer that runs another call).
+  virtual Status whileWaiting(int peer) {
+    (void)peer;
+    return Status();
+  }
 };
 
 }  // namespace hoccl

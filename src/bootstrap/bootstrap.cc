@@ -405,6 +405,17 @@ void Bootstrap::sendCallNotice(const CallNotice& notice, const std::vector<bool>
   sendShort(kTagCallNotice, &notice, sizeof notice, tell, budgetSec, false);
 }
 
+Status Bootstrap::whileWaiting(int peer) {
+  HOCCL_TRY(pollAbort());
+  if (!waitHook_) return Status();
+  std::vector<CallNotice> got;
+  {
+    std::lock_guard<std::mutex> lock(abortMu_);
+    got.swap(notices_);
+  }
+  return waitHook_(peer, std::move(got));
+}
+
 std::vector<CallNotice> Bootstrap::takeCallNotices() {
   (void)pollAbort();  // reads what has arrived
   std::lock_guard<std::mutex> lock(abortMu_);

@@ -121,6 +121,9 @@ class Bootstrap : public OutOfBand {
   // `all` holds nranks blocks of `bytes`; this rank's block is filled in.
   Status allGather(void* all, size_t bytes) override;
   Status barrier() override;
+  // A peer's abort, then the wait hook (setWaitHook) with the notices that
+  // arrived.
+  Status whileWaiting(int peer) override;
 
   // Failure propagation: tells every rank r with tell[r] that this rank
   // stopped, with `code` and `msg`: over a connection the two already

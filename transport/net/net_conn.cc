@@ -207,6 +207,7 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
   size_t left = connecting.size() + listening.size();
   std::map<std::pair<int, int>, void*> newSends, newRecvs;  // the transport's comms made here
   Status st;
+  double lastCheck = nowSec();
   while (left > 0 && st.ok()) {
     bool progressed = false;
     for (Connecting& c : connecting) {
@@ -239,6 +240,17 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
       for (Listening& l : listening)
         if (l.lc && peer < 0) peer = l.e.peer;
       st = errorf(hocclTimeout, "timed out connecting with rank %d over %s", peer, net_->name());
+    }
+    // A peer that stopped (or runs another call) never connects: ask the
+    // out-of-band channel now and then instead of waiting for the timeout.
+    if (st.ok() && left > 0 && !progressed && nowSec() - lastCheck > 0.1) {
+      lastCheck = nowSec();
+      int peer = -1;
+      for (Connecting& c : connecting)
+        if (!c.done && peer < 0) peer = c.e.peer;
+      for (Listening& l : listening)
+        if (l.lc && peer < 0) peer = l.e.peer;
+      st = oob.whileWaiting(peer);
     }
     if (!progressed && left > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
