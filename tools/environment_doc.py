@@ -63,6 +63,8 @@ OUTSIDE = [
          "the `hoccl-paro` program (else on `PATH`, else beside the package)"),
         ("HOCCL_TORCH_PYTHON", "`tools/paro-measure.sh`", "the Python with torch (default `/usr/bin/python3`)"),
         ("HOCCL_CMAKE_ARGS, HOCCL_CTEST_ARGS", "`tools/run-tests.sh`", "more arguments for cmake and for ctest"),
+        ("HOCCL_TEST_CASE", "`tests/test_mismatch.cc`",
+         "runs only the cases whose description contains this text (debugging one case)"),
         ("HOCCL_CUDA_ARCHS", "`tools/run-gpu-tests.sh`",
          "the CUDA architectures to build (default: the GPU's own, as `nvidia-smi` names it)"),
         ("HOCCL_FUZZ_BUILD", "`tools/fuzz.sh`", "the fuzzers' build directory (default `build-fuzz`)"),
