@@ -1,4 +1,4 @@
-// The PaRO advisor (tools/paro_advisor.h): its memory and collectives per
+// The PaRO advisor (src/tune/paro_advisor.h): its memory and collectives per
 // strategy against the strategy table of docs/paro.md (written out here on
 // its own), and what its costing and recommendation must respect.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "src/tune/sim.h"
-#include "tools/paro_advisor.h"
+#include "src/tune/paro_advisor.h"
 
 using namespace hoccl;
 using namespace hoccl::tune;

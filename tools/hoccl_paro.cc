@@ -12,7 +12,7 @@
 
 #include "src/base/json.h"
 #include "tools/machine_args.h"
-#include "tools/paro_advisor.h"
+#include "src/tune/paro_advisor.h"
 
 using namespace hoccl;
 using namespace hoccl::tune;

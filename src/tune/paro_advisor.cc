@@ -1,5 +1,5 @@
 // The PaRO strategy advisor (paro_advisor.h).
-#include "tools/paro_advisor.h"
+#include "src/tune/paro_advisor.h"
 
 #include <algorithm>
 #include <cmath>
