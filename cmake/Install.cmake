@@ -3,7 +3,6 @@ include(CMakePackageConfigHelpers)
 install(TARGETS hoccl EXPORT hocclTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS hoccl-info hoccl-sim hoccl-topo hoccl-paro RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT hocclTargets NAMESPACE hoccl:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hoccl)
 
 configure_package_config_file(cmake/hocclConfig.cmake.in

@@ -13,7 +13,7 @@
 #include "src/topo/topology.h"
 #include "src/tune/tuner.h"
 #include "src/topo/probe/probe_plan.h"
-#include "tools/probe/probe_sim.h"
+#include "programs/probe/probe_sim.h"
 
 using namespace hoccl;
 using namespace hoccl::probe;

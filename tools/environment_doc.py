@@ -159,7 +159,7 @@ def table_rows(text):
 
 
 # Where the tree reads environment variables.
-SCAN_DIRS = ["src", "transport", "algorithms", "plugin", "tools", "perf", "bindings", "tests", "fuzz",
+SCAN_DIRS = ["src", "transport", "algorithms", "plugin", "programs", "tools", "perf", "bindings", "tests", "fuzz",
              "examples", "cmake", ".ci"]
 SCAN_EXT = (".cc", ".h", ".cu", ".py", ".sh", ".cmake", ".txt", "")
 HOCCL_READ = [
@@ -168,8 +168,8 @@ HOCCL_READ = [
     re.compile(r'\$ENV\{(HOCCL_[A-Z0-9_]+)\}'),                            # CMake
 ]
 SHELL_READ = re.compile(r'\$\{?(HOCCL_[A-Z0-9_]+)')
-# getenv("NAME") of any name, in what users run: the library, plugins, tools, perf programs.
-GETENV_DIRS = ["src", "transport", "algorithms", "plugin", "tools", "perf"]
+# getenv("NAME") of any name, in what users run: the library, plugins, programs, perf programs.
+GETENV_DIRS = ["src", "transport", "algorithms", "plugin", "programs", "perf"]
 GETENV_ANY = re.compile(r'getenv\(\s*"([A-Za-z_][A-Za-z0-9_]*)"')
 
 

@@ -36,10 +36,11 @@ LAYERS = [
 USERS = {
     "plugin": {"src/base", "src/topo", "src/tune", "transport", "transport/net", "algorithms"},
     "perf": {"src/base", "src/check"},
-    # hoccl-info reports the data-op ISA and the network transports too;
-    # hoccl-topo probe is launched like the benchmarks and reads the
-    # launcher's environment with their reader (perf/common/launcher_env).
-    "tools": {"src/base", "src/topo", "src/tune", "algorithms", "src/bootstrap", "src/exec", "transport/net",
+    # The installed programs. hoccl-info reports the data-op ISA and the
+    # network transports too; hoccl-topo probe is launched like the
+    # benchmarks and reads the launcher's environment with their reader
+    # (perf/common/launcher_env).
+    "programs": {"src/base", "src/topo", "src/tune", "algorithms", "src/bootstrap", "src/exec", "transport/net",
               "perf"},
     "examples": set(),
     # The closed-form values perf and the tests check against: public API only.

@@ -13,7 +13,7 @@
 #include "src/exec/cuda/image.h"
 #include "src/exec/dataops.h"
 #include "src/topo/nvml.h"
-#include "tools/machine_args.h"
+#include "programs/machine_args.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "src/base/json.h"
-#include "tools/machine_args.h"
+#include "programs/machine_args.h"
 #include "src/tune/paro_advisor.h"
 
 using namespace hoccl;

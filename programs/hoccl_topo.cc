@@ -39,7 +39,7 @@ static void usage(FILE* f) {
           "topology there in the topology file format.\n");
 }
 
-int probeMain(int argc, char** argv);  // tools/probe/probe_main.cc
+int probeMain(int argc, char** argv);  // programs/probe/probe_main.cc
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "probe") return probeMain(argc - 1, argv + 1);

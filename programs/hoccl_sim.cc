@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/machine_args.h"
+#include "programs/machine_args.h"
 #include "src/tune/sim.h"
 
 using namespace hoccl;

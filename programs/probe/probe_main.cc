@@ -19,7 +19,7 @@
 #include "perf/common/launcher_env.h"
 #include "src/topo/probe/probe_plan.h"
 #include "src/topo/probe/probe_run.h"
-#include "tools/probe/probe_sim.h"
+#include "programs/probe/probe_sim.h"
 
 using namespace hoccl;
 using namespace hoccl::probe;

@@ -1,5 +1,5 @@
 // The simulated network of probe_sim.h.
-#include "tools/probe/probe_sim.h"
+#include "programs/probe/probe_sim.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-// Command-line machines for the tools (cli.h).
-#include "tools/machine_args.h"
+// Command-line machines for the programs (machine_args.h).
+#include "programs/machine_args.h"
 
 #include <cstdio>
 #include <cstdlib>
