@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/paro-recost.py rebuilds the advisor's inputs from a recorded run:
+# results/scripts/paro-recost.py rebuilds the advisor's inputs from a recorded run:
 # a run whose "measured" times are the advisor's own predictions / 1.1
 # re-costs to +10% for every strategy, a run without its advisor options
 # is refused, naming the option to give, and a run recorded under results/
@@ -25,17 +25,17 @@ json.dump(run, open(f"{tmp}/run.json", "w"))
 del run["advisor_args"]
 json.dump(run, open(f"{tmp}/old.json", "w"))
 PY
-out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" "$tmp/run.json")
+out=$(python3 "$root/results/scripts/paro-recost.py" --hoccl-paro "$paro" "$tmp/run.json")
 echo "$out"
 grep -q "10 of 10 within 20%" <<<"$out" || { echo "paro_recost: not every strategy re-costed"; exit 1; }
 [ "$(grep -o '+10%' <<<"$out" | wc -l)" = 10 ] || { echo "paro_recost: the predictions were not reproduced"; exit 1; }
-if python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" "$tmp/old.json" 2>"$tmp/err"; then
+if python3 "$root/results/scripts/paro-recost.py" --hoccl-paro "$paro" "$tmp/old.json" 2>"$tmp/err"; then
   echo "paro_recost: a run without its advisor options was re-costed"; exit 1
 fi
 grep -q "give --advisor-args" "$tmp/err" || { cat "$tmp/err"; echo "paro_recost: the refusal does not say what to give"; exit 1; }
-out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" --advisor-args "${args[*]}" "$tmp/old.json")
+out=$(python3 "$root/results/scripts/paro-recost.py" --hoccl-paro "$paro" --advisor-args "${args[*]}" "$tmp/old.json")
 grep -q "10 of 10 within 20%" <<<"$out" || { echo "$out"; echo "paro_recost: --advisor-args was not used"; exit 1; }
 # A recorded run moved out of its output directory finds its tune file beside it.
-out=$(python3 "$root/tools/paro-recost.py" --hoccl-paro "$paro" "$root/results/20261129-paro/paro-b.json")
+out=$(python3 "$root/results/scripts/paro-recost.py" --hoccl-paro "$paro" "$root/results/20261129-paro/paro-b.json")
 grep -q "of 10 within 20%" <<<"$out" || { echo "$out"; echo "paro_recost: the recorded run was not re-costed"; exit 1; }
 echo "paro_recost: ok"

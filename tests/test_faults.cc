@@ -2,7 +2,7 @@
 // surviving rank must return a specific error that names the culprit, well
 // before any generous "no hang" bound, and leave no descriptors or shared
 // segments behind. Ranks are threads here; killed processes are in
-// test_multiprocess.cc and tools/soak-kill.sh.
+// test_multiprocess.cc and results/scripts/soak-kill.sh.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -108,7 +108,7 @@ TEST(MultiProcess, DeadPeerBecomesRemoteErrorQuickly) {
 
 // kill -9 of one rank in the middle of a long all-reduce loop: every
 // survivor returns hocclRemoteError naming it (the worker checks the
-// message), long before the timeout. tools/soak-kill.sh repeats this.
+// message), long before the timeout. results/scripts/soak-kill.sh repeats this.
 TEST(MultiProcess, KilledRankMidLoopIsNamedByEverySurvivor) {
   std::vector<std::string> env = {"HOCCL_TEST_SELF_KILL=2:0.5"};
   Outcome o = launch("loop", 4, 60, {env, env, env, env});

@@ -313,7 +313,7 @@ TEST(ParoAdvisor, IntraRatesAreFittedToAMeasuredAllGather) {
 // auto takes it for groups of up to kScheduleMaxRanks ranks, and the fitted
 // intra scale moves the intra group's calls only.
 TEST(ParoAdvisor, TheScheduleEngineCostsCallsAsTheSimulatorDoes) {
-  // The emulated 4:1 shape (docs/algorithms.md, shape (b)): tools/emulated-tune.sh's
+  // The emulated 4:1 shape (docs/algorithms.md, shape (b)): results/scripts/emulated-tune.sh's
   // buckets and queues, 8 ranks on 2 cores.
   LinkModel l;
   l.net = {40.0, 1.0, 250.0, 875.0};

@@ -247,7 +247,7 @@ TEST(Model, StepBytesThroughTheUplink) {
 // With the uplinks' buffers known, depths whose steps overflow them are
 // passed over while a deeper one fits; without, the model alone decides.
 TEST(Tuner, HoRingStepsFitTheBuffers) {
-  // The emulated shape (b) as tools/algo-sweep.sh describes it: 8 ranks on
+  // The emulated shape (b) as results/scripts/algo-sweep.sh describes it: 8 ranks on
   // 2 cores, tbf buckets.
   LinkModel links = gigabit(0.5);
   links.oversubscription = 4;

@@ -132,7 +132,7 @@ double epochSec() {
 }
 
 // All-reduces 1M floats until a call fails or `seconds` pass; a peer is
-// killed meanwhile (tools/soak-kill.sh, the cluster tests). Prints one line
+// killed meanwhile (results/scripts/soak-kill.sh, the cluster tests). Prints one line
 // "DETECTED <epoch s> <code> <message>" for the caller to judge, and exits
 // 0 if a call failed, 1 if none did. HOCCL_TEST_SELF_KILL=<rank>:<seconds>
 // makes that rank SIGKILL itself after that long (as kill -9 from outside),

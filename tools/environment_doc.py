@@ -59,9 +59,9 @@ OUTSIDE = [
          "its rendezvous file store and interface"),
     ]),
     ("Read by the scripts and the tests", [
-        ("HOCCL_PARO", "`hoccl_torch.paro` (`strategy=\"auto\"`), `tools/paro-recost.py`, the PaRO tests",
+        ("HOCCL_PARO", "`hoccl_torch.paro` (`strategy=\"auto\"`), `results/scripts/paro-recost.py`, the PaRO tests",
          "the `hoccl-paro` program (else on `PATH`, else beside the package)"),
-        ("HOCCL_TORCH_PYTHON", "`tools/paro-measure.sh`", "the Python with torch (default `/usr/bin/python3`)"),
+        ("HOCCL_TORCH_PYTHON", "`results/scripts/paro-measure.sh`", "the Python with torch (default `/usr/bin/python3`)"),
         ("HOCCL_CMAKE_ARGS, HOCCL_CTEST_ARGS", "`tools/run-tests.sh`", "more arguments for cmake and for ctest"),
         ("HOCCL_TEST_CASE", "`tests/test_mismatch.cc`",
          "runs only the cases whose description contains this text (debugging one case)"),
@@ -79,7 +79,7 @@ OUTSIDE = [
          "the cluster a command applies to (`cluster.sh exec` sets it); where cluster state lives "
          "(`/run/hoccl-cluster`)"),
         ("HOCCL_CLUSTER_TBF_BURST_MS, HOCCL_CLUSTER_TBF_MIN_BURST, HOCCL_CLUSTER_TBF_QUEUE_MS",
-         "`tests/cluster`, `tools/emulated-tune.sh`",
+         "`tests/cluster`, `results/scripts/emulated-tune.sh`",
          "each link's tbf bucket: that many ms at the link rate (2), at least that many bytes (131072); its "
          "queue: that many ms at the link rate (5)"),
         ("HOCCL_VERIFY_SWEEP", "`test_verify_sweep`", "`full` verifies shapes up to P = 256 (about 16 minutes)"),
@@ -159,8 +159,8 @@ def table_rows(text):
 
 
 # Where the tree reads environment variables.
-SCAN_DIRS = ["src", "transport", "algorithms", "plugin", "programs", "tools", "perf", "bindings", "tests", "fuzz",
-             "examples", "cmake", ".ci"]
+SCAN_DIRS = ["src", "transport", "algorithms", "plugin", "programs", "tools", "results/scripts", "perf", "bindings",
+             "tests", "fuzz", "examples", "cmake", ".ci"]
 SCAN_EXT = (".cc", ".h", ".cu", ".py", ".sh", ".cmake", ".txt", "")
 HOCCL_READ = [
     re.compile(r'getenv\(\s*"(HOCCL_[A-Z0-9_]+)"'),                       # C, C++

@@ -12,7 +12,7 @@ the emulated cluster:
         /usr/bin/python3 bindings/torch/examples/paro_bench.py --params 5M --accum 4 \\
         --advisor-args "--node-gbit 1 --oversubscription 4"
 
-(tools/paro-measure.sh runs the two shapes of docs/paro.md.) Rank 0
+(results/scripts/paro-measure.sh runs the two shapes of docs/paro.md.) Rank 0
 prints a table and, with --json FILE, writes every number. The advice is
 computed after the runs, from the model size, the machine options, Adam's
 time per parameter and (--calibrate-intra) the intra-node probe; it sees

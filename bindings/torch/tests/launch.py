@@ -59,10 +59,15 @@ def launch(scenario, n, outdir, backend="hoccl", timeout_s=60, limit_s=300, rank
 
 
 def run_example(name, args, n, per_node, node_prefix, limit_s=300):
-    """Runs examples/NAME with ARGS on n ranks (env:// rendezvous on
-    127.0.0.1), per_node of them on each "node" (HOCCL_HOSTID
+    """Runs examples/NAME as run_script does."""
+    return run_script(os.path.join(os.path.dirname(HERE), "examples", name), args, n, per_node, node_prefix,
+                      limit_s)
+
+
+def run_script(script, args, n, per_node, node_prefix, limit_s=300):
+    """Runs the Python script SCRIPT with ARGS on n ranks (env:// rendezvous
+    on 127.0.0.1), per_node of them on each "node" (HOCCL_HOSTID
     NODE_PREFIX<i>); returns (return codes, outputs)."""
-    script = os.path.join(os.path.dirname(HERE), "examples", name)
     port = free_port()
     procs = [subprocess.Popen([sys.executable, script] + args,
                               env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",

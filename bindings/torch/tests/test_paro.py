@@ -20,6 +20,9 @@ import model_common
 ACCUM = 2
 SHAPES = [(1, 4), (2, 2), (2, 4)]  # (nodes, ranks per node)
 RESUME = {(1, 4): "ZeRO-3,DDP", (2, 2): "IIG,NIG", (2, 4): "NIG,MiCS"}
+# The measurement scripts, beside the results they produce: paro-plot.py
+# and the probes of PaRO's groups.
+SCRIPTS = os.path.join(launch.REPO, "results", "scripts")
 STRATEGIES = ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3", "MiCS", "NIG", "NII", "IIG", "IGG", "ING"]
 LEVELS = {"DDP": "NNN", "ZeRO-1": "NNG", "ZeRO-2": "NGG", "ZeRO-3": "GGG", "MiCS": "III",
           "NIG": "NIG", "NII": "NII", "IIG": "IIG", "IGG": "IGG", "ING": "ING"}
@@ -253,11 +256,11 @@ def test_paro_bench_reports_measured_beside_predicted(tmp_root):
 
 
 def check_plot(run_json, tmp_root):
-    """tools/paro-plot.py draws a run into a PNG (when matplotlib is there)
+    """results/scripts/paro-plot.py draws a run into a PNG (when matplotlib is there)
     and refuses a file that is not a run, naming it."""
     import subprocess
     import sys
-    tool = os.path.join(launch.REPO, "tools", "paro-plot.py")
+    tool = os.path.join(SCRIPTS, "paro-plot.py")
     png = os.path.join(tmp_root, "paro.png")
     done = subprocess.run([sys.executable, tool, run_json, "-o", png], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -275,14 +278,15 @@ def check_plot(run_json, tmp_root):
 
 
 def test_group_switch_probe_times_every_case(tmp_root):
-    """examples/group_switch_probe.py on 2 nodes x 2 ranks (HOCCL_HOSTID):
+    """results/scripts/group_switch_probe.py on 2 nodes x 2 ranks (HOCCL_HOSTID):
     every case has 8 positive per-call times and a positive total, and a
     job of one rank per node is refused, saying why."""
     out_json = os.path.join(tmp_root, "switch.json")
 
     def run(n, per_node, extra):
         args = ["--elems", "4096", "--reps", "3", "--pause", "0.01"] + extra
-        return launch.run_example("group_switch_probe.py", args, n, per_node, "switch-node", limit_s=120)
+        return launch.run_script(os.path.join(SCRIPTS, "group_switch_probe.py"), args, n, per_node, "switch-node",
+                                 limit_s=120)
 
     codes, outs = run(4, 2, ["--json", out_json])
     assert codes == [0] * 4, "\n".join(outs)
@@ -297,14 +301,15 @@ def test_group_switch_probe_times_every_case(tmp_root):
 
 
 def test_group_calls_probe_times_every_case(tmp_root):
-    """examples/group_calls_probe.py on 2 nodes x 2 ranks (HOCCL_HOSTID):
+    """results/scripts/group_calls_probe.py on 2 nodes x 2 ranks (HOCCL_HOSTID):
     every case has its blocks, all positive, and a median among them; a
     job of one rank per node is refused, saying why."""
     out_json = os.path.join(tmp_root, "calls.json")
 
     def run(n, per_node, extra):
-        return launch.run_example("group_calls_probe.py", ["--elems", "4096", "--blocks", "3"] + extra, n, per_node,
-                                  "calls-node", limit_s=120)
+        args = ["--elems", "4096", "--blocks", "3"] + extra
+        return launch.run_script(os.path.join(SCRIPTS, "group_calls_probe.py"), args, n, per_node, "calls-node",
+                                 limit_s=120)
 
     codes, outs = run(4, 2, ["--json", out_json])
     assert codes == [0] * 4, "\n".join(outs)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kills one rank with SIGKILL in the middle of a long all-reduce loop, again
 # and again, and checks that every survivor returns an error naming it.
-#   tools/soak-kill.sh [-n REPS] [-r RANKS] [-b BUILD_DIR] [-t HANG_SECONDS]
+#   results/scripts/soak-kill.sh [-n REPS] [-r RANKS] [-b BUILD_DIR] [-t HANG_SECONDS]
 #     -n repetitions (default 100), -r ranks as processes (default 4),
 #     -b a build with tests (default build), -t how long survivors may take
 #     before the repetition counts as a hang (default 30; HOCCL_TIMEOUT is 300)
@@ -12,7 +12,7 @@
 # from the kill to the last survivor's error. Prints the distribution and
 # exits non-zero on any hang or wrong report.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 reps=100 ranks=4 build=$root/build hang=30
 while getopts n:r:b:t: o; do
   case $o in

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Report for tools/algo-sweep.sh: per shape and collective, the measured
+"""Report for results/scripts/algo-sweep.sh: per shape and collective, the measured
 bus bandwidth of each algorithm, ratios against the ring, the winner, how
 far auto is from the best forced algorithm, and the simulator's error.
 With sidebyside.jsonl (the algorithms ran side by side), auto's gap to an
@@ -93,7 +93,7 @@ forced = ["ring", "hierarchical", "horing"]
 worst_auto = (0, None)
 points = {}  # paired (side by side) or not -> number of auto cells
 errors = []
-print("# Measured on the emulated cluster (tools/algo-sweep.sh)\n")
+print("# Measured on the emulated cluster (results/scripts/algo-sweep.sh)\n")
 for shape in shapes:
     print(f"## Shape {SHAPE.get(shape, shape)}\n")
     for coll in colls:

@@ -4,9 +4,9 @@ step (measured median with its range, and hoccl-paro's prediction), its
 step time (median with its range; the recommended strategy drawn dark)
 and its training state per rank.
 
-    tools/paro-plot.py RUN.json... [-o OUT.png]
+    results/scripts/paro-plot.py RUN.json... [-o OUT.png]
 
-Each RUN.json is what paro_bench.py --json wrote (tools/paro-measure.sh
+Each RUN.json is what paro_bench.py --json wrote (results/scripts/paro-measure.sh
 writes OUT/paro-a.json and OUT/paro-b.json and calls this). Without -o the
 plot goes beside the first file, as paro.png. Exits 1 if a file is not
 such a run; without matplotlib (Debian: python3-matplotlib) it says so and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PaRO's strategies measured on the emulated cluster, side by side in one run
 # per shape, against hoccl-paro's predictions (docs/paro.md):
-#   tools/paro-measure.sh [build-dir] [out-dir]        (root; minutes per shape)
+#   results/scripts/paro-measure.sh [build-dir] [out-dir]        (root; minutes per shape)
 # Shapes (SHAPES, default "a b"), those of docs/algorithms.md:
 #   a: 2 nodes x 4 ranks under one leaf, 1 Gbit/s node links;
 #   b: 4 nodes x 2 ranks under 2 leaves, 1 Gbit/s node links and 0.5 Gbit/s
@@ -13,19 +13,19 @@
 # numbers; STRATEGIES (all); ONE_AT_A_TIME (unset; set: hold one model at a
 # time, for models too large to hold every strategy's at once).
 # Writes OUT/paro-SHAPE.md (the table), OUT/paro-SHAPE.json (every number)
-# and OUT/paro.png (tools/paro-plot.py). The emulated nodes share this
+# and OUT/paro.png (results/scripts/paro-plot.py). The emulated nodes share this
 # machine's cores and memory, so the benchmark measures an all-gather on
 # every node at once between the strategies' runs and the advisor fits its
 # intra-node copy rates to the median (--calibrate-intra, hoccl-paro
 # --intra-allgather); the link rates are the cluster's own.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 out=${2:-$root/out/paro}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-# shellcheck source=tools/emulated-tune.sh
-. "$root/tools/emulated-tune.sh"
+# shellcheck source=results/scripts/emulated-tune.sh
+. "$root/results/scripts/emulated-tune.sh"
 cluster="$root/tests/cluster/cluster.sh"
 if ! "$cluster" check >/dev/null; then
   echo "paro-measure: the emulated cluster cannot run here (needs root, network namespaces, tbf)" >&2
@@ -62,4 +62,4 @@ done
 # The plot of every shape measured now (docs/paro.md).
 plots=()
 for shape in ${SHAPES:-a b}; do plots+=("$out/paro-$shape.json"); done
-"$py" "$root/tools/paro-plot.py" "${plots[@]}" -o "$out/paro.png"
+"$py" "$root/results/scripts/paro-plot.py" "${plots[@]}" -o "$out/paro.png"

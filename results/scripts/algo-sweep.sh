@@ -2,7 +2,7 @@
 # Measures ring, hierarchical, HO-Ring and auto on the emulated cluster in
 # the two shapes of docs/algorithms.md, runs hoccl-sim on the same shapes,
 # and writes the crossover table, measured-vs-predicted errors and a plot.
-#   tools/algo-sweep.sh [build-dir] [out-dir]      (root; about an hour on 2 cores)
+#   results/scripts/algo-sweep.sh [build-dir] [out-dir]      (root; about an hour on 2 cores)
 # CI runs a smoke version (one shape, all-reduce, 64 KiB-1 MiB: seconds).
 # Environment: SHAPES ("a b"), COLLS ("all_reduce reduce_scatter all_gather"),
 # ALGOS ("ring hierarchical horing auto"), MINB (64K), MAXB (256M),
@@ -25,7 +25,7 @@
 # all rounds' blocks, of auto's time over that algorithm's in the same block
 # (JSON lines in sidebyside.jsonl).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 out=${2:-$root/out/algorithms}
 mkdir -p "$out"
@@ -89,9 +89,9 @@ sim[b]="--nodes 4 --ranks-per-node 2 --leaves 2 --node-gbit 1 --uplink-gbit 0.5"
 declare -A ranks=([a]=4 [b]=2)
 declare -A gbit=([a]=1 [b]=1) upgbit=([a]=0 [b]=0.5)
 # The emulated links' tbf buckets and queues, told to the model and the
-# ranks through a tune file (HOCCL_TUNE_FILE): tools/emulated-tune.sh.
-# shellcheck source=tools/emulated-tune.sh
-. "$root/tools/emulated-tune.sh"
+# ranks through a tune file (HOCCL_TUNE_FILE): results/scripts/emulated-tune.sh.
+# shellcheck source=results/scripts/emulated-tune.sh
+. "$root/results/scripts/emulated-tune.sh"
 name=sweep$$
 trap '"$cluster" down --name $name >/dev/null 2>&1 || true' EXIT
 for shape in $shapes; do
@@ -127,7 +127,7 @@ for shape in $shapes; do
     -b "$minb" -e "$maxb" -f 4 --csv --engine both \
     | sed "s/^/$shape,/" > "$out/predicted-$shape.csv"
 done
-/usr/bin/python3 "$root/tools/algo_report.py" "$out" | tee "$out/report.md"
+/usr/bin/python3 "$root/results/scripts/algo_report.py" "$out" | tee "$out/report.md"
 # A sweep whose runs printed no rows or a wrong result fails.
 if [ "$(wc -l < "$csv")" -le 1 ]; then
   echo "algo-sweep: no measurements in $csv" >&2

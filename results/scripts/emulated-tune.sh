@@ -15,7 +15,7 @@ tbf_kb() {  # $1 Gbit/s, $2 burst or buffer
 }
 emulated_tune_file() {  # $1 node Gbit/s, $2 uplink Gbit/s (0: not shaped), $3 file
   {
-    echo "# tbf buckets and queues of the emulated cluster (tools/emulated-tune.sh)"
+    echo "# tbf buckets and queues of the emulated cluster (results/scripts/emulated-tune.sh)"
     echo "link net burst_kb=$(tbf_kb "$1" burst) buffer_kb=$(tbf_kb "$1" buffer)"
     # The nodes share this machine's cores: a reduce-scatter measured as
     # fast as an all-gather of the same size (results/20261127-paro-5), where DRAM

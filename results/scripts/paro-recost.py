@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Re-costs recorded PaRO measurements with the current advisor.
 
-    tools/paro-recost.py [--hoccl-paro PROG] [--advisor-args ARGS] RUN.json... [-- HOCCL_PARO_OPTIONS]
+    results/scripts/paro-recost.py [--hoccl-paro PROG] [--advisor-args ARGS] RUN.json... [-- HOCCL_PARO_OPTIONS]
 
-Each RUN.json is what paro_bench.py --json wrote (tools/paro-measure.sh:
+Each RUN.json is what paro_bench.py --json wrote (results/scripts/paro-measure.sh:
 OUT/paro-a.json, OUT/paro-b.json). The measured communication per step
 stays as recorded; hoccl-paro predicts it again from the same inputs (the
 shape, model size, micro-steps, the intra-node calibration and the

@@ -5,10 +5,11 @@ NIG replays its world all-gather right after its rail reduce-scatter, and
 on the emulated cluster that all-gather measured 2-3x ZeRO-1's identical
 calls (results/20261128-paro-world-after-rail); this isolates it.
 
-Run it like paro_bench.py, on nodes of more than one rank, e.g.:
+Run it like bindings/torch/examples/paro_bench.py, on nodes of more than
+one rank, e.g.:
 
     tests/cluster/cluster.sh run --nodes 2 --node-gbit 1 --ranks-per-node 4 -- \\
-        /usr/bin/python3 bindings/torch/examples/group_switch_probe.py
+        /usr/bin/python3 results/scripts/group_switch_probe.py
 
 Rank 0 prints, per case, the median over the repetitions of each of the 8
 calls and of their total (ms).

@@ -4,10 +4,11 @@ same bytes per node on the links), interleaved block by block, each the
 slowest rank's time. results/20261129-spin-count-parent
 compares the rail calls with the world ones that move the same bytes.
 
-Run it like paro_bench.py, on nodes of more than one rank, e.g.:
+Run it like bindings/torch/examples/paro_bench.py, on nodes of more than
+one rank, e.g.:
 
     tests/cluster/cluster.sh run --nodes 2 --node-gbit 1 --ranks-per-node 4 -- \\
-        /usr/bin/python3 bindings/torch/examples/group_calls_probe.py
+        /usr/bin/python3 results/scripts/group_calls_probe.py
 
 Rank 0 prints per case the median time per call over the blocks, and
 their range (ms).
