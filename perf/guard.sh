@@ -147,6 +147,11 @@ cluster_up() { # SHAPE
   cname=$("$cluster" up "${up[@]}" --name "g$$$1" --owner $$)
   cshape=$1
   slurm_file "$cname" "$nodes" "$leaves" "$out/$1.topology.conf"
+  # A throwaway run: the first run on a new cluster measured 450-520 us at
+  # 8 B where the next ones took 20-40 (every build alike), which would
+  # land on whichever build goes first.
+  "$cluster" run --cluster "$cname" --ranks-per-node "$rpn" --topo-file none --timeout 120 -- \
+    "$new_build/perf/all_reduce_perf" -b 8 -e 1M -f 8 -n 20 -w 5 -c 0 >/dev/null 2>&1 || true
 }
 
 # measure POINT LABEL BUILD: one run; appends the out-of-place time (us).
