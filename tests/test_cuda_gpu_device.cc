@@ -25,9 +25,10 @@
 
 #include "hoccl.h"
 #include "src/base/config.h"
+#include "src/base/cuda_device_api.h"
 #include "src/base/cuda_driver.h"
-#include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/device_ipc.h"
+#include "src/exec/cuda/peer_access.h"
 #include "tests/support/cuda_gpu.h"
 #include "tests/support/harness.h"
 

@@ -19,10 +19,11 @@
 
 #include "hoccl.h"
 #include "src/base/config.h"
+#include "src/base/cuda_device_api.h"
 #include "src/base/fdpass.h"
-#include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/device_ipc.h"
 #include "src/exec/cuda/interp.h"
+#include "src/exec/cuda/peer_access.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/fake_cuda_ipc.h"
 #include "tests/support/fake_cuda_vmm.h"

@@ -10,6 +10,7 @@
 
 #include "src/base/log.h"
 #include "src/exec/cuda/device_executor.h"
+#include "src/exec/cuda/peer_access.h"
 #include "src/topo/nvml.h"
 
 namespace hoccl::cuda {

@@ -33,9 +33,9 @@
 #include <tuple>
 #include <vector>
 
-#include "src/base/oob.h"
+#include "src/base/cuda_device_api.h"
 #include "src/base/fdpass.h"
-#include "src/exec/cuda/device_api.h"
+#include "src/base/oob.h"
 #include "src/exec/cuda/device_ipc.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/cuda/interp_record.h"

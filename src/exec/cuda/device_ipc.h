@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "src/base/cuda_device_api.h"
 #include "src/base/fdpass.h"
-#include "src/exec/cuda/device_api.h"
 #include "src/exec/cuda/ipc_wire.h"
 
 namespace hoccl::cuda {
