@@ -181,7 +181,7 @@ Status DeviceExecutor::probePeers(std::map<int, std::string>* probed) {
   for (int r : peers) {
     if (!probing_[size_t(r)]) continue;
     DevPtr mem = 0;
-    mine = exportConn(PlanEdge{r, rank_, kProbeLink}, &mem);
+    mine = exportConn(DeviceEdge{r, rank_, kProbeLink}, &mem);
     if (!mine.ok()) break;
     sent[size_t(rank_) * n + size_t(r)] = 1;
   }
@@ -278,18 +278,18 @@ Status DeviceExecutor::makeConn(bool staged, DevPtr* mem) {
 // the addresses of the sending ends, from their receivers (importConns for
 // those in other processes). Sends do not wait for the peer, so every rank
 // can post all of its own before reading any.
-Status DeviceExecutor::connect(const std::vector<PlanEdge>& edges) {
+Status DeviceExecutor::connect(const std::vector<DeviceEdge>& edges) {
   const Status st = connectEdges(edges);
   if (!st.ok())  // the next call asks again for what did not arrive
     for (auto it = conns_.begin(); it != conns_.end();) it = it->second == 0 ? conns_.erase(it) : std::next(it);
   return st;
 }
 
-Status DeviceExecutor::connectEdges(const std::vector<PlanEdge>& edges) {
+Status DeviceExecutor::connectEdges(const std::vector<DeviceEdge>& edges) {
   std::map<int, int> wanted;  // peer -> sending ends it still owes us
   std::vector<int> exporters;  // the same, from other processes (as an fd): one entry per edge
   std::vector<int> byHandle;   // the same, as a fabric or legacy IPC handle over the bootstrap
-  for (const PlanEdge& e : edges) {
+  for (const DeviceEdge& e : edges) {
     const auto key = std::make_tuple(e.from, e.to, e.link);
     if (conns_.count(key)) continue;
     if (e.to != rank_) {
@@ -358,7 +358,7 @@ std::string DeviceExecutor::describePeer(int peer) const {
 // HOCCL_DEVICE_IPC=fabric VMM memory as a fabric handle, or with legacy
 // cuMemAlloc memory as a cuIpc handle (both over the bootstrap:
 // exportByHandle). *mem is the DevConnMem here.
-Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
+Status DeviceExecutor::exportConn(const DeviceEdge& e, DevPtr* mem) {
   const std::string peer = describePeer(e.from);
   const size_t slotsOffset = ipcSlotsOffset();
   // A self-test's buffer is one 2 MiB allocation (VMM's usual granularity;
@@ -408,7 +408,7 @@ Status DeviceExecutor::exportConn(const PlanEdge& e, DevPtr* mem) {
   return Status();
 }
 
-Status DeviceExecutor::exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem) {
+Status DeviceExecutor::exportByHandle(const DeviceEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem) {
   if (ipc_ == Ipc::Fabric) {
     VmmMapping m;
     HOCCL_TRY(vmmConn(kMemHandleTypeFabric, init, describePeer(e.from), msg, &m));

@@ -367,7 +367,7 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
   HOCCL_TRY(readRankPlan(image, rank_, nranks_, out->sliceElems, &rp));
   HOCCL_TRY(connect(rp.edges));
   std::vector<DevPtr> table;
-  for (const PlanEdge& e : rp.edges) table.push_back(conns_.at(std::make_tuple(e.from, e.to, e.link)));
+  for (const DeviceEdge& e : rp.edges) table.push_back(conns_.at(std::make_tuple(e.from, e.to, e.link)));
   out->sched = w.keep;
   out->nchannels = rp.plan.header.nchannels;
   HOCCL_TRY(alloc(image.size(), &out->image, out));

@@ -139,12 +139,12 @@ class DeviceExecutor {
   void releaseConns();
   Status upload(DevPtr dst, const void* src, size_t bytes, const char* what);
   Status setUp(const Work& w, PlanRes* out);
-  Status connect(const std::vector<PlanEdge>& edges);  // connectEdges, and on failure forgets what is half made
-  Status connectEdges(const std::vector<PlanEdge>& edges);
-  Status exportConn(const PlanEdge& e, DevPtr* mem);
+  Status connect(const std::vector<DeviceEdge>& edges);  // connectEdges, and on failure forgets what is half made
+  Status connectEdges(const std::vector<DeviceEdge>& edges);
+  Status exportConn(const DeviceEdge& e, DevPtr* mem);
   Status importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle,
                      std::map<int, std::string>* unmapped = nullptr);
-  Status exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
+  Status exportByHandle(const DeviceEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
   Status exportLegacy(const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
   Status vmmConn(int handleType, const DevConnMem& init, const std::string& peer, IpcBufferMsg* msg, VmmMapping* m);
   std::string describePeer(int peer) const;
