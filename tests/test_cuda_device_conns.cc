@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hoccl.h"
+#include "src/base/clock.h"
 #include "src/base/config.h"
 #include "src/base/cuda_device_api.h"
 #include "src/base/log.h"

@@ -35,7 +35,7 @@ std::string peerSelfTest(const DeviceApi& api, int device, int peer, CuHandle pe
 
 // The test itself, on memory of the peer's GPU already mapped here at
 // `remote` (kRoundTripBytes of it; a peer process's memory imported with
-// VMM or legacy IPC, device_conns.cc): a pattern made from `seed` copied
+// VMM or legacy IPC, p2p_paths.cc): a pattern made from `seed` copied
 // there and back with the current context, and compared. "" if intact,
 // else why not, as peerSelfTest. *stuck: the copies did not finish, so
 // their memory was leaked rather than freed (the caller must not free

@@ -1,5 +1,5 @@
 // Peer access and its self-test (peer_access.h).
-#include "src/exec/cuda/peer_access.h"
+#include "transport/p2p/peer_access.h"
 
 #include <algorithm>
 #include <chrono>
