@@ -1,11 +1,11 @@
-// The exported-buffer message (src/exec/cuda/ipc_wire.h) as an importing
+// The exported-buffer message (transport/p2p/ipc_wire.h) as an importing
 // rank receives it from another process: decoded, then used as the importer
 // uses it (the ranges it would map, the host it would name in errors).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
-#include "src/exec/cuda/ipc_wire.h"
+#include "transport/p2p/ipc_wire.h"
 
 using namespace hoccl::cuda;
 

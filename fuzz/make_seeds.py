@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of fuzz_bootstrap_wire (valid frames of every kind
 and a few nearly valid ones, laid out as src/bootstrap/wire.h declares them)
-and of fuzz_ipc_buffer (exported device-buffer messages, src/exec/cuda/ipc_wire.h);
+and of fuzz_ipc_buffer (exported device-buffer messages, transport/p2p/ipc_wire.h);
 the fuzzers static_assert the sizes used here.
     fuzz/make_seeds.py            # rewrites fuzz/corpus/{bootstrap_wire,ipc_buffer}/"""
 import os

@@ -2,7 +2,7 @@
 // (test_cuda_gpu_device.cc): a process the test starts with posix_spawn,
 // not fork, so that CUDA starts fresh in it (a child forked after its
 // parent started the driver cannot use the GPU). Ranks of different
-// processes on one GPU connect through CUDA VMM (device_ipc.h): the
+// processes on one GPU connect through CUDA VMM (transport/p2p/ipc.h): the
 // receiver exports its connection memory as a POSIX fd, the sender maps it.
 //
 //   test_cuda_gpu_rank <rank> <nranks>     (HOCCL_COMM_ID=host:port set)

@@ -25,11 +25,12 @@
 
 #include "hoccl.h"
 #include "src/base/config.h"
+#include "src/base/cuda_device_api.h"
 #include "src/base/cuda_driver.h"
-#include "src/exec/cuda/device_api.h"
-#include "src/exec/cuda/device_ipc.h"
 #include "tests/support/cuda_gpu.h"
 #include "tests/support/harness.h"
+#include "transport/p2p/ipc.h"
+#include "transport/p2p/peer_access.h"
 
 namespace hoccl::gputest {
 namespace {
@@ -268,7 +269,7 @@ int freePort() {
 }
 
 // Ranks in separate processes on the one GPU: their connections are VMM
-// allocations exported as POSIX fds (device_ipc.h). Each rank is
+// allocations exported as POSIX fds (transport/p2p/ipc.h). Each rank is
 // test_cuda_gpu_rank (tests/gpu_rank.cc), started next to this program
 // with posix_spawn: a child forked after this process opened the GPU could
 // not use it. Each compares every case with the host path bit for bit.

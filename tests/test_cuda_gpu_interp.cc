@@ -34,7 +34,7 @@ namespace {
 
 using cuda::DevConnMem;
 using cuda::DevControl;
-using cuda::PlanEdge;
+using cuda::DeviceEdge;
 
 struct Case {
   CollKind coll = CollKind::AllReduce;
@@ -305,7 +305,7 @@ TEST(GpuInterpFailures, AbortWordSetByTheHostStopsTheKernel) {
   const std::vector<Schedule> scheds = schedulesFor(c);
   GpuRun run(g, c.shape(true));
   ASSERT_EQ(run.setUp(imagesOf(scheds), makeBuffers(c, scheds), 60'000'000'000ull), "");
-  const DevConnMem* first = run.hostConn(PlanEdge{0, 1, 0});
+  const DevConnMem* first = run.hostConn(DeviceEdge{0, 1, 0});
   ASSERT_NE(first, nullptr);
   ASSERT_EQ(run.launch(fn, 0), "");
   // Until rank 0 has sent, or its kernel has ended (it cannot spin forever).

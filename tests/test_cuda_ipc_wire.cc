@@ -1,4 +1,4 @@
-// The exported-buffer message (src/exec/cuda/ipc_wire.h): a valid message
+// The exported-buffer message (transport/p2p/ipc_wire.h): a valid message
 // decodes to itself; each planted corruption is refused with an error that
 // names the field.
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "src/exec/cuda/ipc_wire.h"
+#include "transport/p2p/ipc_wire.h"
 
 namespace hoccl::cuda {
 namespace {

@@ -19,14 +19,15 @@
 
 #include "hoccl.h"
 #include "src/base/config.h"
+#include "src/base/cuda_device_api.h"
 #include "src/base/fdpass.h"
-#include "src/exec/cuda/device_api.h"
-#include "src/exec/cuda/device_ipc.h"
 #include "src/exec/cuda/interp.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/fake_cuda_ipc.h"
 #include "tests/support/fake_cuda_vmm.h"
 #include "tests/support/harness.h"
+#include "transport/p2p/ipc.h"
+#include "transport/p2p/peer_access.h"
 
 namespace hoccl {
 namespace {
@@ -339,7 +340,7 @@ bool processGone(int pid) {
   return n == 1 && (state == 'Z' || state == 'X');
 }
 
-// The exchange of device_ipc.h between processes, with a peer that exits
+// The exchange of transport/p2p/ipc.h between processes, with a peer that exits
 // in the middle of it: the waiting side names it at once, no hang.
 IpcBufferMsg exportMsg(const VmmMapping& m, int from, int to) {
   cuda::IpcBufferMsg msg;

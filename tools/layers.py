@@ -21,12 +21,15 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Library folders by layer (0 = bottom). Transport backends are separate
-# folders: each may use transport/ (the neutral interface) but not another
+# folders: each may use transport/ (the neutral interfaces) but not another
 # backend. transport/links owns the backends and routes edges to them; it
-# is the only library folder above them that may include one.
+# is the only library folder above them that may include one. The device
+# path's transport (transport/p2p) is such a backend too: the device
+# executor sees it only through transport/device_connection.h, and gets it
+# from transport/links by way of the communicator.
 LAYERS = [
     ["src/base"],
-    ["src/bootstrap", "src/topo", "transport", "transport/shm", "transport/net", "algorithms"],
+    ["src/bootstrap", "src/topo", "transport", "transport/shm", "transport/net", "transport/p2p", "algorithms"],
     ["src/tune", "src/exec", "transport/links"],
     ["src/comm"],
     ["src/api"],
@@ -51,7 +54,7 @@ USERS = {
 # backends that must not include each other. Of the library folders, only
 # BACKEND_OWNER may include a backend: the rest see transport/connection.h
 # and transport/links.
-BACKENDS = ["transport/shm", "transport/net"]
+BACKENDS = ["transport/shm", "transport/net", "transport/p2p"]
 BACKEND_OWNER = "transport/links"
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -229,6 +229,10 @@ struct hocclComm : public hoccl::TaskOwner {
   hoccl::CallSignature setupCall;
   hoccl::Connections& connections() override { return *links; }
   hoccl::Doorbell& doorbell() override { return links->doorbell(); }
+  hoccl::Status openDeviceConnections(const hoccl::cuda::DeviceConnOptions& o,
+                                      std::unique_ptr<hoccl::cuda::DeviceConnections>* out) override {
+    return links->openDeviceConnections(o, out);
+  }
   hoccl::ScratchPool* scratchPool() override { return &scratch; }
 };
 

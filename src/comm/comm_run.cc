@@ -40,9 +40,9 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
     ds.channels = settings.deviceChannels;
     ds.minChannels = settings.minCTAs;
     ds.maxChannels = settings.maxCTAs;
-    ds.p2pDisable = settings.p2pDisable;
-    ds.p2pCheck = settings.p2pCheck;
-    ds.ipc = settings.deviceIpc;
+    ds.conn.p2pDisable = settings.p2pDisable;
+    ds.conn.p2pCheck = settings.p2pCheck;
+    ds.conn.ipc = settings.deviceIpc;
     // The device of whichever buffer the call reads or writes there (a
     // reduce's non-root receive buffer, say, is not looked at).
     const cuda::Driver& d = cuda::processDriver();

@@ -15,6 +15,11 @@
 
 namespace hoccl {
 
+namespace cuda {
+struct DeviceConnOptions;
+class DeviceConnections;
+}  // namespace cuda
+
 // How a waiting rank spends its time: polls before sleeping (yielding the
 // core between polls when ranks outnumber cores) and how long it waits
 // without progress before giving up.
@@ -47,6 +52,15 @@ class TaskOwner {
   // neutral interface (transport/connection.h), nothing of a backend.
   virtual Connections& connections() = 0;
   virtual Doorbell& doorbell() = 0;
+  // The device executor's connections (transport/device_connection.h),
+  // from the transport that reaches the communicator's ranks; collective,
+  // once per device executor. Without one: hocclInvalidUsage.
+  virtual Status openDeviceConnections(const cuda::DeviceConnOptions& o,
+                                       std::unique_ptr<cuda::DeviceConnections>* out) {
+    (void)o;
+    (void)out;
+    return Status(hocclInvalidUsage, "device buffers: this communicator has no device transport");
+  }
   // Where tasks take their scratch from (null: each task allocates its own).
   virtual ScratchPool* scratchPool() { return nullptr; }
   virtual int ownRank() const = 0;

@@ -6,7 +6,7 @@ namespace hoccl::gputest {
 
 using cuda::DevConnMem;
 using cuda::DevControl;
-using cuda::PlanEdge;
+using cuda::DeviceEdge;
 
 std::string GpuRun::setUp(const std::vector<std::vector<uint8_t>>& images, const std::vector<RankBuffers>& bufs,
                           uint64_t timeoutNs) {
@@ -20,7 +20,7 @@ std::string GpuRun::setUp(const std::vector<std::vector<uint8_t>>& images, const
     const Status st = cuda::readRankPlan(images[r], r, s_.nranks, s_.sliceElems, &rp);
     if (!st.ok()) return st.message();
     std::vector<DevPtr> conns;
-    for (const PlanEdge& e : rp.edges) conns.push_back(conn(e));
+    for (const DeviceEdge& e : rp.edges) conns.push_back(conn(e));
     const cuda::DevPlanHeader& h = rp.plan.header;
     const DevPtr image = mem_.alloc(images[r].size()), memory = mem_.alloc(bufs[r].mem.size());
     const DevPtr connTable = mem_.alloc(conns.size() * sizeof(DevPtr));
@@ -85,14 +85,14 @@ std::string GpuRun::download(std::vector<RankBuffers>* bufs) {
   return mem_.error();
 }
 
-const DevConnMem* GpuRun::hostConn(const PlanEdge& e) const {
+const DevConnMem* GpuRun::hostConn(const DeviceEdge& e) const {
   auto it = hostConns_.find(EdgeKey(e.from, e.to, e.link));
   return it == hostConns_.end() ? nullptr : it->second;
 }
 
 // Edge e's connection, made on first use: zeroed counters and headers, and
 // kDevSlots slots in device memory.
-DevPtr GpuRun::conn(const PlanEdge& e) {
+DevPtr GpuRun::conn(const DeviceEdge& e) {
   DevPtr& d = conns_[EdgeKey(e.from, e.to, e.link)];
   if (d) return d;
   DevConnMem m;

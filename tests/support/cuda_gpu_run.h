@@ -59,11 +59,11 @@ class GpuRun {
   // With `mapped`: the control record, and the connection of edge `e` as
   // the host sees them (null for an edge no plan uses).
   cuda::DevControl* hostControl() const { return control_; }
-  const cuda::DevConnMem* hostConn(const cuda::PlanEdge& e) const;
+  const cuda::DevConnMem* hostConn(const cuda::DeviceEdge& e) const;
 
  private:
   using EdgeKey = std::tuple<int, int, int>;
-  DevPtr conn(const cuda::PlanEdge& e);
+  DevPtr conn(const cuda::DeviceEdge& e);
 
   Gpu* g_;
   GpuRunShape s_;

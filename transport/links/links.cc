@@ -1,6 +1,8 @@
 #include "transport/links/links.h"
 
 #include "src/base/log.h"
+#include "src/topo/nvml.h"
+#include "transport/p2p/p2p.h"
 
 namespace hoccl {
 
@@ -63,6 +65,20 @@ Status Links::connect(const std::vector<EdgeRequest>& edges) {
     HOCCL_TRY(net_->connect(*oob_, remote));
   }
   return Status();
+}
+
+Status Links::openDeviceConnections(const cuda::DeviceConnOptions& o,
+                                    std::unique_ptr<cuda::DeviceConnections>* out) {
+  cuda::DeviceConnOptions withNvml = o;
+  if (!withNvml.peerWrite)
+    withNvml.peerWrite = [](const std::string& fromBus, const std::string& toBus) {
+      const topo::P2pAnswer a = topo::p2pWrite(topo::processNvml(), fromBus, toBus);
+      return cuda::PeerWriteAnswer{a.kind == topo::P2pAnswer::Yes  ? cuda::PeerWriteAnswer::Yes
+                                   : a.kind == topo::P2pAnswer::No ? cuda::PeerWriteAnswer::No
+                                                                   : cuda::PeerWriteAnswer::Unknown,
+                                   a.why};
+    };
+  return cuda::P2pConnections::open(withNvml, out);
 }
 
 }  // namespace hoccl

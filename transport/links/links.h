@@ -1,7 +1,9 @@
 // The connections of one communicator's rank: owns the shared-memory
 // domain (peers on this node) and, when any peer is on another node, the
-// network domain, and routes each edge to one of them. The communicator
-// sees the transports only through this class and transport/connection.h.
+// network domain, and routes each edge to one of them; and opens the
+// device path's connections (transport/p2p). The communicator sees the
+// transports only through this class, transport/connection.h and
+// transport/device_connection.h.
 #pragma once
 
 #include <memory>
@@ -12,6 +14,7 @@
 #include "src/base/oob.h"
 #include "src/base/socket.h"
 #include "transport/connection.h"
+#include "transport/device_connection.h"
 #include "transport/net/net_conn.h"
 #include "transport/shm/shm.h"
 
@@ -71,6 +74,11 @@ class Links : public Connections {
   // shared memory or the network depending on where the peer is
   // (collective with the peers named).
   Status connect(const std::vector<EdgeRequest>& edges);
+  // The device executor's connections (collective: every rank's executor
+  // opens them once). Ranks of this host only, for now, through p2p: the
+  // executor refuses others before it asks. NVML's answers about GPU pairs
+  // come from here, so that the transport needs no topology code.
+  Status openDeviceConnections(const cuda::DeviceConnOptions& o, std::unique_ptr<cuda::DeviceConnections>* out);
 
   // The doorbell this rank sleeps on; every transport rings it.
   Doorbell& doorbell() { return *bell_; }

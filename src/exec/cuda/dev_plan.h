@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "src/exec/cuda/hd.h"
+#include "src/base/hd.h"
 
 namespace hoccl::cuda {
 

@@ -6,13 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <thread>
 
-#include <unistd.h>
-
 #include "src/base/log.h"
-#include "src/base/random.h"
 #include "src/exec/cuda/image.h"
 #include "src/exec/cuda/kernel_names.h"
 #include "src/exec/cuda/plan.h"
@@ -106,13 +102,22 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   HOCCL_TRY(cuCheck(d.api.pointerGetAttribute(&e->device_, kPointerAttributeDeviceOrdinal,
                                               reinterpret_cast<uintptr_t>(devicePtr)),
                     "cuPointerGetAttribute(DEVICE_ORDINAL)"));
-  HOCCL_TRY(e->shareDevices(d));
+  std::vector<DevicePeer> peers;
+  HOCCL_TRY(e->shareDevices(d, &peers));
   HOCCL_TRY(cuCheck(cu.devicePrimaryCtxRetain(&e->ctx_, e->device_), "cuDevicePrimaryCtxRetain"));
   e->retained_ = true;
   CtxScope scope(*e);
-  // Uploads go on it from here on (sharePaths' self-test buffers too).
+  // Uploads go on it from here on (the transport's too).
   HOCCL_TRY(cuCheck(cu.streamCreate(&e->setupStream_, kStreamNonBlocking), "cuStreamCreate(setup)"));
-  HOCCL_TRY(e->sharePaths(d));
+  // A schedule's step carries up to slots/2 slices (its key's
+  // maxStepCount); the device has kDevSlots slots, half of which must hold it.
+  // At least kMinDeviceSlot: each message costs a wait on the peer and two
+  // barriers of the CTA, which a small slot does not amortize (on an H100,
+  // 4 ranks, 256 MiB: 128 KiB slots 140 GB/s busbw, 512 KiB 190).
+  size_t slot = std::max<size_t>(s.sliceBytes, kMinDeviceSlot);
+  if (s.slots > int(kDevSlots)) slot = std::max(slot, (s.sliceBytes * size_t(s.slots) + kDevSlots - 1) / kDevSlots);
+  e->slotBytes_ = (slot + 15) & ~size_t(15);
+  HOCCL_TRY(e->openConnections(d, std::move(peers)));
   const void* image = testImage.load(std::memory_order_acquire);
   if (!image) image = kernelImage().data;
   if (!image)
@@ -126,14 +131,6 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   std::memset(static_cast<void*>(e->control_), 0, sizeof(DevControl));
   HOCCL_TRY(cuCheck(cu.memHostGetDevicePointer(&e->controlDev_, host, 0), "cuMemHostGetDevicePointer"));
   HOCCL_TRY(cuCheck(cu.eventCreate(&e->last_, kEventDisableTiming), "cuEventCreate"));
-  // A schedule's step carries up to slots/2 slices (its key's
-  // maxStepCount); the device has kDevSlots slots, half of which must hold it.
-  // At least kMinDeviceSlot: each message costs a wait on the peer and two
-  // barriers of the CTA, which a small slot does not amortize (on an H100,
-  // 4 ranks, 256 MiB: 128 KiB slots 140 GB/s busbw, 512 KiB 190).
-  size_t slot = std::max<size_t>(s.sliceBytes, kMinDeviceSlot);
-  if (s.slots > int(kDevSlots)) slot = std::max(slot, (s.sliceBytes * size_t(s.slots) + kDevSlots - 1) / kDevSlots);
-  e->slotBytes_ = (slot + 15) & ~size_t(15);
   *out = std::move(e);
   return Status();
 }
@@ -149,29 +146,22 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
 // A GPU is told apart by its PCI bus id where the driver gives one (an
 // ordinal is per process: CUDA_VISIBLE_DEVICES renumbers), else by ordinal.
 // A rank that cannot ask still takes part (with 0), so that none waits.
-Status DeviceExecutor::shareDevices(const Driver& d) {
+// *peers: every rank as the device transport needs to know it.
+Status DeviceExecutor::shareDevices(const Driver& d, std::vector<DevicePeer>* peers) {
   int sms = 0;
   const Status asked = cuCheck(api_.deviceGetAttribute(&sms, kDeviceAttributeMultiprocessors, device_),
                                "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
   struct Entry {
     int32_t device, multiprocessors;
-    uint64_t nonce;  // rank 0's names this communicator's fd sockets
-    char bus[32];    // PCI bus id, "" if unknown
+    char bus[32];         // PCI bus id, "" if unknown
     int32_t channels[3];  // HOCCL_DEVICE_CHANNELS, config->minCTAs, maxCTAs: must match
-    int32_t ipcCaps;      // kIpcVmm | kIpcLegacy | kIpcFabric: how the driver shares memory between processes
-    int32_t probing;      // runs the peer-path self-test (probePeers)
     int32_t reserved;     // 0: no padding goes over the wire
   };
-  static_assert(sizeof(Entry) == 72, "Entry has no padding");
-  constexpr int32_t kIpcVmm = 1, kIpcLegacy = 2, kIpcFabric = 4;
-  std::string noFabric;  // why this rank cannot use fabric handles (asked only where they are wanted)
-  const bool fabric = otherProcesses_ && settings_.ipc == "fabric" && fabricUsable(api_, device_, &noFabric);
+  static_assert(sizeof(Entry) == 56, "Entry has no padding");
   std::vector<Entry> all(static_cast<size_t>(nranks_));
   Entry& me = all[size_t(rank_)];
-  me = Entry{device_, asked.ok() ? sms : 0, randomU64(), {}, {settings_.channels, settings_.minChannels,
-                                                              settings_.maxChannels},
-             (api_.vmm.usable() ? kIpcVmm : 0) | (api_.ipc.usable() ? kIpcLegacy : 0) | (fabric ? kIpcFabric : 0),
-             settings_.p2pCheck && !settings_.p2pDisable, 0};
+  me = Entry{device_, asked.ok() ? sms : 0, {}, {settings_.channels, settings_.minChannels, settings_.maxChannels},
+             0};
   int dev = 0;
   if (d.api.deviceGet && d.api.deviceGetPciBusId && d.api.deviceGet(&dev, device_) == kCudaSuccess &&
       d.api.deviceGetPciBusId(me.bus, sizeof me.bus - 1, dev) != kCudaSuccess)
@@ -186,56 +176,14 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
                     "and rank %d has %d / %d / %d (0: unset); they must be the same on every rank",
                     r, all[size_t(r)].channels[0], all[size_t(r)].channels[1], all[size_t(r)].channels[2], rank_,
                     me.channels[0], me.channels[1], me.channels[2]);
-  socketKey_ = all[0].nonce;
-  if (otherProcesses_) {  // every rank has a peer in another process, and decides alike
-    int32_t caps = kIpcVmm | kIpcLegacy | kIpcFabric;
-    std::string without;  // the ranks without fabric handles
-    for (int r = 0; r < nranks_; ++r) {
-      caps &= all[size_t(r)].ipcCaps;
-      if (!(all[size_t(r)].ipcCaps & kIpcFabric)) without += (without.empty() ? "" : ", ") + std::to_string(r);
-    }
-    const std::string& want = settings_.ipc;
-    if (want == "fabric") {
-      if (!(caps & kIpcFabric))
-        return Status(hocclSystemError, "device buffers: HOCCL_DEVICE_IPC=fabric, but rank(s) " + without +
-                                            " cannot share GPU memory by fabric handle" +
-                                            (noFabric.empty() ? "" : " (here: " + noFabric + ")") +
-                                            "; HOCCL_DEVICE_IPC=fd or auto shares it by POSIX fd instead");
-      ipc_ = Ipc::Fabric;
-    } else if ((want == "auto" || want == "fd") && (caps & kIpcVmm)) {
-      ipc_ = Ipc::Fd;
-    } else if ((want == "auto" || want == "legacy") && (caps & kIpcLegacy)) {
-      ipc_ = Ipc::Legacy;
-    } else {
-      const bool fd = want != "legacy";
-      return Status(hocclSystemError,
-                    "device buffers: ranks in other processes of this host share connection memory through " +
-                        std::string(want == "auto" ? "CUDA's virtual memory management (POSIX fds) or legacy CUDA IPC"
-                                    : fd           ? "CUDA's virtual memory management (POSIX fds, HOCCL_DEVICE_IPC=fd)"
-                                                   : "legacy CUDA IPC (HOCCL_DEVICE_IPC=legacy)") +
-                        ", and the driver of some rank lacks it" +
-                        (fd && !api_.vmm.usable() ? " (here: " + api_.vmmMissing + ")" : "") +
-                        (want != "fd" && !api_.ipc.usable() ? " (here: " + api_.ipcMissing + ")" : "") + " (" +
-                        d.status + ")");
-    }
+  peers->clear();
+  for (int r = 0; r < nranks_; ++r) {
+    const PeerInfo info = owner_->peerInfo(r);
+    peers->push_back(DevicePeer{r == rank_ || owner_->sameProcess(r), all[size_t(r)].device, all[size_t(r)].bus,
+                                info.pid, info.host});
   }
-  for (const Entry& r : all) {
-    rankGpus_.push_back(RankGpu{r.device, r.bus});
-    probing_.push_back(r.probing != 0);
-  }
-  // Ranks of this process on other GPUs: this rank's kernels write into
-  // their connection memory, so its context needs peer access (create).
-  for (int p = 0; p < nranks_; ++p) {
-    const int dev = all[size_t(p)].device;
-    if (p != rank_ && owner_->sameProcess(p) && dev != device_ &&
-        std::find(peerDevices_.begin(), peerDevices_.end(), dev) == peerDevices_.end())
-      peerDevices_.push_back(dev);
-  }
-  if (otherProcesses_)  // exporters connect here (device_ipc.h)
-    HOCCL_TRY(FdListener::listen(fdSocketName(&socketKey_, sizeof socketKey_, rank_), &fdListener_)
-                  .context("device setup: listening for connection memory from other processes"));
   // One GPU for every rank (by bus id; by ordinal only within a process,
-  // since ordinals are per process): counters need only GPU scope.
+  // since ordinals are per process): counters may need only GPU scope.
   oneGpu_ = true;
   for (const Entry& other : all)
     oneGpu_ = oneGpu_ && (all[0].bus[0] && other.bus[0] ? strcmp(other.bus, all[0].bus) == 0
@@ -256,6 +204,28 @@ Status DeviceExecutor::shareDevices(const Driver& d) {
   }
   if (settings_.maxChannels > 0) cap = std::min(cap, settings_.maxChannels);
   channelCap_ = settings_.channels > 0 ? std::min(cap, settings_.channels) : cap;
+  return Status();
+}
+
+// The device transport, from the owner (collective: every rank opens it
+// here). Where some connection lives in host memory, counters need system
+// scope even with every rank on one GPU.
+Status DeviceExecutor::openConnections(const Driver& d, std::vector<DevicePeer> peers) {
+  DeviceConnOptions o;
+  o.driver = &d;
+  o.api = &api_;
+  o.oob = oob_;
+  o.device = device_;
+  o.setupStream = setupStream_;
+  o.peers = std::move(peers);
+  TaskOwner* owner = owner_;
+  o.peerProcessGone = [owner](int r) { return owner->peerProcessGone(r); };
+  o.slotBytes = slotBytes_;
+  o.timeoutSec = timeoutSec_;
+  o.timeoutFrom = timeoutFrom_;
+  o.settings = settings_.conn;
+  HOCCL_TRY(owner_->openDeviceConnections(o, &conns_));
+  oneGpu_ = oneGpu_ && !conns_->inHostMemory();
   return Status();
 }
 
@@ -290,16 +260,16 @@ DeviceExecutor::~DeviceExecutor() {
     if (!waitIdle(1)) {
       HWARN(kSubAll, "rank %d: a device launch did not end; its device memory is leaked rather than freed under it",
             rank_);
+      (void)conns_.release();  // the connections too: the launch may still write into them
       return;
     }
   }
   for (auto& [sched, plan] : plans_) freePlan(&plan);
-  releaseConns();
+  conns_.reset();
   if (control_) api_.memFreeHost(control_);
   if (last_) api_.eventDestroy(last_);
   if (setupStream_) api_.streamDestroy(setupStream_);
   if (module_) api_.moduleUnload(module_);
-  for (int peer : peerRetained_) api_.devicePrimaryCtxRelease(peer);
   if (retained_) api_.devicePrimaryCtxRelease(device_);
 }
 
@@ -365,9 +335,14 @@ Status DeviceExecutor::setUp(const Work& w, PlanRes* out) {
   RankPlan rp;
   out->sliceElems = slotBytes_ / dtypeSize(w.call->dtype);
   HOCCL_TRY(readRankPlan(image, rank_, nranks_, out->sliceElems, &rp));
-  HOCCL_TRY(connect(rp.edges));
+  HOCCL_TRY(conns_->connect(rp.edges));
   std::vector<DevPtr> table;
-  for (const PlanEdge& e : rp.edges) table.push_back(conns_.at(std::make_tuple(e.from, e.to, e.link)));
+  for (const DeviceEdge& e : rp.edges) {
+    table.push_back(conns_->conn(e));
+    if (!table.back())  // a kernel would follow a null pointer
+      return errorf(hocclInternalError, "device setup: rank %d's edge %d->%d link %d is not connected after connect()",
+                    rank_, e.from, e.to, e.link);
+  }
   out->sched = w.keep;
   out->nchannels = rp.plan.header.nchannels;
   HOCCL_TRY(alloc(image.size(), &out->image, out));

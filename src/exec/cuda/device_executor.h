@@ -8,14 +8,12 @@
 // that orders the communicator's launches one after the other whatever
 // stream each is on (their connections and counters are shared). Per cached
 // schedule: the plan image, its connection table, per-channel counters and
-// scratch, uploaded once. Connection memory (a DevConnMem and its slots) is
-// allocated by the receiving rank (device_conns.cc). To a sender that is a
-// thread of this process its address goes over the bootstrap; to a sender
-// in another process of this host it goes as a VMM allocation exported as
-// a POSIX fd (device_ipc.h). Where the sender's GPU cannot write into the
-// receiver's (no peer access, or HOCCL_P2P_DISABLE), the connection lives
-// in host memory both GPUs map instead: staged. Ranks on other hosts are
-// refused by create() for now.
+// scratch, uploaded once. The connections themselves (a DevConnMem and its
+// slots per edge) come from a device transport, which the executor gets
+// from its owner (TaskOwner::openDeviceConnections) and knows only through
+// transport/device_connection.h: which memory they use and how it crosses
+// processes is the transport's business. Ranks on other hosts are refused
+// by create() for now: no device transport reaches them yet.
 //
 // A launch's arguments are pointers and constants only, nothing the host
 // rewrites per replay, so a launch can later be captured in a CUDA graph.
@@ -30,17 +28,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "src/base/cuda_device_api.h"
 #include "src/base/oob.h"
-#include "src/base/fdpass.h"
-#include "src/exec/cuda/device_api.h"
-#include "src/exec/cuda/device_ipc.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/cuda/interp_record.h"
 #include "src/exec/dataops.h"
 #include "src/exec/engine.h"
+#include "transport/device_connection.h"
 
 namespace hoccl::cuda {
 
@@ -56,9 +52,7 @@ struct DeviceSettings {
   int channels = 0;               // HOCCL_DEVICE_CHANNELS; 0: by size (channelsFor)
   int minChannels = 0;            // config->minCTAs: at least this many by size (0: unset)
   int maxChannels = 0;            // config->maxCTAs: at most this many (0: unset)
-  bool p2pDisable = false;        // HOCCL_P2P_DISABLE: every connection between ranks staged through host memory
-  bool p2pCheck = true;           // HOCCL_P2P_CHECK: peer access only after its self-test passed
-  std::string ipc = "auto";       // HOCCL_DEVICE_IPC: auto, fd (VMM) or legacy (cuIpc*) between processes
+  DeviceConnSettings conn;        // HOCCL_P2P_DISABLE, HOCCL_P2P_CHECK, HOCCL_DEVICE_IPC: for the transport
 };
 
 // Plans (a flattened schedule and its device memory) an executor keeps; the
@@ -74,10 +68,11 @@ void setPlanCapForTesting(size_t cap);
 class DeviceExecutor {
  public:
   // The executor of communicator `owner` (bootstrap `oob`) on the device
-  // that holds `devicePtr`. Fails with hocclInvalidUsage, naming the ranks
-  // and processes, when a rank is on another host; with the driver's
-  // reason when it lacks an entry point (VMM ones too, where a rank is
-  // another process) or refuses the image.
+  // that holds `devicePtr`, with its owner's device connections. Fails with
+  // hocclInvalidUsage, naming the ranks and processes, when a rank is on
+  // another host; with the driver's reason when it lacks an entry point or
+  // refuses the image; with the transport's when it cannot connect the
+  // ranks (VMM entry points missing where a rank is another process).
   static Status create(const Driver& d, TaskOwner* owner, OutOfBand* oob, const DeviceSettings& s,
                        const void* devicePtr, std::unique_ptr<DeviceExecutor>* out);
   // Waits for the launches to end (every wait in them is bounded by the
@@ -128,26 +123,10 @@ class DeviceExecutor {
   Status evictPlan();
   void freePlan(PlanRes* p);
   class CtxScope;
-  Status shareDevices(const Driver& d);
-  Status sharePaths(const Driver& d);  // device_conns.cc
-  Status reachRow(const Driver& d, std::vector<uint8_t>* row, std::map<int, std::string>* why);
-  std::vector<int> probeTargets() const;
-  Status probePeers(std::map<int, std::string>* probed);
-  void releaseProbes(size_t maps, size_t exported, size_t opened);
-  bool staged(int from, int to) const { return from != to && !direct_[size_t(from) * size_t(nranks_) + size_t(to)]; }
-  Status makeConn(bool staged, DevPtr* mem);
-  void releaseConns();
+  Status shareDevices(const Driver& d, std::vector<DevicePeer>* peers);
+  Status openConnections(const Driver& d, std::vector<DevicePeer> peers);
   Status upload(DevPtr dst, const void* src, size_t bytes, const char* what);
   Status setUp(const Work& w, PlanRes* out);
-  Status connect(const std::vector<PlanEdge>& edges);  // connectEdges, and on failure forgets what is half made
-  Status connectEdges(const std::vector<PlanEdge>& edges);
-  Status exportConn(const PlanEdge& e, DevPtr* mem);
-  Status importConns(const std::vector<int>& exporters, const std::vector<int>& byHandle,
-                     std::map<int, std::string>* unmapped = nullptr);
-  Status exportByHandle(const PlanEdge& e, const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
-  Status exportLegacy(const DevConnMem& init, IpcBufferMsg* msg, DevPtr* mem);
-  Status vmmConn(int handleType, const DevConnMem& init, const std::string& peer, IpcBufferMsg* msg, VmmMapping* m);
-  std::string describePeer(int peer) const;
   Status alloc(size_t bytes, DevPtr* p, PlanRes* owner);
   Status kernel(DType t, RedOp op, CuHandle* fn);
 
@@ -155,39 +134,16 @@ class DeviceExecutor {
   TaskOwner* owner_ = nullptr;
   OutOfBand* oob_ = nullptr;
   bool otherProcesses_ = false;  // some rank is another process (of this host)
-  uint64_t socketKey_ = 0;       // names this communicator's fd sockets (fdSocketName)
-  FdListener fdListener_;        // where exporters hand this rank connection memory
-  std::vector<VmmMapping> ipcMaps_;  // connection memory shared with other processes
-  std::vector<HostShm> shmMaps_;     // the same, staged through host memory
   DeviceSettings settings_;
   int rank_ = 0, nranks_ = 1, device_ = 0;
   double timeoutSec_ = 300;  // the communicator's, which bounds every wait of a launch
   const char* timeoutFrom_ = "HOCCL_TIMEOUT";  // what set it (ProgressPolicy::timeoutFrom)
   size_t slotBytes_ = 0;
   int channelCap_ = 1;  // channelsFor's cap (create)
-  bool oneGpu_ = false;  // every rank on this executor's GPU (kArgOneGpu)
-  // How connections reach ranks of other processes (HOCCL_DEVICE_IPC): VMM
-  // memory as POSIX fds over a Unix socket, VMM memory as fabric handles or
-  // cuMemAlloc memory as cuIpc handles (both over the bootstrap).
-  enum class Ipc { Fd, Fabric, Legacy } ipc_ = Ipc::Fd;
-  std::vector<DevPtr> ipcExported_, ipcOpened_;  // legacy IPC: allocations handed out, and mapped here
-  struct RankGpu {
-    int device;       // ordinal in the rank's process
-    std::string bus;  // PCI bus id, "" if unknown
-  };
-  std::vector<RankGpu> rankGpus_;  // by rank (shareDevices)
-  // [from * nranks + to]: 1 where rank `from`'s kernels write into rank
-  // `to`'s GPU memory directly; 0: their connection stages through host memory.
-  std::vector<uint8_t> direct_;
-  // The peer-path self-test's answer for each rank of another process on
-  // another GPU (probePeers): "" if this rank's GPU wrote into that rank's
-  // GPU memory and read it back intact, else why not. Empty without
-  // HOCCL_P2P_CHECK or with HOCCL_P2P_DISABLE.
-  std::map<int, std::string> probed_;
-  std::vector<uint8_t> probing_;  // by rank: runs that test (HOCCL_P2P_CHECK=1, HOCCL_P2P_DISABLE=0)
-  bool probeStuck_ = false;  // a self-test's copies did not finish: its buffers are leaked
-  std::vector<int> peerDevices_;   // GPUs of this process's other ranks, not ours (shareDevices)
-  std::vector<int> peerRetained_;  // their primary contexts, retained for peer access
+  // Every rank on this executor's GPU and every connection in its memory,
+  // so counters need only GPU scope (kArgOneGpu).
+  bool oneGpu_ = false;
+  std::unique_ptr<DeviceConnections> conns_;  // the transport's (openConnections)
   CuHandle ctx_ = nullptr, module_ = nullptr, last_ = nullptr;
   CuHandle setupStream_ = nullptr;  // uploads (upload())
   bool retained_ = false;
@@ -198,9 +154,7 @@ class DeviceExecutor {
   CuHandle lastStream_ = nullptr;  // of the last launch (enqueue's thread only)
   bool lastCaptured_ = false;
   std::map<const Schedule*, PlanRes> plans_;
-  std::map<std::tuple<int, int, int>, DevPtr> conns_;  // (from, to, link) -> DevConnMem
   uint64_t launches_ = 0, evictions_ = 0;  // enqueue's thread only
-  std::vector<DevPtr> held_;         // connections it shares with a peer (device_executor.cc)
   std::mutex failMu_;
   Status failure_;  // the first failure poll() read (sticky)
 };

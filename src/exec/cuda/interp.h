@@ -43,35 +43,11 @@
 #include "src/exec/cuda/dev_plan.h"
 #include "src/exec/cuda/interp_ops.h"
 #include "src/exec/cuda/interp_vec.h"
+#include "transport/device_conn_mem.h"
 
 namespace hoccl::cuda {
 
-inline constexpr uint32_t kDevSlots = 8;
 inline constexpr uint32_t kDevPollShift = 10;
-
-struct DevSlotHeader {
-  uint64_t call;   // the call's hash (every rank's must agree)
-  uint32_t bytes;  // payload bytes
-  uint32_t seq;    // the message's position on its connection (low 32 bits)
-};
-static_assert(sizeof(DevSlotHeader) == 16, "DevSlotHeader layout");
-
-struct alignas(64) DevConnMem {
-  uint64_t tail;  // messages posted (sender writes, release)
-  uint8_t pad0[56];
-  uint64_t head;  // messages released (receiver writes, release)
-  uint8_t pad1[56];
-  DevSlotHeader header[kDevSlots];
-  // kDevSlots slots of slotBytes each lie dataOffset bytes from this
-  // DevConnMem (modulo 2^64): an offset, not a pointer, because ranks in
-  // different processes map one connection at different addresses, the
-  // slots at the same distance (device_executor.cc).
-  uint64_t dataOffset;
-  uint64_t slotBytes;  // a multiple of 16
-  HOCCL_HD uint8_t* slots() const {
-    return reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(this) + dataOffset);
-  }
-};
 
 // Outcomes (DevControl::code, and what runChannel returns).
 enum DevCode : uint32_t {

@@ -172,7 +172,7 @@ Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, co
     RankRun& rr = runs[r];
     HOCCL_TRY(readRankPlan(ranks[r].image, int(r), int(ranks.size()), slice, &rr.rp));
     const DevPlanHeader& h = rr.rp.plan.header;
-    for (const PlanEdge& e : rr.rp.edges) rr.conns.push_back(fabric->conn(e.from, e.to, e.link));
+    for (const DeviceEdge& e : rr.rp.edges) rr.conns.push_back(fabric->conn(e.from, e.to, e.link));
     rr.stepsDone = std::make_unique<uint64_t[]>(h.nchannels + 1);  // zeroed
     if (h.scratchCount) rr.scratch = std::make_unique<char[]>(h.scratchCount * esize);
     InterpArgs& a = rr.args;

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/exec/cuda/hd.h"
+#include "src/base/hd.h"
 
 namespace hoccl::cuda {
 

@@ -66,7 +66,7 @@ Status readRankPlan(const std::vector<uint8_t>& image, int rank, int nranks, uin
     const int link = ch.link >= 0 ? ch.link : int(c);
     for (uint32_t i = 0; i < ch.nconns; ++i) {
       const DevConn& cn = p.conns[ch.firstConn + i];
-      out->edges.push_back(cn.send ? PlanEdge{rank, cn.peer, link} : PlanEdge{cn.peer, rank, link});
+      out->edges.push_back(cn.send ? DeviceEdge{rank, cn.peer, link} : DeviceEdge{cn.peer, rank, link});
     }
   }
   return Status();

@@ -27,12 +27,6 @@ std::string describeFailure(const DevControl& k);
 // hocclRemoteError (aborted) or hocclInvalidArgument, with describeFailure.
 Status runStatus(const DevControl& k);
 
-// A connection's memory: the DevConnMem of the messages `from` sends `to`
-// on link `link` (both ends' plans name the same one).
-struct PlanEdge {
-  int from = 0, to = 0, link = 0;
-};
-
 // One rank's plan, read and checked for a run of `nranks` ranks with
 // messages of `sliceElems` elements (its steps must fit in half the slots),
 // and the edge each of its connections uses, in the plan's order: what a
@@ -40,7 +34,7 @@ struct PlanEdge {
 // builds the rank's InterpArgs from.
 struct RankPlan {
   DevPlan plan;
-  std::vector<PlanEdge> edges;
+  std::vector<DeviceEdge> edges;
 };
 Status readRankPlan(const std::vector<uint8_t>& image, int rank, int nranks, uint64_t sliceElems, RankPlan* out);
 

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/exec/cuda/hd.h"
+#include "src/base/hd.h"
 
 namespace hoccl::cuda {
 

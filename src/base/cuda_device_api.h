@@ -1,15 +1,14 @@
-// The driver entry points the device executor needs beyond cuda::DriverApi,
-// resolved by version through the driver's cuGetProcAddress_v2
-// (Driver::getProc), so a fake resolver in the tests drives the whole
-// device path on the host. No CUDA header: handles are pointers and device
-// addresses 64-bit integers, as the driver defines them.
+// The driver entry points the device path needs beyond cuda::DriverApi
+// (the device executor and the device transports below it), resolved by
+// version through the driver's cuGetProcAddress_v2 (Driver::getProc), so a
+// fake resolver in the tests drives the whole device path on the host. No
+// CUDA header: handles are pointers and device addresses 64-bit integers,
+// as the driver defines them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "src/base/cuda_driver.h"
 #include "src/base/error.h"
@@ -168,35 +167,6 @@ void resolveInto(GetProcAddressFn getProc, const char* name, Fn* fn, std::string
 // entry points are optional: lacking any leaves api->vmm empty and names
 // them in api->vmmMissing, and is no failure.
 Status resolveDeviceApi(const Driver& d, DeviceApi* api);
-
-// Lets the current context (device `device`'s) reach the memory of every
-// device in `peers` (ordinals of this process, none equal to `device`):
-// cuDeviceCanAccessPeer, then cuCtxEnablePeerAccess on the peer's primary
-// context, retained here and appended to *retained for the caller to
-// release (already enabled counts as done). With `selfTest`, each pair
-// then passes peerSelfTest. A peer the driver gives no peer access to, or
-// whose test fails, goes in *unreachable with the reason (its connections
-// stage through host memory); a driver call that fails is an error.
-Status enablePeerAccess(const DeviceApi& api, int device, const std::vector<int>& peers, bool selfTest,
-                        std::vector<int>* retained, std::map<int, std::string>* unreachable);
-
-// The peer-access self-test (HOCCL_P2P_CHECK): with the current context
-// (device `device`'s), copies a 64 KiB pattern into memory of `peer`'s
-// context `peerCtx` and back, and compares it on the host. "" if it came
-// back intact; else why not: the data differs (an ACS/IOMMU setting can
-// let peer access be enabled and still lose or misroute the writes), the
-// copies did not finish within `waitSec`, or a driver call failed.
-std::string peerSelfTest(const DeviceApi& api, int device, int peer, CuHandle peerCtx, double waitSec = 5);
-
-// The test itself, on memory of the peer's GPU already mapped here at
-// `remote` (kRoundTripBytes of it; a peer process's memory imported with
-// VMM or legacy IPC, device_conns.cc): a pattern made from `seed` copied
-// there and back with the current context, and compared. "" if intact,
-// else why not, as peerSelfTest. *stuck: the copies did not finish, so
-// their memory was leaked rather than freed (the caller must not free
-// `remote` either).
-inline constexpr size_t kRoundTripBytes = size_t(64) << 10;
-std::string copyRoundTrip(const DeviceApi& api, DevPtr remote, uint32_t seed, double waitSec, bool* stuck);
 
 // "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2)" as a hocclUnhandledCudaError,
 // or Status() for CUDA_SUCCESS.

@@ -3,7 +3,7 @@
 // offset 0, the slots after it, one allocation) with cuMemCreate, maps it
 // for itself and exports it as a POSIX fd; the sending rank imports and
 // maps it at an address of its own. The DevConnMem finds its slots by
-// offset (interp.h), so both mappings work.
+// offset (transport/device_conn_mem.h), so both mappings work.
 //
 // The exchange: every rank that imports listens on an abstract Unix socket
 // named from the communicator and its rank (fdpass.h); an exporter
@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "src/base/cuda_device_api.h"
 #include "src/base/fdpass.h"
-#include "src/exec/cuda/device_api.h"
-#include "src/exec/cuda/ipc_wire.h"
+#include "transport/p2p/ipc_wire.h"
 
 namespace hoccl::cuda {
 

@@ -1,5 +1,5 @@
 // The exported-buffer message (ipc_wire.h).
-#include "src/exec/cuda/ipc_wire.h"
+#include "transport/p2p/ipc_wire.h"
 
 #include <cinttypes>
 #include <cstring>

@@ -1,5 +1,6 @@
 // HOCCL_HD marks functions that both g++ and nvcc compile (the device plan's
-// layout, the interpreter): __host__ __device__ under nvcc, nothing under g++.
+// layout, a device connection's memory, the interpreter): __host__
+// __device__ under nvcc, nothing under g++.
 // HOCCL_UNROLL before a loop of a constant, small trip count asks both
 // compilers to unroll it (on a GPU, a loop over a local array that is not
 // unrolled puts the array in local memory: a stack frame ptxas rejects).

@@ -1,5 +1,5 @@
-// Device connections between processes of one host (device_ipc.h).
-#include "src/exec/cuda/device_ipc.h"
+// Device connections between processes of one host (ipc.h).
+#include "transport/p2p/ipc.h"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <set>
 
-#include "src/exec/cuda/interp.h"
+#include "transport/device_conn_mem.h"
 
 namespace hoccl::cuda {
 namespace {
