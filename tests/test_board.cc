@@ -153,11 +153,15 @@ TEST(Board, GroupedOnOneRankOneByOneOnTheOther) {
     const size_t counts[] = {3, 4000, 5, 7, 2};
     std::vector<std::vector<float>> bufs;
     for (size_t c : counts) bufs.emplace_back(c, static_cast<float>(rank + 1));
-    if (rank == 0) ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+    if (rank == 0) {
+      ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+    }
     for (auto& b : bufs)
       ASSERT_EQ(hocclAllReduce(b.data(), b.data(), b.size(), hocclFloat32, hocclSum, comm, nullptr), hocclSuccess)
           << hocclGetLastError(comm);
-    if (rank == 0) ASSERT_EQ(hocclGroupEnd(), hocclSuccess) << hocclGetLastError(comm);
+    if (rank == 0) {
+      ASSERT_EQ(hocclGroupEnd(), hocclSuccess) << hocclGetLastError(comm);
+    }
     for (auto& b : bufs)
       for (float v : b) ASSERT_EQ(v, 3.0f);
     EXPECT_EQ(boardCalls(comm), 4u);

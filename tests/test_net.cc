@@ -330,8 +330,10 @@ TEST(FakeNodesPolicy, ASmallGroupCountsTheOtherRanksOnTheMachine) {
   });
   hocclComm_t last = nullptr;
   alone(&last);  // every other communicator is gone: one rank on one core polls busily
-  if (last) EXPECT_FALSE(last->policy.yieldWhileSpinning);
-  if (last) EXPECT_EQ(hocclCommDestroy(last), hocclSuccess);
+  if (last) {
+    EXPECT_FALSE(last->policy.yieldWhileSpinning);
+    EXPECT_EQ(hocclCommDestroy(last), hocclSuccess);
+  }
   ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
 }
 
