@@ -1,7 +1,7 @@
 # The device kernels (src/exec/cuda/kernels*.cu): nvcc compiles them into one fatbin
 # for HOCCL_CUDA_ARCHS, and the library embeds it (.incbin in a generated
 # source), so libhoccl.so carries its kernels and links neither cudart nor
-# libcuda: the driver is opened at run time (src/base/cuda_driver.h).
+# libcuda: the driver is opened at run time (base/cuda_driver.h).
 # Sets HOCCL_CUDA_SOURCES (what hoccl_obj compiles for the image) and
 # HOCCL_CUDA_BUILT (a line for configure's report and hoccl-info).
 set(_hoccl_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/src/exec/cuda)

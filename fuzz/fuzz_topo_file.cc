@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/base/json.h"
+#include "base/json.h"
 #include "src/topo/topology.h"
 
 using namespace hoccl;

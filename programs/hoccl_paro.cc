@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "src/base/json.h"
+#include "base/json.h"
 #include "programs/machine_args.h"
 #include "src/tune/paro_advisor.h"
 

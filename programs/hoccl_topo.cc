@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "src/base/config.h"
+#include "base/config.h"
 #include "src/topo/topology.h"
 
 using namespace hoccl;

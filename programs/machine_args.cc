@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/base/config.h"
+#include "base/config.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/error.h"
+#include "base/error.h"
 #include "src/tune/tuner.h"
 
 namespace hoccl {

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/base/config.h"
+#include "base/config.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/comm_settings.h"
 #include "tests/support/harness.h"

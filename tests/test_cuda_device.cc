@@ -28,11 +28,11 @@
 #include <vector>
 
 #include "hoccl.h"
-#include "src/base/clock.h"
-#include "src/base/config.h"
-#include "src/base/cuda_device_api.h"
-#include "src/base/cuda_driver.h"
-#include "src/base/log.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/cuda_device_api.h"
+#include "base/cuda_driver.h"
+#include "base/log.h"
 #include "src/exec/cuda/device_executor.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/dataops.h"

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "hoccl.h"
-#include "src/base/clock.h"
-#include "src/base/config.h"
-#include "src/base/cuda_device_api.h"
-#include "src/base/log.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/cuda_device_api.h"
+#include "base/log.h"
 #include "src/exec/cuda/device_executor.h"
 #include "src/exec/cuda/interp.h"
 #include "src/tune/tuner.h"

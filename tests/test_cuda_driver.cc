@@ -10,7 +10,7 @@
 #include <string>
 
 #include "hoccl.h"
-#include "src/base/cuda_driver.h"
+#include "base/cuda_driver.h"
 #include "tests/support/harness.h"
 
 using namespace hoccl::cuda;

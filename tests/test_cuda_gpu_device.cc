@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "hoccl.h"
-#include "src/base/config.h"
-#include "src/base/cuda_device_api.h"
-#include "src/base/cuda_driver.h"
+#include "base/config.h"
+#include "base/cuda_device_api.h"
+#include "base/cuda_driver.h"
 #include "tests/support/cuda_gpu.h"
 #include "tests/support/harness.h"
 #include "transport/p2p/ipc.h"

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "hoccl.h"
-#include "src/base/config.h"
-#include "src/base/cuda_device_api.h"
-#include "src/base/fdpass.h"
+#include "base/config.h"
+#include "base/cuda_device_api.h"
+#include "base/fdpass.h"
 #include "src/exec/cuda/interp.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/fake_cuda_ipc.h"

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/base/config.h"
+#include "base/config.h"
 #include "tests/support/harness.h"
 
 using namespace testutil;

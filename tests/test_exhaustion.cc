@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "hoccl.h"
-#include "src/base/log.h"
+#include "base/log.h"
 #include "src/comm/comm.h"
 #include "tests/support/child.h"
 

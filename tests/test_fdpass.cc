@@ -1,4 +1,4 @@
-// Fd passing between forked processes (src/base/fdpass.h): memfds sent
+// Fd passing between forked processes (base/fdpass.h): memfds sent
 // with a payload map the same bytes on both sides; a peer that exits, a
 // wrong payload size, missing fds and a truncated control message are
 // errors that say so; every wait ends at its deadline.
@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "src/base/fdpass.h"
+#include "base/fdpass.h"
 
 namespace hoccl {
 namespace {

@@ -1,4 +1,4 @@
-// The JSON reader and writer (src/base/json.*): every kind of value, the
+// The JSON reader and writer (base/json.*): every kind of value, the
 // position of every value and key, escapes, errors that name the line and
 // column, exact integers, limits, and round trips through the writer.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/json.h"
+#include "base/json.h"
 #include "tests/support/expect_error.h"
 
 using namespace hoccl;

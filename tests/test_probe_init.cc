@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "src/base/config.h"
+#include "base/config.h"
 #include "src/comm/comm.h"
 #include "tests/support/harness.h"
 

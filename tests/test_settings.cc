@@ -24,8 +24,8 @@
 
 #include "algorithms/registry.h"
 #include "hoccl.h"
-#include "src/base/config.h"
-#include "src/base/name_rule.h"
+#include "base/config.h"
+#include "base/name_rule.h"
 #include "src/comm/comm_settings.h"
 #include "src/topo/topology.h"
 #include "src/tune/tuner.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/json.h"
+#include "base/json.h"
 #include "src/topo/topology.h"
 #include "tests/support/expect_error.h"
 

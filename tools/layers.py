@@ -12,6 +12,9 @@ when the median is over 150 lines or a file is over 600.
 
 The layers, lowest first. A folder may include its own files, anything in a
 lower layer, and public headers (include/); nothing beside or above it.
+The top-level folders obey the same rule among themselves (TOP, lowest
+first): an include from one top-level folder into another must point down
+that list, so the tree's first level draws the layers too.
 """
 import os
 import re
@@ -28,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # executor sees it only through transport/device_connection.h, and gets it
 # from transport/links by way of the communicator.
 LAYERS = [
-    ["src/base"],
+    ["base"],
     ["src/bootstrap", "src/topo", "transport", "transport/shm", "transport/net", "transport/p2p", "algorithms"],
     ["src/tune", "src/exec", "transport/links"],
     ["src/comm"],
@@ -37,13 +40,13 @@ LAYERS = [
 # Users of the library above the API, and what each may reach into besides
 # the public header. Tests may use anything.
 USERS = {
-    "plugin": {"src/base", "src/topo", "src/tune", "transport", "transport/net", "algorithms"},
-    "perf": {"src/base", "src/check"},
+    "plugin": {"base", "src/topo", "src/tune", "transport", "transport/net", "algorithms"},
+    "perf": {"base", "src/check"},
     # The installed programs. hoccl-info reports the data-op ISA and the
     # network transports too; hoccl-topo probe is launched like the
     # benchmarks and reads the launcher's environment with their reader
     # (perf/common/launcher_env).
-    "programs": {"src/base", "src/topo", "src/tune", "algorithms", "src/bootstrap", "src/exec", "transport/net",
+    "programs": {"base", "src/topo", "src/tune", "algorithms", "src/bootstrap", "src/exec", "transport/net",
               "perf"},
     "examples": set(),
     # The closed-form values perf and the tests check against: public API only.
@@ -56,6 +59,11 @@ USERS = {
 # and transport/links.
 BACKENDS = ["transport/shm", "transport/net", "transport/p2p"]
 BACKEND_OWNER = "transport/links"
+
+# The top-level folders, lowest first (the library's bottom layer, its
+# transports and algorithms, the rest of the library, then what uses it).
+TOP = ["include", "base", "transport", "algorithms", "src", "plugin", "perf", "programs", "examples", "bindings",
+       "tests", "fuzz"]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -108,7 +116,7 @@ def allowed(src, dst):
 
 
 def source_files():
-    for top in [f.split("/")[0] for layer in LAYERS for f in layer] + list(USERS) + ["tests", "fuzz"]:
+    for top in dict.fromkeys([f.split("/")[0] for layer in LAYERS for f in layer] + list(USERS) + TOP):
         base = os.path.join(ROOT, top)
         if not os.path.isdir(base):
             continue
@@ -120,7 +128,7 @@ def source_files():
 
 def resolve(inc, path):
     """The repository path an include names (includes are written from the
-    root, e.g. "src/base/log.h"), else relative to the file, else None."""
+    root, e.g. "base/log.h"), else relative to the file, else None."""
     if os.path.exists(os.path.join(ROOT, inc)):
         return inc
     rel = os.path.normpath(os.path.join(os.path.dirname(path), inc))
@@ -132,6 +140,7 @@ def resolve(inc, path):
 def main(argv):
     edges = {}
     bad = []
+    top_bad = []
     seen = set()
     for path in sorted(set(source_files())):
         if path in seen:
@@ -148,6 +157,10 @@ def main(argv):
                 target = resolve(m.group(1), path)
                 if target is None:
                     continue  # a generated or public header (build_info.h, hoccl.h)
+                top_src, top_dst = path.split("/", 1)[0], target.split("/", 1)[0]
+                if (top_src != top_dst and top_src in TOP and top_dst in TOP
+                        and TOP.index(top_dst) > TOP.index(top_src)):
+                    top_bad.append(f"{path}:{lineno}: top-level {top_src}/ includes {target} ({top_dst}/ is above it)")
                 dst = folder_of(target)
                 if dst is None or dst == src:
                     continue
@@ -177,6 +190,14 @@ def main(argv):
         status = 1
     else:
         print("\nlayers: every include points down")
+    if top_bad:
+        print(f"\nlayers: {len(top_bad)} include(s) point up between top-level folders ({' < '.join(TOP)}):",
+              file=sys.stderr)
+        for b in top_bad:
+            print("  " + b, file=sys.stderr)
+        status = 1
+    else:
+        print("layers: the top-level folders point down too (" + " < ".join(TOP) + ")")
 
     if "--sizes" in argv:
         lib = [p for p in seen if level(folder_of(p) or "") is not None]

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "src/base/hd.h"
+#include "base/hd.h"
 
 namespace hoccl::cuda {
 

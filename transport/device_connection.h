@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include "src/base/cuda_device_api.h"
-#include "src/base/cuda_driver.h"
-#include "src/base/error.h"
-#include "src/base/oob.h"
+#include "base/cuda_device_api.h"
+#include "base/cuda_driver.h"
+#include "base/error.h"
+#include "base/oob.h"
 #include "transport/device_conn_mem.h"
 
 namespace hoccl::cuda {

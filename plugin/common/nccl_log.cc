@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <strings.h>
 
-#include "src/base/config.h"
-#include "src/base/log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 namespace hoccl {
 namespace ncclplugin {

@@ -9,7 +9,7 @@
 
 #include "plugin/common/nccl_log.h"
 #include "plugin/net/transports.h"
-#include "src/base/config.h"
+#include "base/config.h"
 
 namespace hoccl {
 namespace ncclplugin {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "src/base/config.h"
+#include "base/config.h"
 #include "transport/net/net.h"
 
 namespace hoccl {

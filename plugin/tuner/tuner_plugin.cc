@@ -13,8 +13,8 @@
 #include "plugin/tuner/fabric.h"
 #include "plugin/tuner/nccl_model.h"
 #include "plugin/tuner/rules.h"
-#include "src/base/config.h"
-#include "src/base/regular_file.h"
+#include "base/config.h"
+#include "base/regular_file.h"
 
 namespace hoccl {
 namespace ncclplugin {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "hoccl.h"
-#include "src/base/clock.h"
-#include "src/base/socket.h"
+#include "base/clock.h"
+#include "base/socket.h"
 #include "src/topo/topology.h"
 #include "perf/common/launcher_env.h"
 #include "src/topo/probe/probe_plan.h"

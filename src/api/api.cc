@@ -8,11 +8,11 @@
 #include "hoccl.h"
 #include "src/api/api_internal.h"
 #include "src/comm/comm_settings.h"
-#include "src/base/cuda_driver.h"
+#include "base/cuda_driver.h"
 #include "src/exec/cuda/kernel_names.h"
-#include "src/base/log.h"
-#include "src/base/thread_name.h"
-#include "src/base/tls.h"
+#include "base/log.h"
+#include "base/thread_name.h"
+#include "base/tls.h"
 
 using namespace hoccl;
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "src/api/api_internal.h"
-#include "src/base/tls.h"
+#include "base/tls.h"
 
 using namespace hoccl;
 

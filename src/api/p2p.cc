@@ -7,7 +7,7 @@
 
 #include "hoccl.h"
 #include "src/api/api_internal.h"
-#include "src/base/log.h"
+#include "base/log.h"
 
 using namespace hoccl;
 

@@ -28,8 +28,8 @@
 #include <thread>
 
 #include "src/api/api_internal.h"
-#include "src/base/log.h"
-#include "src/base/tls.h"
+#include "base/log.h"
+#include "base/tls.h"
 
 namespace hoccl {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "hoccl.h"
 #include "src/bootstrap/wire.h"
-#include "src/base/log.h"
+#include "base/log.h"
 
 namespace hoccl {
 namespace {

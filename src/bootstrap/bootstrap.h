@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "src/base/error.h"
-#include "src/base/oob.h"
-#include "src/base/random.h"
-#include "src/base/socket.h"
+#include "base/error.h"
+#include "base/oob.h"
+#include "base/random.h"
+#include "base/socket.h"
 
 namespace hoccl {
 
@@ -92,7 +92,7 @@ struct BootstrapOptions {
   int libVersion = 0;       // 0: this library's (tests pretend to be others)
 };
 
-// The transports reach it through OutOfBand (src/base/oob.h).
+// The transports reach it through OutOfBand (base/oob.h).
 class Bootstrap : public OutOfBand {
  public:
   // Joins the rendezvous described by `id`.

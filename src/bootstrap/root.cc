@@ -18,8 +18,8 @@
 
 #include "hoccl.h"
 #include "src/bootstrap/wire.h"
-#include "src/base/log.h"
-#include "src/base/thread_name.h"
+#include "base/log.h"
+#include "base/thread_name.h"
 
 namespace hoccl {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/base/socket.h"
+#include "base/socket.h"
 
 namespace hoccl {
 

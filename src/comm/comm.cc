@@ -16,8 +16,8 @@
 #include "algorithms/executable.h"
 #include "algorithms/pairwise.h"
 #include "src/comm/comm_settings.h"
-#include "src/base/clock.h"
-#include "src/base/log.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 namespace hoccl {
 namespace {

@@ -15,8 +15,8 @@
 #include "algorithms/registry.h"
 #include "hoccl.h"
 #include "src/bootstrap/bootstrap.h"
-#include "src/base/config.h"
-#include "src/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 #include "src/exec/cuda/device_executor.h"
 #include "src/exec/engine.h"
 #include "src/topo/topology.h"
@@ -229,10 +229,10 @@ struct hocclComm : public hoccl::TaskOwner {
   hoccl::CallSignature setupCall;
   hoccl::Connections& connections() override { return *links; }
   hoccl::Doorbell& doorbell() override { return links->doorbell(); }
+  // The device executor's connections, from transport/links, with NVML's
+  // answer to which GPU may write into which (comm_topo.cc).
   hoccl::Status openDeviceConnections(const hoccl::cuda::DeviceConnOptions& o,
-                                      std::unique_ptr<hoccl::cuda::DeviceConnections>* out) override {
-    return links->openDeviceConnections(o, out);
-  }
+                                      std::unique_ptr<hoccl::cuda::DeviceConnections>* out) override;
   hoccl::ScratchPool* scratchPool() override { return &scratch; }
 };
 

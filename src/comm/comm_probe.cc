@@ -20,8 +20,8 @@
 #include <set>
 #include <sstream>
 
-#include "src/base/log.h"
-#include "src/base/regular_file.h"
+#include "base/log.h"
+#include "base/regular_file.h"
 #include "src/comm/comm.h"
 #include "src/topo/probe/probe_run.h"
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <thread>
 
-#include "src/base/thread_name.h"
+#include "base/thread_name.h"
 #include "src/comm/comm.h"
 
 using namespace hoccl;

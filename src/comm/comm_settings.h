@@ -1,5 +1,5 @@
 // A communicator's settings: the process's snapshot of the environment
-// (src/base/config.h) with the communicator's hocclConfig_t on top, and the
+// (base/config.h) with the communicator's hocclConfig_t on top, and the
 // checks base cannot make because they need a higher layer (HOCCL_ALGO
 // against the algorithm registry).
 #pragma once
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "hoccl.h"
-#include "src/base/config.h"
-#include "src/base/error.h"
+#include "base/config.h"
+#include "base/error.h"
 
 namespace hoccl {
 

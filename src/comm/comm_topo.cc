@@ -11,8 +11,9 @@
 #include <mutex>
 
 #include "src/comm/comm.h"
-#include "src/base/log.h"
-#include "src/base/regular_file.h"
+#include "src/topo/nvml.h"
+#include "base/log.h"
+#include "base/regular_file.h"
 
 namespace hoccl {
 namespace {
@@ -112,3 +113,18 @@ Status buildSystem(hocclComm* c) {
 }
 
 }  // namespace hoccl
+
+hoccl::Status hocclComm::openDeviceConnections(const hoccl::cuda::DeviceConnOptions& o,
+                                               std::unique_ptr<hoccl::cuda::DeviceConnections>* out) {
+  using namespace hoccl;
+  cuda::DeviceConnOptions withNvml = o;
+  if (!withNvml.peerWrite)
+    withNvml.peerWrite = [](const std::string& fromBus, const std::string& toBus) {
+      const topo::P2pAnswer a = topo::p2pWrite(topo::processNvml(), fromBus, toBus);
+      return cuda::PeerWriteAnswer{a.kind == topo::P2pAnswer::Yes  ? cuda::PeerWriteAnswer::Yes
+                                   : a.kind == topo::P2pAnswer::No ? cuda::PeerWriteAnswer::No
+                                                                   : cuda::PeerWriteAnswer::Unknown,
+                                   a.why};
+    };
+  return links->openDeviceConnections(withNvml, out);
+}

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/base/tls.h"
+#include "base/tls.h"
 #include "src/comm/comm.h"
 
 namespace hoccl {

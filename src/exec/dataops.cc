@@ -10,7 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "src/base/config.h"
+#include "base/config.h"
 #include "src/exec/dataops_kernels.h"
 
 namespace hoccl {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "src/base/error.h"
+#include "base/error.h"
 #include "src/exec/dataops.h"
 #include "transport/connection.h"
 

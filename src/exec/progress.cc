@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "src/base/clock.h"
+#include "base/clock.h"
 #include "src/exec/dataops.h"
 #include "src/exec/engine.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "build_info.h"
-#include "src/base/cuda_driver.h"
-#include "src/base/verbs.h"  // the verbs loader the IB transport uses too
+#include "base/cuda_driver.h"
+#include "base/verbs.h"  // the verbs loader the IB transport uses too
 #include "src/topo/nvml.h"
 #include "src/topo/topology.h"
 
@@ -37,7 +37,7 @@ std::string format(const char* fmt, int a) {
 
 void probeGpus(NodeInfo* n) {
   n->gpus.clear();
-  // The process's driver, loaded and initialised once (src/base/cuda_driver.h);
+  // The process's driver, loaded and initialised once (base/cuda_driver.h);
   // its status says why there is no GPU ("no driver: ...", "stub library (no
   // GPU): ...", "no device: ...").
   const cuda::Driver& driver = cuda::processDriver();

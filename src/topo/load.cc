@@ -1,5 +1,5 @@
 // Reading topology files from disk (the parsers take text).
-#include "src/base/regular_file.h"
+#include "base/regular_file.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/json.h"
+#include "base/json.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {

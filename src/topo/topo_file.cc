@@ -8,7 +8,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "src/base/json.h"
+#include "base/json.h"
 #include "src/topo/topology.h"
 
 namespace hoccl {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "src/base/regular_file.h"
+#include "base/regular_file.h"
 #include "src/tune/tuner.h"
 
 namespace hoccl {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "hoccl.h"
-#include "src/base/log.h"
+#include "base/log.h"
 #include "src/exec/dataops.h"
 #include "src/tune/tuner.h"
 #include "tests/support/fake_cuda.h"

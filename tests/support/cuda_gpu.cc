@@ -3,8 +3,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "src/base/cuda_device_api.h"
-#include "src/base/cuda_driver.h"
+#include "base/cuda_device_api.h"
+#include "base/cuda_driver.h"
 #include "src/exec/cuda/image.h"
 
 namespace hoccl::gputest {

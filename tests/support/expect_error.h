@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "src/base/error.h"
+#include "base/error.h"
 
 namespace testsupport {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "src/base/cuda_device_api.h"
+#include "base/cuda_device_api.h"
 #include "src/exec/cuda/device_executor.h"
 #include "src/exec/cuda/image.h"
 #include "src/exec/cuda/interp_host.h"

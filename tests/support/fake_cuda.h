@@ -33,7 +33,7 @@
 #include <set>
 #include <string>
 
-#include "src/base/cuda_driver.h"
+#include "base/cuda_driver.h"
 
 namespace hoccl::fakecuda {
 

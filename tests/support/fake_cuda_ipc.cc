@@ -11,7 +11,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "src/base/cuda_device_api.h"
+#include "base/cuda_device_api.h"
 
 namespace hoccl::fakecuda::ipc {
 namespace {

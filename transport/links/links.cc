@@ -1,7 +1,6 @@
 #include "transport/links/links.h"
 
-#include "src/base/log.h"
-#include "src/topo/nvml.h"
+#include "base/log.h"
 #include "transport/p2p/p2p.h"
 
 namespace hoccl {
@@ -69,16 +68,7 @@ Status Links::connect(const std::vector<EdgeRequest>& edges) {
 
 Status Links::openDeviceConnections(const cuda::DeviceConnOptions& o,
                                     std::unique_ptr<cuda::DeviceConnections>* out) {
-  cuda::DeviceConnOptions withNvml = o;
-  if (!withNvml.peerWrite)
-    withNvml.peerWrite = [](const std::string& fromBus, const std::string& toBus) {
-      const topo::P2pAnswer a = topo::p2pWrite(topo::processNvml(), fromBus, toBus);
-      return cuda::PeerWriteAnswer{a.kind == topo::P2pAnswer::Yes  ? cuda::PeerWriteAnswer::Yes
-                                   : a.kind == topo::P2pAnswer::No ? cuda::PeerWriteAnswer::No
-                                                                   : cuda::PeerWriteAnswer::Unknown,
-                                   a.why};
-    };
-  return cuda::P2pConnections::open(withNvml, out);
+  return cuda::P2pConnections::open(o, out);
 }
 
 }  // namespace hoccl

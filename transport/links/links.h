@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "src/base/config.h"
-#include "src/base/oob.h"
-#include "src/base/socket.h"
+#include "base/config.h"
+#include "base/oob.h"
+#include "base/socket.h"
 #include "transport/connection.h"
 #include "transport/device_connection.h"
 #include "transport/net/net_conn.h"

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "src/base/error.h"
+#include "base/error.h"
 
 namespace hoccl {
 

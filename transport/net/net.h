@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "src/base/config.h"
-#include "src/base/error.h"
-#include "src/base/socket.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "base/socket.h"
 
 namespace hoccl {
 

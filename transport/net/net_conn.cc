@@ -6,8 +6,8 @@
 #include <map>
 #include <thread>
 
-#include "src/base/clock.h"
-#include "src/base/log.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 namespace hoccl {
 namespace {

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "src/base/oob.h"
+#include "base/oob.h"
 #include "transport/connection.h"
 #include "transport/net/net.h"
 

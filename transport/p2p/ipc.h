@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "src/base/cuda_device_api.h"
-#include "src/base/fdpass.h"
+#include "base/cuda_device_api.h"
+#include "base/fdpass.h"
 #include "transport/p2p/ipc_wire.h"
 
 namespace hoccl::cuda {

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/base/error.h"
+#include "base/error.h"
 
 namespace hoccl::cuda {
 

@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-#include "src/base/fdpass.h"
+#include "base/fdpass.h"
 #include "transport/device_connection.h"
 #include "transport/p2p/ipc.h"
 

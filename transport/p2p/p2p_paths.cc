@@ -6,8 +6,8 @@
 #include <cstring>
 #include <iterator>
 
-#include "src/base/log.h"
-#include "src/base/random.h"
+#include "base/log.h"
+#include "base/random.h"
 #include "transport/p2p/p2p.h"
 #include "transport/p2p/peer_access.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "src/base/cuda_device_api.h"
-#include "src/base/error.h"
+#include "base/cuda_device_api.h"
+#include "base/error.h"
 
 namespace hoccl::cuda {
 

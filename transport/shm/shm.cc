@@ -16,8 +16,8 @@
 #include <cstring>
 #include <ctime>
 
-#include "src/base/descriptors.h"
-#include "src/base/log.h"
+#include "base/descriptors.h"
+#include "base/log.h"
 
 namespace hoccl {
 namespace {

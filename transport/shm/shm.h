@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "src/base/error.h"
-#include "src/base/oob.h"
+#include "base/error.h"
+#include "base/oob.h"
 #include "transport/connection.h"
 
 namespace hoccl {

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "src/base/hd.h"
+#include "base/hd.h"
 
 namespace hoccl::cuda {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <thread>
 
-#include "src/base/log.h"
+#include "base/log.h"
 #include "src/exec/cuda/image.h"
 #include "src/exec/cuda/kernel_names.h"
 #include "src/exec/cuda/plan.h"

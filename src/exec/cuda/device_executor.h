@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "src/base/cuda_device_api.h"
-#include "src/base/oob.h"
+#include "base/cuda_device_api.h"
+#include "base/oob.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/cuda/interp_record.h"
 #include "src/exec/dataops.h"

@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "src/base/error.h"
+#include "base/error.h"
 #include "src/exec/cuda/interp_record.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/cuda/plan.h"

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/base/hd.h"
+#include "base/hd.h"
 
 namespace hoccl::cuda {
 

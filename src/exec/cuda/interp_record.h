@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/error.h"
+#include "base/error.h"
 #include "src/exec/cuda/interp.h"
 #include "src/exec/cuda/plan.h"
 #include "src/exec/dataops.h"

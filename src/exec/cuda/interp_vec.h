@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/base/hd.h"
+#include "base/hd.h"
 
 namespace hoccl::cuda {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "src/base/error.h"
+#include "base/error.h"
 #include "src/exec/cuda/dev_plan.h"
 
 namespace hoccl::cuda {

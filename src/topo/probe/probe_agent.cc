@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "src/base/clock.h"
+#include "base/clock.h"
 
 namespace hoccl {
 namespace probe {

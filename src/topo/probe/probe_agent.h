@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "src/base/error.h"
-#include "src/base/socket.h"
+#include "base/error.h"
+#include "base/socket.h"
 #include "src/topo/probe/probe_plan.h"
 
 namespace hoccl {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "src/base/clock.h"
+#include "base/clock.h"
 #include "src/topo/probe/probe_agent.h"
 
 namespace hoccl {

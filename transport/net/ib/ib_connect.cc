@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/base/random.h"
-#include "src/base/log.h"
+#include "base/random.h"
+#include "base/log.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/ib_select.h"
 

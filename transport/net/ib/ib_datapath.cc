@@ -14,8 +14,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/base/log.h"
-#include "src/base/thread_name.h"
+#include "base/log.h"
+#include "base/thread_name.h"
 
 namespace hoccl {
 namespace ibnet {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/base/log.h"
+#include "base/log.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/ib_select.h"
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "src/base/socket.h"
-#include "src/base/verbs.h"
+#include "base/socket.h"
+#include "base/verbs.h"
 #include "transport/net/ib/ib_stats.h"
 #include "transport/net/net.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/name_rule.h"
+#include "base/name_rule.h"
 
 namespace hoccl {
 namespace ibnet {
@@ -14,7 +14,7 @@ namespace ibnet {
 // HOCCL_IB_HCA, as NCCL_IB_HCA: a comma-separated list of "name[:port]";
 // names match as prefixes unless the list starts with '='; a leading '^'
 // excludes the listed ports instead ("^=mlx5_1" and "=^mlx5_1" alike).
-// An empty rule selects every port. The grammar is src/base/name_rule.h,
+// An empty rule selects every port. The grammar is base/name_rule.h,
 // which the settings check too, so a bad rule fails at init whether or not
 // this build has the IB transport.
 using HcaRule = NameRule;

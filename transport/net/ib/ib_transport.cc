@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "build_info.h"
-#include "src/base/log.h"
-#include "src/base/thread_name.h"
+#include "base/log.h"
+#include "base/thread_name.h"
 #include "transport/net/handle_steps.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/ib_transport.h"

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/base/random.h"
-#include "src/base/log.h"
+#include "base/random.h"
+#include "base/log.h"
 #include "transport/net/socket/socket_net.h"
 
 namespace hoccl {

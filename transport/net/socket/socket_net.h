@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/base/socket.h"
+#include "base/socket.h"
 #include "transport/net/net.h"
 
 namespace hoccl {

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/base/log.h"
+#include "base/log.h"
 
 namespace hoccl {
 namespace socknet {

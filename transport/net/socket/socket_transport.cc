@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/base/log.h"
+#include "base/log.h"
 #include "transport/net/handle_steps.h"
 #include "transport/net/socket/socket_pump.h"
-#include "src/base/thread_name.h"
+#include "base/thread_name.h"
 
 namespace hoccl {
 namespace socknet {

@@ -9,9 +9,9 @@
 #include <functional>
 #include <string>
 
-#include "src/base/clock.h"
-#include "src/base/descriptors.h"
-#include "src/base/error.h"
+#include "base/clock.h"
+#include "base/descriptors.h"
+#include "base/error.h"
 
 namespace hoccl {
 

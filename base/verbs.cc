@@ -1,4 +1,4 @@
-#include "src/base/verbs.h"
+#include "base/verbs.h"
 
 #ifdef HOCCL_HAVE_IBVERBS
 

@@ -1,4 +1,4 @@
-#include "src/base/name_rule.h"
+#include "base/name_rule.h"
 
 #include <cctype>
 #include <cstdlib>

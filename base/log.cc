@@ -1,4 +1,4 @@
-#include "src/base/log.h"
+#include "base/log.h"
 
 #include <strings.h>
 #include <sys/syscall.h>
@@ -11,10 +11,10 @@
 #include <mutex>
 #include <string>
 
-#include "src/base/tls.h"
+#include "base/tls.h"
 
-#include "src/base/config.h"
-#include "src/base/regular_file.h"
+#include "base/config.h"
+#include "base/regular_file.h"
 
 namespace hoccl {
 namespace {

@@ -1,9 +1,9 @@
-#include "src/base/random.h"
+#include "base/random.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "src/base/clock.h"
+#include "base/clock.h"
 
 namespace hoccl {
 

@@ -1,4 +1,4 @@
-#include "src/base/json.h"
+#include "base/json.h"
 
 #include <charconv>
 #include <cmath>

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/base/config.h"
-#include "src/base/name_rule.h"
-#include "src/base/regular_file.h"
+#include "base/config.h"
+#include "base/name_rule.h"
+#include "base/regular_file.h"
 
 namespace hoccl {
 namespace {
@@ -163,7 +163,7 @@ std::string hostPort(const std::string& v) {
   return "";
 }
 
-// HOCCL_IB_HCA: the grammar the IB transport applies (src/base/name_rule.h),
+// HOCCL_IB_HCA: the grammar the IB transport applies (base/name_rule.h),
 // checked here so that a bad rule fails init even in a build without IB.
 std::string hcaRule(const std::string& v) {
   NameRule rule;

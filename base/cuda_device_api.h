@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
-#include "src/base/cuda_driver.h"
-#include "src/base/error.h"
+#include "base/cuda_driver.h"
+#include "base/error.h"
 
 namespace hoccl::cuda {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "src/base/clock.h"
-#include "src/base/error.h"
-#include "src/base/socket.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/socket.h"
 
 namespace hoccl {
 

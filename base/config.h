@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "src/base/log.h"
+#include "base/log.h"
 
 namespace hoccl {
 

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "src/base/error.h"
+#include "base/error.h"
 
 namespace hoccl {
 

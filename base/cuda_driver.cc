@@ -1,4 +1,4 @@
-#include "src/base/cuda_driver.h"
+#include "base/cuda_driver.h"
 
 #include <dlfcn.h>
 

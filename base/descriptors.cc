@@ -1,4 +1,4 @@
-#include "src/base/descriptors.h"
+#include "base/descriptors.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "src/base/socket.h"
+#include "base/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/base/name_rule.h"
+#include "base/name_rule.h"
 
 namespace hoccl {
 

@@ -1,5 +1,5 @@
 // Passing fds over abstract Unix sockets (fdpass.h).
-#include "src/base/fdpass.h"
+#include "base/fdpass.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <thread>
 
-#include "src/base/random.h"
+#include "base/random.h"
 
 namespace hoccl {
 namespace {

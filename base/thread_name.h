@@ -13,7 +13,7 @@
 #include <thread>
 #include <utility>
 
-#include "src/base/error.h"
+#include "base/error.h"
 
 namespace hoccl {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/base/error.h"
+#include "base/error.h"
 
 namespace hoccl {
 

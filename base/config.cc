@@ -1,6 +1,6 @@
 // The settings snapshot: the table (config_table.cc) applied to the
 // environment once per process.
-#include "src/base/config.h"
+#include "base/config.h"
 
 #include <cstdio>
 #include <cstdlib>

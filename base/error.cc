@@ -1,4 +1,4 @@
-#include "src/base/error.h"
+#include "base/error.h"
 
 #include <sys/resource.h>
 

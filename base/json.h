@@ -17,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "src/base/error.h"
+#include "base/error.h"
 
 namespace hoccl {
 namespace json {

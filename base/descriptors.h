@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "src/base/error.h"
+#include "base/error.h"
 
 namespace hoccl {
 

@@ -1,5 +1,5 @@
 // Resolving the device path's driver entry points (cuda_device_api.h).
-#include "src/base/cuda_device_api.h"
+#include "base/cuda_device_api.h"
 
 namespace hoccl::cuda {
 
