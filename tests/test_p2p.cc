@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -220,6 +223,35 @@ TEST(PointToPoint, ACollectiveMeetingASendIsAMismatch) {
   expectMismatch([](hocclComm_t comm,
                     float* buf) { return hocclAllReduce(buf, buf + 100, 100, hocclFloat32, hocclSum, comm, nullptr); },
                  {"collective mismatch", "hocclSend(count=100, float)"});
+}
+
+// A send whose receiver never posts the receive: the timeout names the
+// receiver and what it waits for, on every path, also where the send lent
+// its buffer by reference (it reported no wait at all, so the message
+// ended after "call #0:" and no health check looked at the peer).
+TEST(PointToPoint, ASendNobodyReceivesTimesOutNamingTheReceiver) {
+  for (size_t count : {size_t{4096}, size_t{1} << 20}) {
+    Options o;
+    o.ranks = 2;
+    o.timeoutSec = 2;
+    std::atomic<bool> senderDone{false};
+    std::string msg;
+    hocclResult_t rc = hocclSuccess;
+    std::string err;
+    ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
+      if (rank == 1) {  // never receives; stays alive until the sender gives up
+        while (!senderDone.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return;
+      }
+      std::vector<float> buf(count, 1.0f);
+      rc = hocclSend(buf.data(), count, hocclFloat, 1, comm, nullptr);
+      msg = hocclGetLastError(comm);
+      senderDone = true;
+    }, &err)) << err;
+    EXPECT_EQ(rc, hocclTimeout) << count << ": " << msg;
+    EXPECT_NE(msg.find("rank 1"), std::string::npos) << count << ": " << msg;
+    EXPECT_NE(msg.find("waiting"), std::string::npos) << count << ": " << msg;
+  }
 }
 
 TEST(PointToPoint, BadArgumentsAreNamed) {

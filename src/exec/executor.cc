@@ -414,6 +414,20 @@ std::string CollTask::describeWait() const {
     if (cs.waitPeer >= 0) out += " " + std::to_string(cs.waitPeer);
     out += cs.step == 0 ? ", no step completed yet" : ", last completed step " + std::to_string(cs.step - 1);
   }
+  // Every step done, but memory lent by reference is not read yet: the call
+  // waits for the receiver (whose receive may never have been posted).
+  if (out.empty() && !done_)
+    for (SendConn* sc : directSends_) {
+      if (sc->drained()) continue;
+      const int peer = sc->peer();
+      uint64_t bytes = 0;
+      for (const PeerPart& p : call_.parts)
+        if (p.send && p.peer == peer) bytes += p.count * dtypeSize(p.dtype);
+      out += std::string(out.empty() ? "" : "; ") + "every step done; waiting for rank " + std::to_string(peer) +
+             " to read what this rank lent it by reference";
+      if (bytes) out += " (" + std::to_string(bytes) + " bytes)";
+      out += ": its matching receive has not run";
+    }
   return out;
 }
 
@@ -422,6 +436,9 @@ std::vector<int> CollTask::waitingOn() const {
   if (board_ && !done_ && boardNext_ >= 0) peers.push_back(boardNext_);
   for (size_t c = 0; c < chans_.size(); ++c)
     if (chans_[c].waitPeer >= 0) peers.push_back(chans_[c].waitPeer);
+  if (peers.empty() && !done_)
+    for (SendConn* sc : directSends_)
+      if (!sc->drained()) peers.push_back(sc->peer());
   return peers;
 }
 
