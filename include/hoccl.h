@@ -229,7 +229,11 @@ HOCCL_API hocclResult_t hocclRedOpDestroy(hocclRedOp_t op, hocclComm_t comm);
 /* Between GroupStart and GroupEnd collectives are queued, not run; GroupEnd
  * runs them all together, so one thread may drive several communicators.
  * If a call between them was refused, GroupEnd runs none and returns that
- * call's error. Groups nest at most 65536 deep. */
+ * call's error. Groups nest at most 65536 deep. hocclCommInitRank(Config)
+ * inside a group (as NCCL allows, for one thread that starts several ranks
+ * of a communicator) returns hocclSuccess at once with the handle; the init
+ * runs on a thread of its own and GroupEnd waits for every one, returning
+ * the first failure. (A config with blocking = 0 keeps its own rule.) */
 HOCCL_API hocclResult_t hocclGroupStart(void);
 HOCCL_API hocclResult_t hocclGroupEnd(void);
 

@@ -2,6 +2,7 @@
 // crash or a silent wrong answer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -424,6 +425,51 @@ TEST(Group, ARefusedCallRunsNothingAndGroupEndReturnsItsError) {
 // Nesting deeper than the cap is refused at hocclGroupStart, with a clear
 // error, before the depth could wrap; the group then runs nothing, and the
 // thread's groups work again once every start that succeeded has ended.
+// NCCL's one-thread multi-rank init: hocclCommInitRank of every rank inside
+// one group, finished by hocclGroupEnd. Each init used to block in the
+// rendezvous waiting for the next rank, which this thread had not started.
+TEST(Group, OneThreadInitialisesEveryRankInsideAGroup) {
+  for (int n : {2, 3}) {
+    hocclUniqueId id;
+    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+    std::vector<hocclComm_t> comms(n, nullptr);
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+    for (int r = 0; r < n; ++r) ASSERT_EQ(hocclCommInitRank(&comms[r], n, id, r), hocclSuccess) << lastError();
+    ASSERT_EQ(hocclGroupEnd(), hocclSuccess) << lastError();
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+    // The same thread drives all of them in one group.
+    std::vector<std::vector<float>> bufs(n, std::vector<float>(1000));
+    for (int r = 0; r < n; ++r) std::fill(bufs[r].begin(), bufs[r].end(), static_cast<float>(r + 1));
+    ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(hocclAllReduce(bufs[r].data(), bufs[r].data(), 1000, hocclFloat, hocclSum, comms[r], nullptr),
+                hocclSuccess);
+    ASSERT_EQ(hocclGroupEnd(), hocclSuccess) << lastError();
+    for (int r = 0; r < n; ++r) EXPECT_EQ(bufs[r][999], n * (n + 1) / 2.0f) << "rank " << r;
+    for (hocclComm_t c : comms) EXPECT_EQ(hocclCommDestroy(c), hocclSuccess);
+  }
+}
+
+// A grouped init that fails (the ranks disagree about nranks) makes
+// hocclGroupEnd return the error, naming it, without a hang.
+TEST(Group, AGroupedInitThatFailsIsGroupEndsError) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclComm_t c0 = nullptr, c1 = nullptr;
+  // A short timeout: after a refusal a rank waits (at most that long) for
+  // the rendezvous of its own process to answer the others.
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  config.timeoutSec = 2;
+  ASSERT_EQ(hocclGroupStart(), hocclSuccess);
+  ASSERT_EQ(hocclCommInitRankConfig(&c0, 2, id, 0, &config), hocclSuccess);
+  ASSERT_EQ(hocclCommInitRankConfig(&c1, 3, id, 1, &config), hocclSuccess);
+  EXPECT_EQ(hocclGroupEnd(), hocclInvalidUsage);
+  EXPECT_NE(lastError().find("nranks"), std::string::npos) << lastError();
+  hocclCommDestroy(c0);
+  hocclCommDestroy(c1);
+}
+
 TEST(Group, NestingIsCappedBeforeTheDepthWraps) {
   int started = 0;
   hocclResult_t rc = hocclSuccess;

@@ -272,6 +272,11 @@ bool settleInit(hocclComm* comm, bool wait) {
 
 }  // namespace
 
+Status hoccl::finishGroupedInit(hocclComm* comm) {
+  settleInit(comm, true);
+  return comm->fatalError();
+}
+
 extern "C" {
 
 hocclResult_t hocclGetVersion(int* version) {
@@ -328,6 +333,17 @@ hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUnique
                                   "or not all %zu bytes of what hocclGetUniqueId made were passed on)",
                                   fn, sizeof commId.internal));
   if (config && config->blocking == 0) return initNonBlocking(comm, nranks, id, rank, *config);
+  if (groupActive()) {
+    // NCCL's grouped init: started now on a thread of its own, finished by
+    // hocclGroupEnd, which returns its error.
+    hocclConfig_t deferred = HOCCL_CONFIG_INITIALIZER;
+    if (config) deferred = *config;
+    deferred.blocking = 0;
+    const hocclResult_t rc = initNonBlocking(comm, nranks, id, rank, deferred);
+    if (rc != hocclInProgress) return refuseCall(nullptr, Status(rc, hocclGetLastError(nullptr)));
+    groupEnqueueInit(*comm);
+    return hocclSuccess;
+  }
   hocclComm* c = new hocclComm();
   Status st = commInit(id, nranks, rank, config, c);
   if (!st.ok()) {

@@ -66,6 +66,13 @@ void groupDropSlot();
 // Queues a hocclSend/hocclRecv: at hocclGroupEnd a communicator's sends and
 // receives run as one call, after its collectives of the group.
 void groupEnqueuePeer(hocclComm* comm, const PeerPart& part);
+// hocclCommInitRank inside a group (NCCL's way for one thread to start
+// several ranks): the init runs on a thread of its own (as a non-blocking
+// init does), so ranks waiting for each other at the rendezvous do not
+// block the caller; hocclGroupEnd waits for every one (api.cc: finishInit).
+void groupEnqueueInit(hocclComm* comm);
+// Waits for a grouped init to end; its error, or Status().
+Status finishGroupedInit(hocclComm* comm);
 
 // Point-to-point calls (p2p.cc): a communicator's SendRecv call holding
 // `first`, and the check that its sends to itself pair with its receives.

@@ -18,6 +18,7 @@ struct Queues {
   std::vector<CommCall> pending;
   std::vector<CommCall> pendingPeers;  // one SendRecv call per communicator
   Status refused;  // the first call of the group that was refused
+  std::vector<hocclComm*> inits;  // hocclCommInitRank calls of the group, running
 };
 // A thread_local with a constructor is reached through a wrapper that
 // calls __tls_get_addr on every access; a plain pointer is not. The owner
@@ -44,6 +45,8 @@ hocclResult_t refuseCall(hocclComm* comm, const Status& st) {
 
 CommCall& groupSlot() { return q().pending.emplace_back(); }
 void groupDropSlot() { q().pending.pop_back(); }
+
+void groupEnqueueInit(hocclComm* comm) { q().inits.push_back(comm); }
 
 void groupEnqueuePeer(hocclComm* comm, const PeerPart& part) {
   for (CommCall& c : q().pendingPeers) {
@@ -74,6 +77,23 @@ hocclResult_t hocclGroupEnd(void) {
   // The queue keeps its capacity from one group to the next: a group of one
   // call per iteration (a benchmark, a training step) allocates nothing here.
   Queues& queued = q();
+  // The group's inits first: every one has its thread, so they meet at
+  // the rendezvous whatever their order; the first error is the group's.
+  if (!queued.inits.empty()) {
+    std::vector<hocclComm*> inits;
+    inits.swap(queued.inits);
+    Status initSt;
+    for (hocclComm* c : inits) {
+      Status st = finishGroupedInit(c);
+      if (initSt.ok() && !st.ok()) initSt = st;
+    }
+    if (!initSt.ok()) {
+      queued.pending.clear();
+      queued.pendingPeers.clear();
+      queued.refused = Status();
+      return report(nullptr, Status(initSt.code(), "hocclGroupEnd: " + initSt.message()));
+    }
+  }
   std::vector<CommCall>& calls = queued.pending;
   for (CommCall& c : queued.pendingPeers) calls.push_back(std::move(c));
   queued.pendingPeers.clear();
