@@ -470,6 +470,43 @@ TEST(Group, AGroupedInitThatFailsIsGroupEndsError) {
   hocclCommDestroy(c1);
 }
 
+// Two threads on one communicator: the second thread's call is refused at
+// once, naming why, while the first runs; nothing is corrupted and the
+// communicator keeps working. (It used to interleave the two calls: a
+// false mismatch within 0.01 s, or wrong data with HOCCL_CHECK_CALLS=0.)
+TEST(Concurrency, ASecondThreadOnACommunicatorIsRefused) {
+  hocclUniqueId id;
+  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
+  hocclComm_t c[2] = {nullptr, nullptr};
+  std::thread init1([&] { hocclCommInitRank(&c[1], 2, id, 1); });
+  ASSERT_EQ(hocclCommInitRank(&c[0], 2, id, 0), hocclSuccess);
+  init1.join();
+  ASSERT_NE(c[1], nullptr);
+  std::vector<float> a(4096, 1.0f), b(4096, 5.0f), r1(4096, 2.0f);
+  std::atomic<int> first{-1};
+  // Thread A: rank 0's all-reduce, which waits for rank 1 (not called yet).
+  std::thread threadA([&] { first = hocclAllReduce(a.data(), a.data(), a.size(), hocclFloat, hocclSum, c[0], nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Thread B (this one) on the same communicator meanwhile.
+  EXPECT_EQ(hocclAllReduce(b.data(), b.data(), b.size(), hocclFloat, hocclSum, c[0], nullptr), hocclInvalidUsage);
+  EXPECT_NE(lastError().find("another thread"), std::string::npos) << lastError();
+  EXPECT_EQ(b[0], 5.0f);  // untouched
+  // Rank 1 joins A's call: it completes with the right values.
+  std::thread rank1([&] { EXPECT_EQ(hocclAllReduce(r1.data(), r1.data(), r1.size(), hocclFloat, hocclSum, c[1], nullptr), hocclSuccess); });
+  threadA.join();
+  rank1.join();
+  EXPECT_EQ(first.load(), hocclSuccess);
+  EXPECT_EQ(a[4095], 3.0f);
+  EXPECT_EQ(r1[0], 3.0f);
+  // And the communicator goes on, now from thread B.
+  std::thread again([&] { EXPECT_EQ(hocclAllReduce(r1.data(), r1.data(), r1.size(), hocclFloat, hocclSum, c[1], nullptr), hocclSuccess); });
+  EXPECT_EQ(hocclAllReduce(b.data(), b.data(), b.size(), hocclFloat, hocclSum, c[0], nullptr), hocclSuccess) << lastError();
+  again.join();
+  EXPECT_EQ(b[0], 8.0f);
+  EXPECT_EQ(hocclCommDestroy(c[0]), hocclSuccess);
+  EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
+}
+
 TEST(Group, NestingIsCappedBeforeTheDepthWraps) {
   int started = 0;
   hocclResult_t rc = hocclSuccess;

@@ -102,6 +102,9 @@ struct hocclComm : public hoccl::TaskOwner {
   std::mutex initMutex;
   bool initAbandoned = false;
   std::atomic<int> inFlight{0};  // API calls using this comm right now (abort waits for them)
+  // The thread running calls on this comm now (a tag; 0: none): a second
+  // thread's call is refused (comm_run.cc, runCalls).
+  std::atomic<uint64_t> callThread{0};
   std::mutex errMutex;
   std::string lastError;
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -159,7 +160,64 @@ Status runHostCalls(CommCall* calls, size_t n);
 
 }  // namespace
 
+namespace {
+
+// A tag of the calling thread, never 0.
+uint64_t threadTag() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t tag = next.fetch_add(1, std::memory_order_relaxed);
+  return tag;
+}
+
+// The communicators of a run, each taken for the calling thread while it
+// runs. Two threads calling on one communicator at once would interleave
+// their calls' numbers and messages: a false mismatch, or wrong data where
+// the headers are not checked. As NCCL leaves that undefined, hoccl refuses
+// the second thread's call at once and leaves the communicator as it was.
+class CallThreadGuard {
+ public:
+  ~CallThreadGuard() {
+    for (size_t i = 0; i < nheld_; ++i) at(i)->callThread.store(0, std::memory_order_release);
+  }
+  Status take(CommCall* calls, size_t n) {
+    const uint64_t me = threadTag();
+    for (size_t i = 0; i < n; ++i) {
+      hocclComm* c = calls[i].comm;
+      uint64_t owner = 0;
+      if (c->callThread.compare_exchange_strong(owner, me, std::memory_order_acquire)) {
+        hold(c);
+      } else if (owner != me) {
+        return errorf(hocclInvalidUsage,
+                      "rank %d: another thread is running a call on this communicator; a communicator takes "
+                      "calls from one thread at a time (as NCCL requires), so this %s was refused and the "
+                      "communicator is unchanged",
+                      c->rank, describeCall(calls[i].call.coll, calls[i].call.count, calls[i].call.dtype,
+                                            calls[i].call.op, calls[i].call.root).c_str());
+      }
+    }
+    return Status();
+  }
+
+
+ private:
+  // The usual handful on the stack: a call allocates nothing here.
+  static constexpr size_t kInline = 4;
+  void hold(hocclComm* c) {
+    if (nheld_ < kInline) inline_[nheld_] = c;
+    else more_.push_back(c);
+    ++nheld_;
+  }
+  hocclComm* at(size_t i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
+  hocclComm* inline_[kInline] = {};
+  std::vector<hocclComm*> more_;
+  size_t nheld_ = 0;
+};
+
+}  // namespace
+
 Status runCalls(CommCall* calls, size_t n) {
+  CallThreadGuard guard;
+  HOCCL_TRY(guard.take(calls, n));
   size_t onDevice = 0;
   for (size_t i = 0; i < n; ++i) onDevice += calls[i].call.device ? 1 : 0;
   if (onDevice == 0) return runHostCalls(calls, n);
