@@ -199,8 +199,12 @@ HOCCL_API hocclResult_t hocclAlltoAllv(const void* sendbuff, const size_t sendco
 
 /* Point-to-point. Rank peer must post the matching hocclRecv (hocclSend)
  * with the same count and datatype; the k-th send from a to b is received
- * by b's k-th receive from a. Outside a group each call returns once its
- * message is delivered (a send may wait for the receiver). Inside
+ * by b's k-th receive from a. Outside a group a receive returns once its
+ * message has arrived; a send returns once its message is handed over: a
+ * small one (up to a connection's slot, HOCCL_SLICE_BYTES) may return
+ * before the receiver posts its receive (eager, as NCCL's small sends),
+ * a larger one waits for the receiver. A send nobody ever receives is
+ * reported (HOCCL_DEBUG=WARN) when its communicator is destroyed. Inside
  * hocclGroupStart/End, a communicator's sends and receives run together,
  * after its collectives of that group, in any order without deadlock; a
  * rank may send to itself there (paired in order with its receives from

@@ -254,6 +254,26 @@ TEST(PointToPoint, ASendNobodyReceivesTimesOutNamingTheReceiver) {
   }
 }
 
+// A small send returns before its receive is posted (eager, as NCCL's); if
+// none ever is, destroying the communicators says so instead of losing the
+// message silently.
+TEST(PointToPoint, ASmallSendNobodyReceivesIsReportedAtDestroy) {
+  setenv("HOCCL_DEBUG", "WARN", 1);  // read at init: the report is a warning
+  testing::internal::CaptureStderr();
+  std::string err;
+  hocclResult_t rc = hocclInternalError;
+  const bool ran = runThreads(2, [&](hocclComm_t comm, int rank) {
+    float x[4] = {1, 2, 3, 4};
+    if (rank == 0) rc = hocclSend(x, 4, hocclFloat, 1, comm, nullptr);
+  }, &err);
+  const std::string log = testing::internal::GetCapturedStderr();
+  unsetenv("HOCCL_DEBUG");
+  ASSERT_TRUE(ran) << err;
+  EXPECT_EQ(rc, hocclSuccess);
+  EXPECT_NE(log.find("rank 1: destroyed with a message from rank 0 never received (the first: a hocclSend of 4 float)"),
+            std::string::npos) << log;
+}
+
 TEST(PointToPoint, BadArgumentsAreNamed) {
   std::string err;
   ASSERT_TRUE(runThreads(2, [&](hocclComm_t comm, int rank) {

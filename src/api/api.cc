@@ -397,6 +397,7 @@ hocclResult_t hocclCommDestroy(hocclComm_t comm) {
           "its memory is leaked", comm->rank);
     return hocclSuccess;
   }
+  warnUndelivered(comm);
   commFree(comm);
   return hocclSuccess;
 }

@@ -320,6 +320,40 @@ void commFree(hocclComm* comm) {
   delete comm;
 }
 
+void warnUndelivered(hocclComm* comm) {
+  if (!comm->links || !comm->fatalError().ok()) return;
+  // Channels a schedule may use (HOCCL_NCHANNELS and the point-to-point
+  // ones): connections are looked up, never made, here.
+  constexpr int kChannels = 64;
+  for (int peer = 0; peer < comm->nranks; ++peer) {
+    if (peer == comm->rank) continue;
+    int unread = 0;
+    uint64_t firstCount = 0;
+    uint8_t firstType = 0, firstColl = 0;
+    for (int ch = 0; ch < kChannels; ++ch) {
+      if (RecvConn* r = comm->links->recvConn(peer, ch)) {
+        const SlotHeader* h = nullptr;
+        const void* payload = nullptr;
+        if (r->tryPeek(&h, &payload)) {
+          if (unread++ == 0) {
+            firstCount = h->count;
+            firstType = h->dtype;
+            firstColl = h->coll;
+          }
+        }
+      }
+    }
+    if (unread)
+      HWARN(kSubAll, "rank %d: destroyed with %s from rank %d never received (the first: %s of %llu %s); a small "
+            "send returns before its receive is posted, so it is lost if none is", comm->rank,
+            unread == 1 ? "a message" : "messages", peer,
+            firstColl == static_cast<uint8_t>(CollKind::SendRecv) ? "a hocclSend"
+                                                                 : collName(static_cast<CollKind>(firstColl)),
+            static_cast<unsigned long long>(firstCount),
+            firstType < kNumDTypes ? dtypeName(static_cast<DType>(firstType)) : "elements");
+  }
+}
+
 }  // namespace hoccl
 
 using namespace hoccl;

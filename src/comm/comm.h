@@ -266,6 +266,11 @@ struct CommCall {
 // or reuses each schedule and its connections, numbers the calls and hands
 // them to the executor. A failure is recorded as the communicator's fatal
 // error.
+// At destroy: warns (HOCCL_DEBUG=WARN) about each peer whose messages this
+// rank never received (a message waiting in a receive connection). The
+// receiver is the one that can tell: a sender that destroys at once may
+// see its last message not yet read by a receiver that will read it.
+void warnUndelivered(hocclComm* comm);
 Status runCalls(CommCall* calls, size_t n);
 
 }  // namespace hoccl
