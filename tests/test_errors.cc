@@ -225,17 +225,24 @@ TEST(Mismatch, DifferentTypesOpsAndCollectives) {
   }
 }
 
+// Two ranks of one communicator, as two threads of this process; false if
+// either failed to initialise.
+bool initTwoRanks(hocclComm_t comms[2]) {
+  hocclUniqueId id;
+  if (hocclGetUniqueId(&id) != hocclSuccess) return false;
+  comms[0] = comms[1] = nullptr;
+  std::thread init1([&] { hocclCommInitRank(&comms[1], 2, id, 1); });
+  const hocclResult_t rc = hocclCommInitRank(&comms[0], 2, id, 0);
+  init1.join();
+  return rc == hocclSuccess && comms[1] != nullptr;
+}
+
 // hocclCommAbort from another thread while a call on that communicator is
 // blocked (its peer never joins): the call returns an error, the abort
 // returns promptly, and nothing is used after it is freed (ASan/TSan runs).
 TEST(Abort, FromAnotherThreadWhileACallIsBlocked) {
-  hocclUniqueId id;
-  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
-  hocclComm_t comms[2] = {nullptr, nullptr};
-  std::thread init1([&] { hocclCommInitRank(&comms[1], 2, id, 1); });
-  ASSERT_EQ(hocclCommInitRank(&comms[0], 2, id, 0), hocclSuccess);
-  init1.join();
-  ASSERT_NE(comms[1], nullptr);
+  hocclComm_t comms[2];
+  ASSERT_TRUE(initTwoRanks(comms)) << lastError();
   std::atomic<int> rc{-1};
   auto start = std::chrono::steady_clock::now();
   std::thread blocked([&] {
@@ -475,13 +482,8 @@ TEST(Group, AGroupedInitThatFailsIsGroupEndsError) {
 // communicator keeps working. (It used to interleave the two calls: a
 // false mismatch within 0.01 s, or wrong data with HOCCL_CHECK_CALLS=0.)
 TEST(Concurrency, ASecondThreadOnACommunicatorIsRefused) {
-  hocclUniqueId id;
-  ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
-  hocclComm_t c[2] = {nullptr, nullptr};
-  std::thread init1([&] { hocclCommInitRank(&c[1], 2, id, 1); });
-  ASSERT_EQ(hocclCommInitRank(&c[0], 2, id, 0), hocclSuccess);
-  init1.join();
-  ASSERT_NE(c[1], nullptr);
+  hocclComm_t c[2];
+  ASSERT_TRUE(initTwoRanks(c)) << lastError();
   std::vector<float> a(4096, 1.0f), b(4096, 5.0f), r1(4096, 2.0f);
   std::atomic<int> first{-1};
   // Thread A: rank 0's all-reduce, which waits for rank 1 (not called yet).

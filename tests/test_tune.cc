@@ -676,6 +676,14 @@ Machine slurmCluster(int nodes, int ranksPerNode, const std::string& conf) {
   return m;
 }
 
+// The pinned choice at 64 MiB on both shapes: HO-Ring, one channel,
+// pipeline depth 32.
+void expectHoRingInSmallSteps(const Choice& c) {
+  EXPECT_EQ(c.algo, AlgoId::HoRing);
+  EXPECT_EQ(c.nchannels, 1);
+  EXPECT_EQ(c.pipelineChunks, 32);
+}
+
 // The two shapes of docs/algorithms.md, told only by a Slurm file: the
 // tuner knows neither the node links' rate nor the uplinks', and must not
 // pick what is best only at the interfaces' nominal 10 Gbit/s (there:
@@ -690,10 +698,7 @@ TEST(TunerUnknownRates, SlurmFileOnTheFourToOneShape) {
   EXPECT_TRUE(m.uplinkRateUnknown);
   const Tuner t(m, {}, "", nullptr, 0);
   EXPECT_EQ(t.scenarios().size(), 6u);
-  const Choice c = t.choose(CollKind::AllReduce, 64 * kMiB);
-  EXPECT_EQ(c.algo, AlgoId::HoRing);
-  EXPECT_EQ(c.nchannels, 1);
-  EXPECT_EQ(c.pipelineChunks, 32);
+  expectHoRingInSmallSteps(t.choose(CollKind::AllReduce, 64 * kMiB));
   // Forced (HOCCL_ALGO=horing), the depth is the same.
   const Choice h = Tuner(m, {}, "", findAlgorithm("horing"), 0).choose(CollKind::AllReduce, 64 * kMiB);
   EXPECT_EQ(h.pipelineChunks, 32);
@@ -712,10 +717,7 @@ TEST(TunerUnknownRates, SlurmFileOnTwoNodesUnderOneSwitch) {
   EXPECT_FALSE(m.uplinkRateUnknown);
   const Tuner t(m, {}, "", nullptr, 0);
   EXPECT_EQ(t.scenarios().size(), 2u);
-  const Choice c = t.choose(CollKind::AllReduce, 64 * kMiB);
-  EXPECT_EQ(c.algo, AlgoId::HoRing);
-  EXPECT_EQ(c.nchannels, 1);
-  EXPECT_EQ(c.pipelineChunks, 32);
+  expectHoRingInSmallSteps(t.choose(CollKind::AllReduce, 64 * kMiB));
   EXPECT_EQ(t.choose(CollKind::AllReduce, 8).algo, AlgoId::LeaderDoubling);
 }
 
