@@ -225,6 +225,14 @@ TEST(Mismatch, DifferentTypesOpsAndCollectives) {
   }
 }
 
+// A communicator of one rank, or null if init failed.
+hocclComm_t initOneRank() {
+  hocclUniqueId id;
+  hocclComm_t comm = nullptr;
+  if (hocclGetUniqueId(&id) == hocclSuccess) hocclCommInitRank(&comm, 1, id, 0);
+  return comm;
+}
+
 // Two ranks of one communicator, as two threads of this process; false if
 // either failed to initialise.
 bool initTwoRanks(hocclComm_t comms[2]) {
@@ -273,10 +281,8 @@ TEST(Abort, FromAnotherThreadWhileACallIsBlocked) {
 // ASan/TSan runs), and the loop ends.
 TEST(Abort, WhileAnotherThreadCallsInALoop) {
   for (int round = 0; round < 20; ++round) {
-    hocclUniqueId id;
-    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
-    hocclComm_t comm = nullptr;
-    ASSERT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclSuccess);
+    hocclComm_t comm = initOneRank();
+    ASSERT_NE(comm, nullptr) << lastError();
     std::atomic<long> calls{0};
     std::atomic<int> rc{hocclSuccess};
     std::thread loop([&] {
@@ -366,10 +372,8 @@ TEST(Group, ACallQueuedOnADestroyedCommIsNotRunOnItsSuccessor) {
 // communicator after it is freed (valgrind and the ASan run).
 TEST(Group, QueriesRacingADestroyOnAnotherThread) {
   for (int round = 0; round < 20; ++round) {
-    hocclUniqueId id;
-    ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
-    hocclComm_t comm = nullptr;
-    ASSERT_EQ(hocclCommInitRank(&comm, 1, id, 0), hocclSuccess);
+    hocclComm_t comm = initOneRank();
+    ASSERT_NE(comm, nullptr) << lastError();
     std::atomic<long> answered{0};
     std::string refusal;
     std::thread asker([&] {
