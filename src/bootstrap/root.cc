@@ -395,8 +395,11 @@ void lockRootsForFork() { roots->mu.lock(); }
 void unlockRootsInParent() { roots->mu.unlock(); }
 void resetRootsInChild() {
   for (const auto& [magic, fd] : roots->running) ::close(fd);
-  // A new set: the old one's condition variable may count waiters that
-  // were threads of the parent.
+  // The forking thread locked it before the fork and is the child's only
+  // thread: release it, so nothing (ThreadSanitizer included) sees a lock
+  // held for ever. Then a new set: the old one's condition variable may
+  // count waiters that were threads of the parent.
+  roots->mu.unlock();
   roots = new LiveRoots();
 }
 
