@@ -235,15 +235,7 @@ namespace {
 // found, its own failure), its connection to this rank may have failed
 // because of that; its notice, read here (briefly waiting for it to land),
 // is the reason to report, not the reset connection.
-Status setupFailure(hocclComm* comm, const Status& st) {
-  if (st.code() == hocclInvalidArgument || st.code() == hocclInvalidUsage) return st;
-  for (int i = 0; i < 4; ++i) {
-    Status peer = comm->peerAbort(true);
-    if (!peer.ok()) return peer;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return st;
-}
+Status setupFailure(hocclComm* comm, const Status& st) { return preferPeerReason(*comm, st); }
 
 // prepareCall for a call that will be numbered `seq` (a collective) or
 // follows collective `seq` (point-to-point): while it sets up connections,

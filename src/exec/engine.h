@@ -102,6 +102,13 @@ class TaskOwner {
   }
 };
 
+// A failure that a peer's stop may explain (a connection it closed, or
+// reset, because it stopped first): the reason that peer's abort notice
+// gives, if one arrives within about 0.2 s (then *fromPeer is set, if
+// given), else `st`. A call's own mismatch or bad arguments are not
+// waited on.
+Status preferPeerReason(TaskOwner& o, const Status& st, bool* fromPeer = nullptr);
+
 // One validated, numbered call with its schedule, ready to run.
 struct Work {
   TaskOwner* owner = nullptr;

@@ -5,7 +5,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "base/clock.h"
 #include "src/exec/dataops.h"
@@ -26,9 +28,26 @@ std::string describePeers(const TaskOwner& o, const std::vector<int>& peers) {
   return out;
 }
 
+}  // namespace
+
+Status preferPeerReason(TaskOwner& o, const Status& st, bool* fromPeer) {
+  if (st.code() == hocclInvalidArgument || st.code() == hocclInvalidUsage) return st;
+  for (int i = 0; i < 4; ++i) {
+    Status peer = o.peerAbort(true);
+    if (!peer.ok()) {
+      if (fromPeer) *fromPeer = true;
+      return peer;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return st;
+}
+
+namespace {
+
 // A peer the task waits on that is gone: its process exited, or one of its
 // connections failed.
-Status deadPeer(TaskOwner& o, const CollTask& t) {
+Status deadPeer(TaskOwner& o, const CollTask& t, bool* fromPeer) {
   const CollCall& call = t.call();
   const auto seq = static_cast<unsigned long long>(call.opSeq);
   for (int peer : t.waitingOn()) {
@@ -41,9 +60,13 @@ Status deadPeer(TaskOwner& o, const CollTask& t) {
       std::string why;
       if (SendConn* s = o.connections().sendConn(peer, ch)) why = s->failure();
       if (RecvConn* r = why.empty() ? o.connections().recvConn(peer, ch) : nullptr) why = r->failure();
+      // A connection that failed while its peer lives: that peer may have
+      // stopped for a reason another rank is telling everyone; report that.
       if (!why.empty())
-        return errorf(hocclRemoteError, "rank %d: lost peer rank %d (on %s) during %s (call #%llu): %s", o.ownRank(),
-                      peer, o.peerInfo(peer).host.c_str(), callText(call).c_str(), seq, why.c_str());
+        return preferPeerReason(
+            o, errorf(hocclRemoteError, "rank %d: lost peer rank %d (on %s) during %s (call #%llu): %s", o.ownRank(),
+                      peer, o.peerInfo(peer).host.c_str(), callText(call).c_str(), seq, why.c_str()),
+            fromPeer);
     }
   }
   return Status();
@@ -266,8 +289,9 @@ class HostExecutor : public Executor {
         if (now - lastHealthCheck > 0.1) {
           Status st = o->peerAbort(true);
           if (!st.ok()) return fail(o, st, false);
-          st = deadPeer(*o, t);
-          if (!st.ok()) return fail(o, st, true);
+          bool fromPeer = false;  // a peer's notice: already told to everyone
+          st = deadPeer(*o, t, &fromPeer);
+          if (!st.ok()) return fail(o, st, !fromPeer);
           st = t.crossCheckBoard();
           if (!st.ok()) return fail(o, st, true);
           st = o->crossCheckCall(t.call(), t.waitingOn());
