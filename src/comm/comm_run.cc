@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <functional>
 #include <thread>
 
@@ -235,12 +234,6 @@ Status runCalls(CommCall* calls, size_t n) {
 
 namespace {
 
-// A call whose set-up failed: where a peer stopped first (a mismatch it
-// found, its own failure), its connection to this rank may have failed
-// because of that; its notice, read here (briefly waiting for it to land),
-// is the reason to report, not the reset connection.
-Status setupFailure(hocclComm* comm, const Status& st) { return preferPeerReason(*comm, st); }
-
 // prepareCall for a call that will be numbered `seq` (a collective) or
 // follows collective `seq` (point-to-point): while it sets up connections,
 // a wait on the bootstrap checks that call against the peers' (comm_callcheck.cc).
@@ -275,7 +268,8 @@ Status runHostCalls(CommCall* calls, size_t n) {
     const bool coll = calls[0].call.coll != CollKind::SendRecv;
     Status st = prepareNumbered(calls[0], calls[0].comm->opSeq + (coll ? 1 : 0), &w.schedule, nullptr);
     if (!st.ok()) {
-      st = setupFailure(calls[0].comm, st);
+      // A peer that stopped first may be why set-up failed: its reason.
+      st = preferPeerReason(*calls[0].comm, st);
       calls[0].comm->fail(st, true);
       return st;
     }
@@ -322,7 +316,7 @@ Status runHostCalls(CommCall* calls, size_t n) {
   }
   for (size_t i = 0; i < n; ++i) {
     if (!sts[i].ok()) {
-      sts[i] = setupFailure(calls[i].comm, sts[i]);
+      sts[i] = preferPeerReason(*calls[i].comm, sts[i]);
       calls[i].comm->fail(sts[i], true);
       return sts[i];
     }
