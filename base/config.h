@@ -59,6 +59,9 @@ struct Settings {
   bool p2pDisable = false;               // HOCCL_P2P_DISABLE
   bool p2pCheck = true;                  // HOCCL_P2P_CHECK
   std::string deviceIpc = "auto";        // HOCCL_DEVICE_IPC
+  std::string netDevicePath = "auto";    // HOCCL_NET_DEVICE_PATH
+  double proxySpinUs = 200;              // HOCCL_PROXY_SPIN_US
+  double proxyIdleUs = 1000;             // HOCCL_PROXY_IDLE_US
   std::string isa = "auto";              // HOCCL_ISA, lower case
   std::string tunerRules;                // HOCCL_TUNER_RULES
 

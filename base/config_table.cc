@@ -125,6 +125,16 @@ Parser<double> positiveSeconds() {
   };
 }
 
+// A duration in microseconds: 0 to 10^7 (10 s).
+Parser<double> microseconds() {
+  return [](const std::string& v, double* out) -> std::string {
+    double d;
+    if (!parseDouble(v, &d) || !(d >= 0 && d <= 1e7)) return "a number of microseconds from 0 to 10000000";
+    *out = d;
+    return "";
+  };
+}
+
 Parser<bool> zeroOrOne() {
   return [](const std::string& v, bool* out) -> std::string {
     if (v != "0" && v != "1") return "0 or 1";
@@ -461,6 +471,22 @@ std::vector<SettingDecl> makeTable() {
        "and legacy serve processes that cannot reach each other's Unix sockets, such as containers in "
        "separate network namespaces; auto: fd where every rank's driver has VMM, else legacy.",
        field<std::string>(&S::deviceIpc, oneOf({"auto", "fd", "fabric", "legacy"})), kAllRanks},
+      {"HOCCL_NET_DEVICE_PATH", "auto",
+       "How a device-buffer connection to a rank on another host moves its data through the network "
+       "proxy: host (slots in pinned host memory the GPU maps; the kernel writes them across PCIe and "
+       "the network sends them in place), copy (slots in GPU memory, copied through host memory by the "
+       "copy engine around each send and receive); auto: host. Each end chooses for itself; the wire "
+       "format is the same (docs/gpu.md).",
+       field<std::string>(&S::netDevicePath, oneOf({"auto", "host", "copy"})), kPerRank},
+      {"HOCCL_PROXY_SPIN_US", "200",
+       "Device buffers across hosts: microseconds the network proxy keeps polling after it last moved a "
+       "message, before it sleeps (while a launch of its communicator runs it polls anyway).",
+       field<double>(&S::proxySpinUs, microseconds()), kPerRank},
+      {"HOCCL_PROXY_IDLE_US", "1000",
+       "Device buffers across hosts: the longest the network proxy sleeps between looks at its "
+       "connections when idle, so how late it can notice the first message of a CUDA graph replayed "
+       "without a host call.",
+       field<double>(&S::proxyIdleUs, microseconds()), kPerRank},
       {"HOCCL_ISA", "auto", "Force the data-op instruction set: auto, scalar, avx2, avx512.",
        field<std::string>(&S::isa, oneOf({"auto", "scalar", "avx2", "avx512"})), kPerRank},
       {"HOCCL_TUNER_RULES", "",

@@ -331,21 +331,6 @@ TEST_F(CudaDeviceTest, ProcessesOnTwoGpusTestThePathBeforeWritingDirectly) {
   reloadSettingsForTesting();
 }
 
-TEST_F(CudaDeviceTest, RanksOnDifferentHostsAreRefused) {
-  testutil::Options o;
-  o.ranks = 2;
-  o.nodeSizes = {1, 1};
-  o.net = testutil::Net::Socket;
-  o.mode = testutil::Mode::Processes;
-  std::string error;
-  EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int) {
-    void* d = fake->alloc(256);
-    EXPECT_EQ(hocclAllReduce(d, d, 16, hocclFloat32, hocclSum, comm, nullptr), hocclInvalidUsage);
-    const std::string msg = hocclGetLastError(comm);
-    EXPECT_NE(msg.find("are on different hosts"), std::string::npos) << msg;
-  }, &error)) << error;
-}
-
 // A rank that exits instead of making its call: the other's call fails
 // naming it, long before its timeout would end a hang. (A peer that exits
 // in the middle of the fd exchange itself: test_cuda_vmm.cc.)

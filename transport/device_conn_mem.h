@@ -32,7 +32,13 @@ static_assert(sizeof(DevSlotHeader) == 16, "DevSlotHeader layout");
 
 struct alignas(64) DevConnMem {
   uint64_t tail;  // messages posted (sender writes, release)
-  uint8_t pad0[56];
+  // Nonzero once the transport knows that no message will arrive past
+  // `tail`, and no slot will be freed past `head`, because the other end
+  // went away in order (a network peer that closed its connection):
+  // written after the last `tail` it publishes (release). A kernel that
+  // waits on this connection then fails at once instead of at its timeout.
+  uint32_t closed;
+  uint8_t pad0[52];
   uint64_t head;  // messages released (receiver writes, release)
   uint8_t pad1[56];
   DevSlotHeader header[kDevSlots];

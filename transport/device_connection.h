@@ -9,22 +9,17 @@
 // captured in a CUDA graph and replayed.
 //
 // Backends implement DeviceConnections and never include each other;
-// transport/links owns them and opens the one (later, the mix) that
-// reaches the communicator's ranks. Today that is transport/p2p: ranks of
-// one host, connection memory on the receiver's GPU (raw pointers between
-// threads, VMM or IPC handles between processes) or, where the sender's GPU
-// cannot write into the receiver's, in host memory both map.
-//
-// How a network proxy (CUDA-NET design) fits: an edge to another host
-// becomes two local halves, a send half in the sender's process and a
-// receive half in the receiver's, each a DevConnMem in mapped host memory
-// (or GPU memory registered with the NIC). connect() creates the halves and
-// the network connection between them; conn() returns this rank's half, so
-// the kernel writes slots and `tail`, or waits on them, exactly as it does
-// on a p2p edge; a proxy thread owned by that backend moves slots over the
-// network and advances the other counter. inHostMemory() is true, so the
-// counters go to system scope. Links would route each edge by where its
-// peer is (same host: p2p; another: proxy) behind one DeviceConnections.
+// transport/links owns them and routes each edge by where its peer is:
+//   - transport/p2p: ranks of this host, connection memory on the
+//     receiver's GPU (raw pointers between threads, VMM or IPC handles
+//     between processes) or, where the sender's GPU cannot write into the
+//     receiver's, in host memory both map;
+//   - transport/net (net_device.h): ranks of other hosts, through a
+//     network proxy. The edge is two local halves, a send half in the
+//     sender's process and a receive half in the receiver's; the kernel
+//     writes slots and `tail`, or waits on them, exactly as on a p2p edge,
+//     and the proxy thread moves slots over the network and advances the
+//     other counter. Its counters are in host memory, so system scope.
 #pragma once
 
 #include <functional>
@@ -48,6 +43,9 @@ struct DevicePeer {
   std::string bus;           // its GPU's PCI bus id, "" if unknown
   int pid = 0;               // for messages
   std::string host;
+  // On this rank's host (its node id): p2p reaches it; otherwise the
+  // network proxy does (transport/net/net_device.h).
+  bool sameHost = true;
 };
 
 // Whether a GPU can write into another, as NVML answers it (topology
@@ -64,6 +62,11 @@ struct DeviceConnSettings {
   bool p2pDisable = false;  // every connection between ranks staged through host memory
   bool p2pCheck = true;     // peer access only after its self-test passed
   std::string ipc = "auto";  // auto, fd (VMM), fabric or legacy (cuIpc*) between processes
+  // HOCCL_NET_DEVICE_PATH: how a connection to another host moves data
+  // (auto, host, copy; net_device.h).
+  std::string netPath = "auto";
+  double proxySpinUs = 200;    // HOCCL_PROXY_SPIN_US
+  double proxyIdleUs = 1000;   // HOCCL_PROXY_IDLE_US
 };
 
 struct DeviceConnOptions {
@@ -72,12 +75,20 @@ struct DeviceConnOptions {
   OutOfBand* oob = nullptr;        // set-up messages; outlives the connections
   int device = 0;                  // this rank's GPU, whose context is current on every call
   CuHandle setupStream = nullptr;  // a non-blocking stream for uploads, which are waited for
+  CuHandle ctx = nullptr;          // the device's context (made current on the transport's own threads)
   std::vector<DevicePeer> peers;   // by rank, this rank's own entry included
   std::function<bool(int rank)> peerProcessGone;  // asked while waiting for a rank of another process
   size_t slotBytes = 0;            // of each slot: a multiple of 16
   double timeoutSec = 300;         // bounds every wait for a peer
   const char* timeoutFrom = "HOCCL_TIMEOUT";  // what set it, for messages
   DeviceConnSettings settings;
+  // A transport's own thread (the network proxy) found a connection
+  // broken: the executor records it and ends its launches (the kernel sees
+  // the abort word); poll() then returns it.
+  std::function<void(const Status&)> fail;
+  // Whether a launch of this communicator may still run (the executor's
+  // last launch, eager or replayed from a graph, has not ended).
+  std::function<bool()> launchPending;
   // NVML's answer for the GPUs with these bus ids (from, to); the owner
   // fills it. Unset: Unknown.
   std::function<PeerWriteAnswer(const std::string& fromBus, const std::string& toBus)> peerWrite;
@@ -102,6 +113,17 @@ class DeviceConnections {
   // so that the kernel must hand slots over with system-scope fences, not
   // GPU scope. Known once the connections are open, before any connect().
   virtual bool inHostMemory() const = 0;
+  // The executor queued a launch (a proxy may start polling now).
+  virtual void launched() {}
+  // The executor is going away without freeing this (a launch did not
+  // end): threads of the transport that call back into it stop now.
+  virtual void quiesce() {}
+  // What this rank's end of edge `e` is waiting for, for a timeout's
+  // message; "" if nothing to add.
+  virtual std::string describeWait(const DeviceEdge& e) const {
+    (void)e;
+    return "";
+  }
 };
 
 }  // namespace hoccl::cuda

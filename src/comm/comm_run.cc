@@ -44,6 +44,9 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
     ds.conn.p2pDisable = settings.p2pDisable;
     ds.conn.p2pCheck = settings.p2pCheck;
     ds.conn.ipc = settings.deviceIpc;
+    ds.conn.netPath = settings.netDevicePath;
+    ds.conn.proxySpinUs = settings.proxySpinUs;
+    ds.conn.proxyIdleUs = settings.proxyIdleUs;
     // The device of whichever buffer the call reads or writes there (a
     // reduce's non-root receive buffer, say, is not looked at).
     const cuda::Driver& d = cuda::processDriver();
@@ -66,7 +69,12 @@ Status hocclComm::pollDevice() {
   cuda::DeviceExecutor* exec = deviceExecutor();
   if (!exec) return Status();
   Status st = exec->poll();
-  if (!st.ok() && fatalError().ok()) fail(st, true);
+  if (st.ok()) return st;
+  if (!fatalError().ok()) return fatalError();
+  // A connection lost to a peer that stopped on an error of its own: that
+  // error, when its notice comes soon, says more than the lost connection.
+  if (st.code() == hocclRemoteError) st = preferPeerReason(*this, st);
+  fail(st, true);
   return st;
 }
 

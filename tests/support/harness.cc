@@ -65,6 +65,7 @@ std::string nodeName(const Options& o, int node) { return o.nodePrefix + "-" + s
 // This thread's rank: its node identity, then its communicator.
 hocclResult_t initRank(const Options& o, const hocclUniqueId& id, int rank, hocclComm_t* comm) {
   hoccl::setThreadHostIdOverride(nodeCount(o) > 1 ? nodeName(o, o.nodeOfRank()[rank]) : "");
+  if (o.beforeInit) o.beforeInit(rank);
   hocclConfig_t config = configFor(o);
   return hocclCommInitRankConfig(comm, o.ranks, id, rank, &config);
 }

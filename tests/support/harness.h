@@ -35,6 +35,10 @@ struct Options {
   int timeoutSec = 0;  // hocclConfig_t.timeoutSec when > 0: a hang becomes an error
   int minCTAs = 0, maxCTAs = 0;  // hocclConfig_t's when > 0
   std::string nodePrefix = "node";
+  // Called on each rank's thread (in its process) just before it
+  // initialises: per-rank settings in processes (setenv, then
+  // reloadSettingsForTesting). Threads share one environment.
+  std::function<void(int rank)> beforeInit;
 
   // The node of each rank (0 for all on one node).
   std::vector<int> nodeOfRank() const;

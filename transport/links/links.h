@@ -75,9 +75,9 @@ class Links : public Connections {
   // (collective with the peers named).
   Status connect(const std::vector<EdgeRequest>& edges);
   // The device executor's connections (collective: every rank's executor
-  // opens them once). Ranks of this host only, for now, through p2p: the
-  // executor refuses others before it asks. NVML's answers about GPU pairs
-  // come from here, so that the transport needs no topology code.
+  // opens them once): p2p to ranks of this host, the network proxy
+  // (transport/net/net_device.h) to the others. NVML's answers about GPU
+  // pairs come from here, so that the transport needs no topology code.
   Status openDeviceConnections(const cuda::DeviceConnOptions& o, std::unique_ptr<cuda::DeviceConnections>* out);
 
   // The doorbell this rank sleeps on; every transport rings it.
@@ -105,6 +105,8 @@ class Links : public Connections {
   std::unique_ptr<ShmDomain> shm_;
   std::unique_ptr<LinksDoorbell> bell_;
   std::unique_ptr<NetDomain> net_;  // null when every rank is on this node
+  NetChoice netChoice_;             // net_'s, for the device path's network proxy
+  int localIndex_ = 0;              // this rank's index on its node (its rail)
 };
 
 }  // namespace hoccl

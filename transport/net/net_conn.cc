@@ -158,8 +158,10 @@ NetDomain::~NetDomain() {
   recvs_.clear();
 }
 
-Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges) {
-  Deadline dl = Deadline::in(timeoutSec_);
+Status connectNetComms(NetTransport& net, int dev, OutOfBand& oob, uint32_t tagBase,
+                       const std::vector<EdgeRequest>& edges, double timeoutSec, std::vector<NetCommMade>* made) {
+  made->clear();
+  Deadline dl = Deadline::in(timeoutSec);
   // 1. Receivers listen and hand their address to the sender.
   struct Listening {
     EdgeRequest e;
@@ -168,15 +170,15 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
   std::vector<Listening> listening;
   auto closeListening = [&] {
     for (Listening& l : listening)
-      if (l.lc) net_->closeListen(l.lc);
+      if (l.lc) net.closeListen(l.lc);
   };
   for (const EdgeRequest& e : edges) {
-    if (e.send || recvs_.count({e.peer, e.channel})) continue;
+    if (e.send) continue;
     char handle[kNetHandleBytes];
     void* lc = nullptr;
-    Status st = net_->listen(dev_, handle, &lc);
+    Status st = net.listen(dev, handle, &lc);
     if (st.ok()) listening.push_back({e, lc});
-    if (st.ok()) st = oob.send(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), handle, sizeof handle);
+    if (st.ok()) st = oob.send(e.peer, tagBase | static_cast<uint32_t>(e.channel), handle, sizeof handle);
     if (!st.ok()) {
       closeListening();
       return st;
@@ -190,9 +192,9 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
   };
   std::vector<Connecting> connecting;
   for (const EdgeRequest& e : edges) {
-    if (!e.send || sends_.count({e.peer, e.channel})) continue;
+    if (!e.send) continue;
     std::string handle;
-    Status st = oob.recv(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), &handle);
+    Status st = oob.recv(e.peer, tagBase | static_cast<uint32_t>(e.channel), &handle);
     if (st.ok() && handle.size() != kNetHandleBytes)
       st = errorf(hocclInternalError, "malformed network handle from rank %d", e.peer);
     if (!st.ok()) {
@@ -205,7 +207,6 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
   // needs the peer's accept (IB) would deadlock two ranks that each wait in
   // connect for the other.
   size_t left = connecting.size() + listening.size();
-  std::map<std::pair<int, int>, void*> newSends, newRecvs;  // the transport's comms made here
   Status st;
   double lastCheck = nowSec();
   while (left > 0 && st.ok()) {
@@ -213,48 +214,62 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
     for (Connecting& c : connecting) {
       if (c.done) continue;
       void* comm = nullptr;
-      st = net_->connect(dev_, c.handle.data(), &comm).context("connecting to rank " + std::to_string(c.e.peer));
+      st = net.connect(dev, c.handle.data(), &comm).context("connecting to rank " + std::to_string(c.e.peer));
       if (!st.ok()) break;
       if (!comm) continue;
-      sends_[{c.e.peer, c.e.channel}] = std::make_unique<NetSend>(net_.get(), comm, c.e.peer, slotBytes_, slots_);
-      newSends[{c.e.peer, c.e.channel}] = comm;
+      made->push_back({c.e, comm});
       c.done = progressed = true;
       --left;
     }
     for (Listening& l : listening) {
       if (!st.ok() || !l.lc) continue;
       void* comm = nullptr;
-      st = net_->accept(l.lc, &comm).context("accepting rank " + std::to_string(l.e.peer));
+      st = net.accept(l.lc, &comm).context("accepting rank " + std::to_string(l.e.peer));
       if (!st.ok() || !comm) continue;
-      net_->closeListen(l.lc);
+      net.closeListen(l.lc);
       l.lc = nullptr;
-      recvs_[{l.e.peer, l.e.channel}] = std::make_unique<NetRecv>(net_.get(), comm, l.e.peer, slotBytes_, slots_);
-      newRecvs[{l.e.peer, l.e.channel}] = comm;
+      made->push_back({l.e, comm});
       progressed = true;
       --left;
     }
-    if (st.ok() && left > 0 && dl.expired()) {
-      int peer = -1;
-      for (Connecting& c : connecting)
-        if (!c.done && peer < 0) peer = c.e.peer;
-      for (Listening& l : listening)
-        if (l.lc && peer < 0) peer = l.e.peer;
-      st = errorf(hocclTimeout, "timed out connecting with rank %d over %s", peer, net_->name());
-    }
+    int waitingFor = -1;
+    for (Connecting& c : connecting)
+      if (!c.done && waitingFor < 0) waitingFor = c.e.peer;
+    for (Listening& l : listening)
+      if (l.lc && waitingFor < 0) waitingFor = l.e.peer;
+    if (st.ok() && left > 0 && dl.expired())
+      st = errorf(hocclTimeout, "timed out connecting with rank %d over %s", waitingFor, net.name());
     // A peer that stopped (or runs another call) never connects: ask the
     // out-of-band channel now and then instead of waiting for the timeout.
     if (st.ok() && left > 0 && !progressed && nowSec() - lastCheck > 0.1) {
       lastCheck = nowSec();
-      int peer = -1;
-      for (Connecting& c : connecting)
-        if (!c.done && peer < 0) peer = c.e.peer;
-      for (Listening& l : listening)
-        if (l.lc && peer < 0) peer = l.e.peer;
-      st = oob.whileWaiting(peer);
+      st = oob.whileWaiting(waitingFor);
     }
     if (!progressed && left > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   closeListening();
+  return st;
+}
+
+Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges) {
+  std::vector<EdgeRequest> missing;
+  for (const EdgeRequest& e : edges)
+    if (!(e.send ? sends_.count({e.peer, e.channel}) : recvs_.count({e.peer, e.channel}))) missing.push_back(e);
+  std::vector<NetCommMade> made;
+  // What was made before a failure is kept (a peer may have kept its end):
+  // the next connect asks only for the rest.
+  const Status st = connectNetComms(*net_, dev_, oob, kTagNetHandle, missing, timeoutSec_, &made);
+  std::map<std::pair<int, int>, void*> newSends, newRecvs;  // the transport's comms made here
+  for (const NetCommMade& m : made) {
+    const std::pair<int, int> key{m.e.peer, m.e.channel};
+    if (m.e.send) {
+      sends_[key] = std::make_unique<NetSend>(net_.get(), m.comm, m.e.peer, slotBytes_, slots_);
+      newSends[key] = m.comm;
+    } else {
+      recvs_[key] = std::make_unique<NetRecv>(net_.get(), m.comm, m.e.peer, slotBytes_, slots_);
+      newRecvs[key] = m.comm;
+    }
+  }
   HOCCL_TRY(st);
   // Both directions with a peer made together (the peer made them together
   // too): one channel for their small messages, owned by the lower rank's

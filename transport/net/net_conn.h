@@ -25,6 +25,21 @@ struct NetDomainOptions {
   int localIndex = 0;
 };
 
+// One network connection made by connectNetComms: `e.send` says which end.
+struct NetCommMade {
+  EdgeRequest e;
+  void* comm;  // a sendComm or a recvComm of the transport
+};
+
+// Makes the transport's connections for `edges`, pairwise over `oob`: the
+// receiver of each listens and sends its handle (tag tagBase | channel),
+// the sender connects, the receiver accepts; connects and accepts progress
+// together. Asks oob.whileWaiting about a silent peer every 0.1 s; gives
+// up after timeoutSec. *made lists what was made, also on failure (the
+// peer may keep its end of those): the caller owns those comms.
+Status connectNetComms(NetTransport& net, int dev, OutOfBand& oob, uint32_t tagBase,
+                       const std::vector<EdgeRequest>& edges, double timeoutSec, std::vector<NetCommMade>* made);
+
 class NetDomain {
  public:
   // `net` is shared by all connections of one communicator.

@@ -120,6 +120,7 @@ Status P2pConnections::reachRow(std::vector<uint8_t>* row, std::map<int, std::st
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
     const DevicePeer& other = o_.peers[size_t(r)];
+    if (!other.sameHost) continue;  // another host: the network proxy's, not ours
     std::string& reason = (*why)[r];
     if (o_.settings.p2pDisable) {
       reason = "HOCCL_P2P_DISABLE=1";
@@ -212,7 +213,8 @@ std::vector<int> P2pConnections::probeTargets() const {
   const std::string& mine = o_.peers[size_t(rank_)].bus;
   for (int r = 0; r < nranks_; ++r) {
     const std::string& theirs = o_.peers[size_t(r)].bus;
-    if (r != rank_ && !sameProcess(r) && !mine.empty() && !theirs.empty() && theirs != mine)
+    if (r != rank_ && !sameProcess(r) && o_.peers[size_t(r)].sameHost && !mine.empty() && !theirs.empty() &&
+        theirs != mine)
       out.push_back(r);
   }
   return out;

@@ -70,20 +70,10 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   e->nranks_ = oob->nranks();
   e->owner_ = owner;
   // Connections are raw device pointers between threads of one process,
-  // VMM allocations shared by fd between processes of one host; there is
-  // none across hosts yet. The same table on every rank gives every rank
-  // the same answer, so none waits for a refusing peer.
-  for (int p = 0; p < e->nranks_; ++p) {
-    if (owner->sameProcess(p)) continue;
-    e->otherProcesses_ = true;
-    if (owner->sameHost(p)) continue;
-    const PeerInfo peer = owner->peerInfo(p);
-    return errorf(hocclInvalidUsage,
-                  "device buffers: %s and rank %d (pid %d on %s) are on different hosts; the device path "
-                  "connects ranks of one host only for now (device connections across hosts need the "
-                  "network proxy, which this hoccl does not have yet)",
-                  owner->describeSelf().c_str(), p, peer.pid, peer.host.c_str());
-  }
+  // VMM allocations shared by fd between processes of one host, and go
+  // through the network proxy to other hosts (the transport decides).
+  for (int p = 0; p < e->nranks_; ++p)
+    if (!owner->sameProcess(p)) e->otherProcesses_ = true;
   // Every rank's launches wait for each other, each on its own stream. The
   // driver spreads streams over CUDA_DEVICE_MAX_CONNECTIONS hardware queues
   // (8 unless set before the driver starts); with more streams than queues
@@ -180,7 +170,7 @@ Status DeviceExecutor::shareDevices(const Driver& d, std::vector<DevicePeer>* pe
   for (int r = 0; r < nranks_; ++r) {
     const PeerInfo info = owner_->peerInfo(r);
     peers->push_back(DevicePeer{r == rank_ || owner_->sameProcess(r), all[size_t(r)].device, all[size_t(r)].bus,
-                                info.pid, info.host});
+                                info.pid, info.host, r == rank_ || owner_->sameHost(r)});
   }
   // One GPU for every rank (by bus id; by ordinal only within a process,
   // since ordinals are per process): counters may need only GPU scope.
@@ -188,10 +178,15 @@ Status DeviceExecutor::shareDevices(const Driver& d, std::vector<DevicePeer>* pe
   for (const Entry& other : all)
     oneGpu_ = oneGpu_ && (all[0].bus[0] && other.bus[0] ? strcmp(other.bus, all[0].bus) == 0
                                                          : !otherProcesses_ && other.device == all[0].device);
+  // Bus ids and ordinals name GPUs of one host: ranks of other hosts
+  // share none of them.
   int cap = 64;
-  for (const Entry& mine : all) {
+  for (int m = 0; m < nranks_; ++m) {
+    const Entry& mine = all[size_t(m)];
     int sharing = 0;
-    for (const Entry& other : all) {
+    for (int o = 0; o < nranks_; ++o) {
+      const Entry& other = all[size_t(o)];
+      if ((*peers)[size_t(o)].host != (*peers)[size_t(m)].host) continue;
       const bool byBus = mine.bus[0] && other.bus[0];
       sharing += (byBus ? strcmp(other.bus, mine.bus) == 0 : other.device == mine.device) ? 1 : 0;
     }
@@ -217,7 +212,18 @@ Status DeviceExecutor::openConnections(const Driver& d, std::vector<DevicePeer> 
   o.oob = oob_;
   o.device = device_;
   o.setupStream = setupStream_;
+  o.ctx = ctx_;
   o.peers = std::move(peers);
+  // The network proxy's thread reports a broken connection here and asks
+  // whether a launch may still run; it stops before this executor goes.
+  o.fail = [this](const Status& st) {
+    {
+      std::lock_guard<std::mutex> lock(failMu_);
+      if (failure_.ok()) failure_ = st;
+    }
+    requestAbort();
+  };
+  o.launchPending = [this] { return launched_.load(std::memory_order_acquire) && !eventDone(api_, last_); };
   TaskOwner* owner = owner_;
   o.peerProcessGone = [owner](int r) { return owner->peerProcessGone(r); };
   o.slotBytes = slotBytes_;
@@ -260,6 +266,7 @@ DeviceExecutor::~DeviceExecutor() {
     if (!waitIdle(1)) {
       HWARN(kSubAll, "rank %d: a device launch did not end; its device memory is leaked rather than freed under it",
             rank_);
+      conns_->quiesce();       // its threads call back into this executor: they stop
       (void)conns_.release();  // the connections too: the launch may still write into them
       return;
     }
@@ -419,6 +426,7 @@ Status DeviceExecutor::enqueue(const Work& w) {
   lastStream_ = stream;
   lastCaptured_ = captured;
   launched_.store(true, std::memory_order_release);
+  conns_->launched();
   return Status();
 }
 

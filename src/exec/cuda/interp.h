@@ -57,6 +57,7 @@ enum DevCode : uint32_t {
   kDevTimeout = 3,      // a wait passed timeoutNs
   kDevUnsupported = 4,  // a step this interpreter cannot run (Buf::Part)
   kDevStopped = 5,      // another channel failed first (returned, never recorded)
+  kDevClosed = 6,       // the connection's other end went away (DevConnMem::closed)
 };
 
 // What the failing channel was doing (DevControl::what).
@@ -120,14 +121,20 @@ HOCCL_HD inline void fail(L& l, const InterpArgs& a, uint32_t code, uint32_t c, 
 
 // Leader only: waits until *ctr >= want. Returns kDevOk, or why it stopped
 // (recorded unless another channel failed first).
+// `closed`: the connection's closed word (DevConnMem::closed), or null.
 template <class L>
 HOCCL_HD inline uint32_t waitFor(L& l, const InterpArgs& a, const uint64_t* ctr, uint64_t want, uint32_t c,
-                                 uint32_t step, int32_t peer, uint32_t what) {
+                                 uint32_t step, int32_t peer, uint32_t what, const uint32_t* closed = nullptr) {
   uint64_t start = 0;
   uint32_t polls = 0;
   uint64_t seen;
   while ((seen = l.load(ctr)) < want) {
     if ((++polls & ((1u << kDevPollShift) - 1)) == 0) {
+      // Closed after its last counter update: one more look settles it.
+      if (closed && l.load32(closed) && (seen = l.load(ctr)) < want) {
+        fail(l, a, kDevClosed, c, step, peer, what, want, seen);
+        return kDevClosed;
+      }
       if (l.load32(&a.control->abort)) {
         fail(l, a, kDevAborted, c, step, peer, what, want, seen);
         return kDevAborted;
@@ -282,7 +289,7 @@ HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
         uint64_t rpos = 0, wpos = 0;
         if (code == kDevOk && rm) {
           rpos = l.loadRelaxed(&rm->head);
-          code = waitFor(l, a, &rm->tail, rpos + 1, c, i, rpeer, kWhatRecv);
+          code = waitFor(l, a, &rm->tail, rpos + 1, c, i, rpeer, kWhatRecv, &rm->closed);
           if (code == kDevOk) {
             const DevSlotHeader hd = rm->header[rpos % kDevSlots];
             uint32_t what = hd.call != a.call ? kWhatCall : hd.bytes != bytes ? kWhatBytes
@@ -297,7 +304,8 @@ HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
         }
         if (code == kDevOk && wm) {
           wpos = l.loadRelaxed(&wm->tail);
-          if (wpos + 1 > kDevSlots) code = waitFor(l, a, &wm->head, wpos + 1 - kDevSlots, c, i, wpeer, kWhatSend);
+          if (wpos + 1 > kDevSlots)
+            code = waitFor(l, a, &wm->head, wpos + 1 - kDevSlots, c, i, wpeer, kWhatSend, &wm->closed);
         }
         shared[0] = code;
         shared[1] = rpos;

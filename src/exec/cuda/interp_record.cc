@@ -12,9 +12,10 @@ uint64_t callHash(uint8_t coll, uint64_t count, DType t, RedOp op, int root, uin
 }
 
 std::string describeFailure(const DevControl& k) {
-  static const char* const kCodes[] = {"ok", "aborted", "header mismatch", "timed out", "unsupported step",
-                                       "stopped"};
-  const char* code = k.code < 6 ? kCodes[k.code] : "unknown failure";
+  static const char* const kCodes[] = {"ok",      "aborted", "header mismatch", "timed out", "unsupported step",
+                                       "stopped", "the other end of the connection went away (its rank destroyed "
+                                                  "its communicator or exited)"};
+  const char* code = k.code < 7 ? kCodes[k.code] : "unknown failure";
   std::string where = "rank " + std::to_string(k.rank) + " channel " + std::to_string(k.channel) + " step " +
                       std::to_string(k.step);
   const std::string peer = std::to_string(k.peer), want = std::to_string(k.expected),
@@ -43,7 +44,7 @@ Status runStatus(const DevControl& k) {
   if (k.code == kDevOk) return Status();
   const hocclResult_t rc = k.code == kDevMismatch    ? hocclInvalidUsage
                            : k.code == kDevTimeout   ? hocclTimeout
-                           : k.code == kDevAborted   ? hocclRemoteError
+                           : k.code == kDevAborted || k.code == kDevClosed ? hocclRemoteError
                                                      : hocclInvalidArgument;
   return Status(rc, describeFailure(k));
 }

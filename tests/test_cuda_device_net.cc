@@ -1,0 +1,226 @@
+// Device buffers across hosts on the fake driver: the network proxy
+// (transport/net/net_device.h). Ranks with different host ids, as threads
+// or processes, run every collective on fake device buffers over TCP and
+// must give what the host path gives, bit for bit, with the slots in
+// mapped host memory (HOCCL_NET_DEVICE_PATH=host), in GPU memory copied
+// through host frames (copy), and with the two ends of a connection on
+// different paths. Failures end every rank with an error naming the peer.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hoccl.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "tests/support/cuda_device_cases.h"
+#include "tests/support/fake_cuda.h"
+#include "tests/support/harness.h"
+
+namespace hoccl {
+namespace {
+
+using namespace devicetest;
+
+// Every collective, with counts that fill several slots, none, and a
+// ragged tail; in and out of place; integer and floating types.
+const Case kNetCases[] = {
+    {CollKind::AllReduce, DType::Float32, RedOp::Sum, 100003, false, 0},
+    {CollKind::AllReduce, DType::Int32, RedOp::Max, 1000, true, 0},
+    {CollKind::AllReduce, DType::Float64, RedOp::Avg, 333, false, 0},
+    {CollKind::AllReduce, DType::Float32, RedOp::Sum, 0, false, 0},
+    {CollKind::ReduceScatter, DType::Bfloat16, RedOp::Sum, 2570, false, 0},
+    {CollKind::ReduceScatter, DType::Int64, RedOp::Min, 77, true, 0},
+    {CollKind::AllGather, DType::Float64, RedOp::Sum, 3700, false, 0},
+    {CollKind::AllGather, DType::Uint8, RedOp::Sum, 1001, true, 0},
+    {CollKind::Broadcast, DType::Uint8, RedOp::Sum, 100000, false, 1},
+    {CollKind::Reduce, DType::Float16, RedOp::Sum, 4099, false, 1},
+    {CollKind::AllToAll, DType::Int32, RedOp::Sum, 1234, false, 0},
+};
+
+struct Shape {
+  std::vector<int> nodeSizes;
+  int leaves;
+  const char* algorithm;  // "" : the tuner's (host) choice
+};
+
+class CudaDeviceNetTest : public CudaDeviceTest {
+ protected:
+  ~CudaDeviceNetTest() override {
+    unsetenv("HOCCL_NET_DEVICE_PATH");
+    reloadSettingsForTesting();
+  }
+  // Runs every case on `shape` and compares with the host path. `path(r)`:
+  // rank r's HOCCL_NET_DEVICE_PATH.
+  void runShape(const Shape& s, testutil::Mode mode, const std::function<const char*(int)>& path) {
+    testutil::Options o;
+    for (int n : s.nodeSizes) o.ranks += n;
+    o.ranks -= 1;
+    o.nodeSizes = s.nodeSizes;
+    o.leaves = s.leaves;
+    o.algorithm = s.algorithm;
+    o.net = testutil::Net::Socket;
+    o.mode = mode;
+    o.timeoutSec = 60;
+    // Threads share one environment: every rank takes rank 0's path.
+    setenv("HOCCL_NET_DEVICE_PATH", path(0), 1);
+    reloadSettingsForTesting();
+    o.beforeInit = [&](int rank) {
+      if (mode == testutil::Mode::Threads) return;
+      setenv("HOCCL_NET_DEVICE_PATH", path(rank), 1);
+      reloadSettingsForTesting();
+    };
+    SCOPED_TRACE(o.describe());
+    std::string error;
+    EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int rank) {
+      void* stream = fake->createStream();
+      for (const Case& c : kNetCases) {
+        if (c.coll == CollKind::AllToAll && std::string(s.algorithm) != "" && std::string(s.algorithm) != "ring")
+          continue;  // all-to-all has one algorithm
+        runAndCompare(fake.get(), c, comm, rank, o.ranks, stream);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      EXPECT_EQ(fake->lastFlags(), 0u) << "connections through host memory: system scope";
+    }, &error)) << error;
+  }
+};
+
+const char* hostPath(int) { return "host"; }
+const char* copyPath(int) { return "copy"; }
+const char* mixedPath(int r) { return r % 2 ? "copy" : "host"; }
+
+TEST_F(CudaDeviceNetTest, TwoHostsAsThreadsMatchTheHostPathOnEveryDataPath) {
+  for (auto path : {hostPath, copyPath}) {
+    SCOPED_TRACE(path(1));
+    runShape({{1, 1}, 1, ""}, testutil::Mode::Threads, path);
+  }
+}
+
+TEST_F(CudaDeviceNetTest, TwoHostsAsProcessesMatchTheHostPath) {
+  runShape({{1, 1}, 1, ""}, testutil::Mode::Processes, mixedPath);
+}
+
+// Every algorithm that runs across nodes, on the shapes of the emulated
+// cluster: 2 nodes x 2 ranks, 2 x 4, and 4 x 2 under two leaf switches.
+// Inside a node the edges are p2p (raw pointers between threads), between
+// nodes they go through the proxy: HO-Ring's intra and rail phases, and
+// the hierarchical leaders' ring, run on both kinds at once.
+TEST_F(CudaDeviceNetTest, EveryAlgorithmOnEveryShapeMatchesTheHostPath) {
+  const Shape shapes[] = {{{2, 2}, 1, ""},
+                          {{2, 2}, 1, "ring"},
+                          {{2, 2}, 1, "hierarchical"},
+                          {{2, 2}, 1, "horing"},
+                          {{2, 2}, 1, "doubling"},
+                          {{2, 2}, 1, "leaderdoubling"},
+                          {{4, 4}, 1, "horing"},
+                          {{4, 4}, 1, "hierarchical"},
+                          {{2, 2, 2, 2}, 2, "horing"},
+                          {{2, 2, 2, 2}, 2, "ring"},
+                          {{2, 2, 2, 2}, 2, "leaderdoubling"}};
+  for (const Shape& s : shapes) runShape(s, testutil::Mode::Threads, hostPath);
+}
+
+TEST_F(CudaDeviceNetTest, HoRingAsProcessesOnMixedPathsMatchesTheHostPath) {
+  runShape({{2, 2}, 1, "horing"}, testutil::Mode::Processes, mixedPath);
+  runShape({{2, 2, 2, 2}, 2, "horing"}, testutil::Mode::Processes, copyPath);
+}
+
+// Failures across hosts end every rank's call with an error that names
+// what happened, well within the timeout (60 s here): a rank killed on
+// the other host, a rank that aborts instead of calling, and calls whose
+// counts differ between the hosts.
+class CudaDeviceNetFaultTest : public CudaDeviceNetTest {
+ protected:
+  // Runs `body` on 2 hosts x 2 ranks as processes, after one all-reduce
+  // that connects every edge.
+  // `killed`: the rank that kills itself (-1: none).
+  void onTwoHosts(const std::function<void(hocclComm_t, int, void*)>& body, int killed = -1) {
+    testutil::Options o;
+    o.ranks = 4;
+    o.nodeSizes = {2, 2};
+    o.net = testutil::Net::Socket;
+    o.mode = testutil::Mode::Processes;
+    o.timeoutSec = 60;
+    std::string error;
+    const bool ok = testutil::spawn(o, [&](hocclComm_t comm, int rank) {
+      void* stream = fake->createStream();
+      runAndCompare(fake.get(), {CollKind::AllReduce, DType::Float32, RedOp::Sum, 50000, false, 0}, comm, rank, 4,
+                    stream);
+      body(comm, rank, stream);
+    }, &error);
+    if (killed < 0) {
+      EXPECT_TRUE(ok) << error;
+    } else {  // only that rank's death is reported
+      EXPECT_FALSE(ok);
+      EXPECT_NE(error.find("rank " + std::to_string(killed)), std::string::npos) << error;
+      EXPECT_EQ(error.find("failures are printed"), std::string::npos) << error;
+    }
+  }
+  // The error of a call that should fail: its return code, else the
+  // communicator's asynchronous error once its stream has stopped.
+  static hocclResult_t outcome(FakeCuda* fake, hocclResult_t rc, hocclComm_t comm, void* stream) {
+    if (rc != hocclSuccess) return rc;
+    EXPECT_TRUE(fake->sync(stream, 30)) << "the launch did not stop";
+    return awaitAsyncError(comm);
+  }
+};
+
+TEST_F(CudaDeviceNetFaultTest, ARankKilledOnTheOtherHostIsNamed) {
+  onTwoHosts([&](hocclComm_t comm, int rank, void* stream) {
+    if (rank == 3) raise(SIGKILL);
+    void* d = fake->alloc(1 << 20);
+    const double t0 = nowSec();
+    const hocclResult_t rc = outcome(fake.get(), hocclAllReduce(d, d, 200000, hocclFloat32, hocclSum, comm, stream),
+                                     comm, stream);
+    const std::string msg = hocclGetLastError(comm);
+    EXPECT_NE(rc, hocclSuccess);
+    EXPECT_NE(msg.find("rank 3"), std::string::npos) << "rank " << rank << ": " << msg;
+    EXPECT_LT(nowSec() - t0, 20.0) << msg;
+    fake->free(d);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);  // rank 3 never reaches destroy
+  }, 3);
+}
+
+TEST_F(CudaDeviceNetFaultTest, ARankThatAbortsInsteadOfCallingStopsEveryHost) {
+  onTwoHosts([&](hocclComm_t comm, int rank, void* stream) {
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      EXPECT_EQ(hocclCommAbort(comm), hocclSuccess);
+      _exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    void* d = fake->alloc(1 << 20);
+    const double t0 = nowSec();
+    const hocclResult_t rc = outcome(fake.get(), hocclAllReduce(d, d, 200000, hocclFloat32, hocclSum, comm, stream),
+                                     comm, stream);
+    EXPECT_NE(rc, hocclSuccess);
+    EXPECT_LT(nowSec() - t0, 20.0) << hocclGetLastError(comm);
+    fake->free(d);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  });
+}
+
+TEST_F(CudaDeviceNetFaultTest, CountsThatDifferBetweenHostsFailOnEveryRank) {
+  onTwoHosts([&](hocclComm_t comm, int rank, void* stream) {
+    void* d = fake->alloc(1 << 20);
+    const size_t count = rank < 2 ? 100000 : 100004;
+    const double t0 = nowSec();
+    const hocclResult_t rc =
+        outcome(fake.get(), hocclAllReduce(d, d, count, hocclFloat32, hocclSum, comm, stream), comm, stream);
+    const std::string msg = hocclGetLastError(comm);
+    EXPECT_NE(rc, hocclSuccess) << "rank " << rank;
+    EXPECT_TRUE(msg.find("mismatch") != std::string::npos || msg.find("bytes") != std::string::npos ||
+                msg.find("count") != std::string::npos)
+        << "rank " << rank << ": " << msg;
+    EXPECT_LT(nowSec() - t0, 20.0) << msg;
+    fake->free(d);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  });
+}
+
+}  // namespace
+}  // namespace hoccl

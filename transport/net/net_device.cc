@@ -1,0 +1,540 @@
+// Device connections to other hosts through the network proxy
+// (net_device.h): the halves' memory, their set-up, and the proxy thread.
+#include "transport/net/net_device.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "transport/net/net_conn.h"
+
+namespace hoccl::cuda {
+namespace {
+
+constexpr uint32_t kTagDevNet = 0x70000000;  // | link: a receive half's listen handle
+constexpr uint32_t kMaxLink = 0x00ffffff;
+constexpr size_t kFrameHeader = sizeof(DevSlotHeader);
+
+enum class Path { Host, Copy };
+
+const char* pathName(Path p) { return p == Path::Host ? "host-pinned slots" : "GPU slots, copied through host"; }
+
+// One rank's end of one edge to another host.
+struct Half {
+  DeviceEdge e;
+  bool send = false;
+  int peer = 0;
+  Path path = Path::Host;
+  void* comm = nullptr;   // the transport's sendComm or recvComm
+  void* mr = nullptr;     // the frames' registration
+  void* block = nullptr;  // cuMemHostAlloc'ed: the DevConnMem, then (host path) the frames
+  DevConnMem* mem = nullptr;
+  DevPtr memDev = 0;          // mem as the kernel sees it
+  void* framesBlock = nullptr;  // copy path: the frames' own host memory
+  uint8_t* frames = nullptr;  // kDevSlots frames of kFrameHeader + payload bytes
+  DevPtr slotsDev = 0;        // copy path: the slots, in GPU memory
+  size_t payload = 0;         // bytes a slot holds
+  CuHandle events[kDevSlots] = {};  // copy path: each slot's last copy
+  // Send half: messages staged (copy path: their copy to host issued),
+  // handed to the transport, and sent. Receive half: receives posted,
+  // completed, and published to the kernel (its `tail`).
+  uint64_t staged = 0, sent = 0, done = 0;
+  uint64_t posted = 0, received = 0, published = 0;
+  std::deque<void*> reqs;  // in flight, oldest first
+  bool failed = false;
+  bool closed = false;  // the peer closed the connection in order (DevConnMem::closed)
+  uint8_t* frame(uint64_t k) const { return frames + (k % kDevSlots) * (kFrameHeader + payload); }
+  DevPtr slotDev(uint64_t k) const { return slotsDev + (k % kDevSlots) * payload; }
+  std::string describe(int rank) const {
+    char buf[160];
+    snprintf(buf, sizeof buf, "rank %d %s rank %d link %d", rank, send ? "->" : "<-", peer, e.link);
+    return buf;
+  }
+};
+
+uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+}  // namespace
+
+// The proxy thread and what it serves.
+class NetProxy {
+ public:
+  NetProxy(const DeviceConnOptions& o) : o_(o), api_(*o.api), rank_(o.oob->rank()) {}
+  ~NetProxy() {
+    drain();
+    stopThread();
+    std::lock_guard<std::mutex> l(halvesMu_);
+    for (auto& h : halves_) release(*h);
+    halves_.clear();
+    if (stream_) api_.streamDestroy(stream_);
+    net_.reset();  // its progress thread calls wake() until it ends
+  }
+  static void notify(void* arg) { static_cast<NetProxy*>(arg)->wake(); }
+  void wake() {
+    {
+      std::lock_guard<std::mutex> l(sleepMu_);
+      ++wakes_;
+    }
+    cv_.notify_one();
+  }
+  void start(std::unique_ptr<NetTransport> net, int dev) {
+    net_ = std::move(net);
+    dev_ = dev;
+    thread_ = std::thread([this] { run(); });
+  }
+  void stopThread() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(sleepMu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  // Waits (up to the timeout) until every message a kernel posted has been
+  // sent: a kernel ends once its last message is in a slot, so its rank
+  // may destroy the communicator while the proxy still has to send it.
+  void drain() {
+    if (!thread_.joinable()) return;
+    const Deadline dl = Deadline::in(o_.timeoutSec);
+    for (;;) {
+      bool busy = false;
+      {
+        std::lock_guard<std::mutex> l(halvesMu_);
+        for (const auto& h : halves_)
+          busy = busy || (h->send && !h->failed && !h->closed && h->done < loadAcquire(&h->mem->tail));
+      }
+      if (!busy) return;
+      if (dl.expired()) {
+        HWARN(kSubNet, "device buffers: rank %d: the network proxy still had messages to send after %g s; "
+              "closing its connections anyway", rank_, o_.timeoutSec);
+        return;
+      }
+      wake();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  NetTransport& net() { return *net_; }
+  int dev() const { return dev_; }
+  Status makeHalf(const NetCommMade& m, Path path, std::unique_ptr<Half>* out);
+  void add(std::unique_ptr<Half> h) {
+    std::lock_guard<std::mutex> l(halvesMu_);
+    halves_.push_back(std::move(h));
+  }
+  const Half* find(const DeviceEdge& e) const {
+    std::lock_guard<std::mutex> l(halvesMu_);
+    for (const auto& h : halves_)
+      if (h->e.from == e.from && h->e.to == e.to && h->e.link == e.link) return h.get();
+    return nullptr;
+  }
+  std::string describeWait(const DeviceEdge& e) const;
+  Status ensureStream() {
+    if (stream_) return Status();
+    return cuCheck(api_.streamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate(network proxy)");
+  }
+
+ private:
+  void run();
+  bool progress(Half& h);
+  bool progressSend(Half& h);
+  bool progressRecv(Half& h);
+  void fail(Half& h, const std::string& what, const Status& st);
+  void lost(Half& h, const std::string& what, const Status& st);
+  void release(Half& h);
+
+  DeviceConnOptions o_;
+  const DeviceApi& api_;
+  int rank_;
+  std::unique_ptr<NetTransport> net_;
+  int dev_ = 0;
+  CuHandle stream_ = nullptr;  // the copy path's copies
+  mutable std::mutex halvesMu_;
+  std::vector<std::unique_ptr<Half>> halves_;
+  std::mutex sleepMu_;
+  std::condition_variable cv_;
+  uint64_t wakes_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+Status NetProxy::makeHalf(const NetCommMade& m, Path path, std::unique_ptr<Half>* out) {
+  auto h = std::make_unique<Half>();
+  h->send = m.e.send;
+  h->peer = m.e.peer;
+  h->e = m.e.send ? DeviceEdge{rank_, m.e.peer, m.e.channel} : DeviceEdge{m.e.peer, rank_, m.e.channel};
+  h->comm = m.comm;
+  h->path = path;
+  h->payload = o_.slotBytes;
+  const size_t frameBytes = kDevSlots * (kFrameHeader + h->payload);
+  const size_t memBytes = (sizeof(DevConnMem) + 63) & ~size_t(63);
+  // Whatever fails below, the half owns what was made so far (release()).
+  *out = nullptr;
+  Status st = cuCheck(api_.memHostAlloc(&h->block, memBytes + (path == Path::Host ? frameBytes : 0),
+                                        kHostAllocPortableMapped),
+                      "cuMemHostAlloc(DEVICEMAP) for a network connection");
+  if (st.ok()) st = cuCheck(api_.memHostGetDevicePointer(&h->memDev, h->block, 0), "cuMemHostGetDevicePointer");
+  if (st.ok() && path == Path::Copy) {
+    st = cuCheck(api_.memHostAlloc(&h->framesBlock, frameBytes, kHostAllocPortableMapped),
+                 "cuMemHostAlloc for a network connection's frames");
+    if (st.ok()) st = cuCheck(api_.memAlloc(&h->slotsDev, kDevSlots * h->payload), "cuMemAlloc(network slots)");
+    for (uint32_t i = 0; st.ok() && i < kDevSlots; ++i)
+      st = cuCheck(api_.eventCreate(&h->events[i], kEventDisableTiming), "cuEventCreate(network proxy)");
+    if (st.ok()) st = ensureStream();
+  }
+  if (st.ok()) {
+    h->mem = static_cast<DevConnMem*>(h->block);
+    std::memset(static_cast<void*>(h->mem), 0, sizeof(DevConnMem));
+    if (path == Path::Host) {
+      h->frames = static_cast<uint8_t*>(h->block) + memBytes;
+      // The kernel's slot k is frame k's payload: frames are the stride.
+      h->mem->slotBytes = kFrameHeader + h->payload;
+      h->mem->dataOffset = uint64_t(memBytes + kFrameHeader);
+    } else {
+      h->frames = static_cast<uint8_t*>(h->framesBlock);
+      h->mem->slotBytes = h->payload;
+      h->mem->dataOffset = h->slotsDev - h->memDev;  // modulo 2^64
+    }
+    st = net_->regMr(h->comm, h->frames, frameBytes, kPtrHost, &h->mr)
+             .context("registering a network connection's frames");
+  }
+  if (!st.ok()) {
+    h->comm = nullptr;  // the caller closes it
+    release(*h);
+    return st;
+  }
+  *out = std::move(h);
+  return Status();
+}
+
+void NetProxy::release(Half& h) {
+  if (h.mr) net_->deregMr(h.comm, h.mr);
+  if (h.comm) (void)(h.send ? net_->closeSend(h.comm) : net_->closeRecv(h.comm));
+  for (CuHandle ev : h.events)
+    if (ev) api_.eventDestroy(ev);
+  if (h.slotsDev) api_.memFree(h.slotsDev);
+  if (h.framesBlock) api_.memFreeHost(h.framesBlock);
+  if (h.block) api_.memFreeHost(h.block);
+  h = Half();
+}
+
+void NetProxy::fail(Half& h, const std::string& what, const Status& st) {
+  if (h.failed) return;
+  h.failed = true;
+  const DevicePeer& p = o_.peers[size_t(h.peer)];
+  Status s(st.ok() ? hocclRemoteError : st.code(),
+           "device buffers: " + h.describe(rank_) + " (pid " + std::to_string(p.pid) + " on " + p.host +
+               ", through the network proxy over " + net_->name() + "): " + what +
+               (st.message().empty() ? "" : ": " + st.message()));
+  HWARN(kSubNet, "%s", s.message().c_str());
+  if (o_.fail) o_.fail(s);
+}
+
+// A request failed. If the connection broke (the transport's health says
+// so: a killed peer, a cut link) that is a failure; if the peer closed it
+// in order, its communicator is gone and nothing more will come: the
+// kernel learns it from the closed word if, and only if, it waits for more.
+void NetProxy::lost(Half& h, const std::string& what, const Status& st) {
+  const Status health = net_->health(h.comm);
+  if (!health.ok()) {
+    fail(h, what, health);
+    return;
+  }
+  // What arrived is published first (the copy path's copies may be in
+  // flight): the closed word must come after the last `tail`.
+  if (!h.send && h.published < h.received && h.path == Path::Copy) {
+    if (api_.streamSynchronize(stream_) != kCudaSuccess) {
+      fail(h, what, st);
+      return;
+    }
+    while (h.published < h.received) {
+      std::memcpy(&h.mem->header[h.published % kDevSlots], h.frame(h.published), kFrameHeader);
+      storeRelease(&h.mem->tail, ++h.published);
+    }
+  }
+  h.closed = true;
+  __atomic_store_n(&h.mem->closed, 1u, __ATOMIC_RELEASE);
+  HINFO(kSubNet, "device buffers: %s: the peer closed the connection (%s)", h.describe(rank_).c_str(),
+        st.message().c_str());
+}
+
+// Send half: stage what the kernel posted, send it, and free each slot
+// (its `head`) once the transport is done with it.
+bool NetProxy::progressSend(Half& h) {
+  bool moved = false;
+  const uint64_t tail = loadAcquire(&h.mem->tail);
+  while (h.staged < tail && h.staged < h.done + kDevSlots) {
+    const uint64_t k = h.staged;
+    const DevSlotHeader hd = h.mem->header[k % kDevSlots];
+    if (hd.bytes > h.payload || hd.seq != uint32_t(k)) {
+      fail(h, "the kernel posted message " + std::to_string(k) + " with " + std::to_string(hd.bytes) +
+                  " bytes, sequence " + std::to_string(hd.seq) + " (a slot holds " + std::to_string(h.payload) + ")",
+           Status(hocclInternalError, ""));
+      return moved;
+    }
+    if (h.path == Path::Copy) {
+      Status st = cuCheck(api_.memcpyDtoHAsync(h.frame(k) + kFrameHeader, h.slotDev(k), hd.bytes, stream_),
+                          "cuMemcpyDtoHAsync(network proxy)");
+      if (st.ok()) st = cuCheck(api_.eventRecord(h.events[k % kDevSlots], stream_), "cuEventRecord(network proxy)");
+      if (!st.ok()) {
+        fail(h, "copying a message out of GPU memory", st);
+        return moved;
+      }
+    }
+    std::memcpy(h.frame(k), &hd, kFrameHeader);
+    ++h.staged;
+    moved = true;
+  }
+  while (h.sent < h.staged) {
+    const uint64_t k = h.sent;
+    if (h.path == Path::Copy) {
+      const int rc = api_.eventQuery(h.events[k % kDevSlots]);
+      if (rc == kCudaErrorNotReady) break;
+      if (rc != kCudaSuccess) {
+        fail(h, "copying a message out of GPU memory", cuCheck(rc, "cuEventQuery(network proxy)"));
+        return moved;
+      }
+    }
+    DevSlotHeader hd;
+    std::memcpy(&hd, h.frame(k), kFrameHeader);
+    void* req = nullptr;
+    const Status st = net_->isend(h.comm, h.frame(k), kFrameHeader + hd.bytes, 0, h.mr, &req);
+    if (!st.ok()) {
+      lost(h, "sending message " + std::to_string(k), st);
+      return moved;
+    }
+    if (!req) break;  // the transport is full: next pass
+    h.reqs.push_back(req);
+    ++h.sent;
+    moved = true;
+  }
+  while (!h.reqs.empty()) {
+    int done = 0;
+    const Status st = net_->test(h.reqs.front(), &done, nullptr);
+    if (!st.ok()) {
+      lost(h, "sending message " + std::to_string(h.done), st);
+      return moved;
+    }
+    if (!done) break;
+    h.reqs.pop_front();
+    storeRelease(&h.mem->head, ++h.done);
+    moved = true;
+  }
+  return moved;
+}
+
+// Receive half: keep a receive posted on every slot the kernel has freed,
+// and publish each message (its header, then `tail`) once it is in the slot.
+bool NetProxy::progressRecv(Half& h) {
+  bool moved = false;
+  const uint64_t head = loadAcquire(&h.mem->head);
+  while (h.posted < head + kDevSlots) {
+    void* data = h.frame(h.posted);
+    size_t size = kFrameHeader + h.payload;
+    int tag = 0;
+    void* req = nullptr;
+    const Status st = net_->irecv(h.comm, 1, &data, &size, &tag, &h.mr, &req);
+    if (!st.ok()) {
+      lost(h, "posting a receive", st);
+      return moved;
+    }
+    if (!req) break;
+    h.reqs.push_back(req);
+    ++h.posted;
+    moved = true;
+  }
+  while (!h.reqs.empty()) {
+    int done = 0, size = 0;
+    const uint64_t k = h.received;
+    const Status st = net_->test(h.reqs.front(), &done, &size);
+    if (!st.ok()) {
+      lost(h, "receiving message " + std::to_string(k), st);
+      return moved;
+    }
+    if (!done) break;
+    DevSlotHeader hd;
+    std::memcpy(&hd, h.frame(k), kFrameHeader);
+    if (size_t(size) < kFrameHeader || hd.bytes > h.payload || size_t(size) != kFrameHeader + hd.bytes) {
+      fail(h, "message " + std::to_string(k) + " arrived with " + std::to_string(size) + " bytes for a header of " +
+                  std::to_string(hd.bytes) + " (a slot holds " + std::to_string(h.payload) + ")",
+           Status(hocclInternalError, ""));
+      return moved;
+    }
+    h.reqs.pop_front();
+    if (h.path == Path::Copy) {
+      Status cs = cuCheck(api_.memcpyHtoDAsync(h.slotDev(k), h.frame(k) + kFrameHeader, hd.bytes, stream_),
+                          "cuMemcpyHtoDAsync(network proxy)");
+      if (cs.ok()) cs = cuCheck(api_.eventRecord(h.events[k % kDevSlots], stream_), "cuEventRecord(network proxy)");
+      if (!cs.ok()) {
+        fail(h, "copying a message into GPU memory", cs);
+        return moved;
+      }
+    }
+    ++h.received;
+    moved = true;
+  }
+  while (h.published < h.received) {
+    const uint64_t k = h.published;
+    if (h.path == Path::Copy) {
+      const int rc = api_.eventQuery(h.events[k % kDevSlots]);
+      if (rc == kCudaErrorNotReady) break;
+      if (rc != kCudaSuccess) {
+        fail(h, "copying a message into GPU memory", cuCheck(rc, "cuEventQuery(network proxy)"));
+        return moved;
+      }
+    }
+    std::memcpy(&h.mem->header[k % kDevSlots], h.frame(k), kFrameHeader);
+    storeRelease(&h.mem->tail, ++h.published);
+    moved = true;
+  }
+  return moved;
+}
+
+bool NetProxy::progress(Half& h) {
+  return h.failed || h.closed ? false : h.send ? progressSend(h) : progressRecv(h);
+}
+
+void NetProxy::run() {
+  // The device's context, for the copy path's copies and the executor's
+  // event queries; never captured into a graph.
+  if (o_.ctx) api_.ctxSetCurrent(o_.ctx);
+  int mode = kCaptureModeRelaxed;
+  if (api_.threadExchangeStreamCaptureMode) api_.threadExchangeStreamCaptureMode(&mode);
+  const double spinSec = o_.settings.proxySpinUs * 1e-6;
+  const auto idle = std::chrono::microseconds(int64_t(std::max(1.0, o_.settings.proxyIdleUs)));
+  double lastMoved = nowSec(), lastHealth = lastMoved;
+  uint32_t polls = 0;
+  for (;;) {
+    uint64_t seen;
+    {
+      std::lock_guard<std::mutex> l(sleepMu_);
+      if (stop_) return;
+      seen = wakes_;
+    }
+    bool moved = false;
+    const double now = nowSec();
+    {
+      std::lock_guard<std::mutex> l(halvesMu_);
+      for (auto& h : halves_) moved = progress(*h) || moved;
+      // A connection that broke while idle (a killed peer, a cut link).
+      if (now - lastHealth > 0.1) {
+        lastHealth = now;
+        for (auto& h : halves_)
+          if (!h->failed && !h->closed)
+            if (Status st = net_->health(h->comm); !st.ok()) fail(*h, "the connection broke", st);
+      }
+    }
+    if (moved) {
+      lastMoved = now;
+      continue;
+    }
+    if (now - lastMoved < spinSec) {
+      std::this_thread::yield();
+      continue;
+    }
+    // While a launch runs the kernel may post at any moment: poll.
+    if ((++polls & 15) != 0 || (o_.launchPending && o_.launchPending())) {
+      std::this_thread::yield();
+      if ((polls & 15) == 0) polls = 0;
+      continue;
+    }
+    std::unique_lock<std::mutex> l(sleepMu_);
+    cv_.wait_for(l, idle, [&] { return stop_ || wakes_ != seen; });
+  }
+}
+
+std::string NetProxy::describeWait(const DeviceEdge& e) const {
+  std::lock_guard<std::mutex> l(halvesMu_);
+  for (const auto& h : halves_) {
+    if (h->e.from != e.from || h->e.to != e.to || h->e.link != e.link) continue;
+    char buf[256];
+    if (h->send)
+      snprintf(buf, sizeof buf, "network proxy: kernel posted %llu, sent %llu, completed %llu",
+               (unsigned long long)loadAcquire(&h->mem->tail), (unsigned long long)h->sent,
+               (unsigned long long)h->done);
+    else
+      snprintf(buf, sizeof buf, "network proxy: receives posted %llu, arrived %llu, kernel released %llu",
+               (unsigned long long)h->posted, (unsigned long long)h->received,
+               (unsigned long long)loadAcquire(&h->mem->head));
+    return buf;
+  }
+  return "";
+}
+
+Status NetDeviceConnections::open(const DeviceConnOptions& o, NetChoice choice, int localIndex,
+                                  std::unique_ptr<NetDeviceConnections>* out) {
+  const std::string& p = o.settings.netPath;
+  if (p != "auto" && p != "host" && p != "copy")
+    return Status(hocclInvalidArgument, "HOCCL_NET_DEVICE_PATH=" + p + ": expected auto, host or copy");
+  std::unique_ptr<NetDeviceConnections> c(new NetDeviceConnections(o));
+  c->proxy_ = std::make_unique<NetProxy>(o);
+  // Its own transport: its progress thread wakes the proxy, not the rank.
+  choice.socket.notify = choice.ib.notify = &NetProxy::notify;
+  choice.socket.notifyArg = choice.ib.notifyArg = c->proxy_.get();
+  choice.socket.consumerPolls = false;
+  choice.socket.timeoutSec = choice.ib.timeoutSec = o.timeoutSec;
+  std::unique_ptr<NetTransport> net;
+  std::string how;
+  HOCCL_TRY(createNetTransport(choice, &net, &how).context("device buffers: the network proxy's transport"));
+  const int dev = localIndex % std::max(1, net->devices());
+  c->netName_ = how + ", device " + std::to_string(dev);
+  c->proxy_->start(std::move(net), dev);
+  *out = std::move(c);
+  return Status();
+}
+
+NetDeviceConnections::NetDeviceConnections(const DeviceConnOptions& o) : o_(o) {}
+NetDeviceConnections::~NetDeviceConnections() = default;
+
+Status NetDeviceConnections::connect(const std::vector<DeviceEdge>& edges) {
+  const int rank = o_.oob->rank();
+  std::vector<EdgeRequest> want;
+  for (const DeviceEdge& e : edges) {
+    if (proxy_->find(e)) continue;
+    if (uint32_t(e.link) > kMaxLink)
+      return errorf(hocclInternalError, "device buffers: link %d of edge %d->%d is beyond the network proxy's tags",
+                    e.link, e.from, e.to);
+    if (e.from == rank) want.push_back(EdgeRequest{e.to, e.link, true});
+    else if (e.to == rank) want.push_back(EdgeRequest{e.from, e.link, false});
+  }
+  if (want.empty()) return Status();
+  std::vector<NetCommMade> made;
+  const Status st = connectNetComms(proxy_->net(), proxy_->dev(), *o_.oob, kTagDevNet, want, o_.timeoutSec, &made)
+                        .context("device buffers: connecting to other hosts through the network proxy");
+  const Path path = o_.settings.netPath == "copy" ? Path::Copy : Path::Host;
+  Status mine;
+  for (const NetCommMade& m : made) {
+    std::unique_ptr<Half> h;
+    if (mine.ok()) mine = proxy_->makeHalf(m, path, &h);
+    if (!h) {  // made, but not kept: closed again
+      (void)(m.e.send ? proxy_->net().closeSend(m.comm) : proxy_->net().closeRecv(m.comm));
+      continue;
+    }
+    HINFO(kSubNet, "device buffers: %s: %s, %s (HOCCL_NET_DEVICE_PATH=%s)", h->describe(rank).c_str(),
+          netName_.c_str(), pathName(path), o_.settings.netPath.c_str());
+    proxy_->add(std::move(h));
+  }
+  HOCCL_TRY(st);
+  return mine;
+}
+
+DevPtr NetDeviceConnections::conn(const DeviceEdge& e) const {
+  const Half* h = proxy_->find(e);
+  return h ? h->memDev : 0;
+}
+
+void NetDeviceConnections::launched() { proxy_->wake(); }
+
+void NetDeviceConnections::quiesce() { proxy_->stopThread(); }
+
+std::string NetDeviceConnections::describeWait(const DeviceEdge& e) const { return proxy_->describeWait(e); }
+
+}  // namespace hoccl::cuda
