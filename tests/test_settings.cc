@@ -120,6 +120,9 @@ std::map<std::string, std::string> badValues(const Scratch& s) {
       {"HOCCL_P2P_DISABLE", "yes"},
       {"HOCCL_P2P_CHECK", "2"},
       {"HOCCL_DEVICE_IPC", "cuda"},
+      {"HOCCL_NET_DEVICE_PATH", "gdr"},
+      {"HOCCL_PROXY_SPIN_US", "-1"},
+      {"HOCCL_PROXY_IDLE_US", "1e9"},
       {"HOCCL_ISA", "neon"},
       {"HOCCL_TUNER_RULES", s.dir},
   };
