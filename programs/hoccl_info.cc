@@ -167,9 +167,17 @@ int main(int argc, char** argv) {
           printf("  device buffers   : not with this driver: %s\n", st.message().c_str());
         else
           printf("  device buffers   : ranks of one host: threads share pointers, processes map each other's\n"
-                 "                     memory through CUDA VMM%s; not across hosts yet\n",
+                 "                     memory through CUDA VMM%s\n",
                  api.vmm.usable() ? "" : (" (not this driver: it lacks " + api.vmmMissing + ")").c_str());
       }
+      // Across hosts: the network proxy's data path (transport/net/net_device.h).
+      const std::string path = processSettings()->values().netDevicePath;
+      printf("  across hosts     : a network proxy thread per communicator; data path %s%s\n"
+             "                     (GPUDirect RDMA by dma-buf: not yet, no transport registers dma-bufs)\n",
+             path.c_str(),
+             path == "auto" ? " = host (slots in mapped host memory)"
+             : path == "host" ? " (slots in mapped host memory)"
+                              : " (slots in GPU memory, copied through host frames)");
     }
     printf("  libibverbs       : %s\n", !strcmp(HOCCL_BUILD_HAVE_IBVERBS, "ON")
                                          ? "headers found at build time: IB transport built (libibverbs loaded at run time)"

@@ -33,7 +33,14 @@ void usage(FILE* f) {
                "  -f, --stepfactor F     size multiplier [4]\n"
                "  --coll C               allreduce, reducescatter, allgather or all [all]\n"
                "  --engine E             schedule, model, both or auto (schedule up to 512 ranks) [auto]\n"
-               "  --csv                  comma-separated output\n",
+               "  --csv                  comma-separated output\n"
+               "  --device               calls on GPU buffers across hosts: the device machine (GPU links\n"
+               "                         inside a node, the network proxy and PCIe between nodes), its\n"
+               "                         assumptions printed; with:\n"
+               "  --gpu-gbit X           one GPU's links to its node's GPUs, Gbit/s per direction [3600]\n"
+               "  --gpu-step-us X        a GPU step's latency inside a node [3]\n"
+               "  --proxy-us X           the network proxies' cost per message, both ends [8]\n"
+               "  --pcie-gbit X          one GPU's PCIe link, Gbit/s per direction [400]\n",
                machineArgsHelp().c_str());
 }
 
@@ -49,7 +56,8 @@ int main(int argc, char** argv) {
   uint64_t lo = 64 * 1024, hi = 256ull << 20;
   int factor = 4;
   std::string coll = "all", engine = "auto";
-  bool csv = false;
+  bool csv = false, device = false;
+  DeviceLinks dev;
   for (int i = 1; i < argc; ++i) {
     std::string err;
     const char* a = argv[i];
@@ -87,6 +95,20 @@ int main(int argc, char** argv) {
       engine = val();
     } else if (!strcmp(a, "--csv")) {
       csv = true;
+    } else if (!strcmp(a, "--device")) {
+      device = true;
+    } else if (!strcmp(a, "--gpu-gbit") || !strcmp(a, "--gpu-step-us") || !strcmp(a, "--proxy-us") ||
+               !strcmp(a, "--pcie-gbit")) {
+      const char* v = val();
+      char* end = nullptr;
+      const double x = std::strtod(v, &end);
+      if (!end || *end || !(x >= 0 && x <= 1e7)) {
+        std::fprintf(stderr, "hoccl-sim: %s %s: expected a number from 0 to 10000000\n", a, v);
+        return 2;
+      }
+      device = true;
+      (!strcmp(a, "--gpu-gbit") ? dev.gpu.gbps : !strcmp(a, "--gpu-step-us") ? dev.gpu.latencyUs
+                               : !strcmp(a, "--proxy-us") ? dev.proxyUs : dev.pcieGbps) = x;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return 0;
@@ -115,6 +137,18 @@ int main(int argc, char** argv) {
   if (!st.ok()) {
     std::fprintf(stderr, "hoccl-sim: %s\n", st.message().c_str());
     return 1;
+  }
+  if (device) {
+    if (m.nnodes() < 2) {
+      std::fprintf(stderr, "hoccl-sim: --device prices calls across hosts: give at least 2 nodes\n");
+      return 2;
+    }
+    m.links.device = dev;
+    m = deviceMachine(m);
+    desc += "; device buffers across hosts (assumed, not measured: GPU links " + std::to_string(int(dev.gpu.gbps)) +
+            " Gbit/s and " + std::to_string(dev.gpu.latencyUs).substr(0, 4) + " us per step, proxy " +
+            std::to_string(dev.proxyUs).substr(0, 4) + " us per message, PCIe " + std::to_string(int(dev.pcieGbps)) +
+            " Gbit/s per GPU)";
   }
   const bool runSched = engine == "schedule" || engine == "both" || (engine == "auto" && m.nranks() <= 512);
   const bool runModel = engine == "model" || engine == "both" || (engine == "auto" && m.nranks() > 512);

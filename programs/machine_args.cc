@@ -27,6 +27,7 @@ std::string machineArgsHelp() {
          "  --ranks-per-node G     ranks per node [4]\n"
          "  --leaves L             leaf switches, node i under leaf i*L/N [1] (also --switches)\n"
          "  --node-gbit R          each node's link, Gbit/s per direction [the topology's, else 1]\n"
+         "  --nics K               network links (rails) per node, each of --node-gbit [1]\n"
          "  --uplink-gbit U        each leaf's uplink, Gbit/s per direction; 0 = not oversubscribed\n"
          "  --net-latency-us X     per message over the network [40]\n"
          "  --shm-gbps X           one rank's copy rate inside a node, Gbit/s [40]\n"
@@ -78,6 +79,7 @@ bool parseMachineArg(int argc, char** argv, int* i, MachineArgs* a, std::string*
   if (!strcmp(opt, "--nodes")) return count(&a->nodes, 1 << 20);
   if (!strcmp(opt, "--ranks-per-node")) return count(&a->ranksPerNode, 4096);
   if (!strcmp(opt, "--leaves") || !strcmp(opt, "--switches")) return count(&a->leaves, 1 << 20);
+  if (!strcmp(opt, "--nics")) return count(&a->nics, 64);
   if (!strcmp(opt, "--node-gbit")) return real(&a->nodeGbit, 0);
   if (!strcmp(opt, "--uplink-gbit")) return real(&a->uplinkGbit, 0);
   if (!strcmp(opt, "--net-latency-us")) return real(&a->netLatencyUs, 0);
@@ -157,12 +159,13 @@ Status buildMachine(const MachineArgs& a0, Machine* m, TuneFile* tune, std::stri
   }
   m->links.oversubscription = a.oversubscription;
   m->links.shmByReference = a.threads;
+  if (a.nics > 1) m->nicsOf.assign(size_t(m->nnodes()), a.nics);
   if (a.nodeGbit >= 0) m->links.net.gbps = a.nodeGbit;
   if (a.uplinkGbit >= 0) m->links.spine.gbps = a.uplinkGbit;
   char up[64] = "not limited";
   if (m->links.spine.gbps > 0) std::snprintf(up, sizeof up, "%g Gbit/s", m->links.spine.gbps);
-  std::snprintf(buf, sizeof buf, "%d ranks on %d nodes under %d leaves; node links %g Gbit/s, uplinks %s%s%s",
-                m->nranks(), m->nnodes(), m->nleaves(), m->links.net.gbps, up,
+  std::snprintf(buf, sizeof buf, "%d ranks on %d nodes under %d leaves; node links %dx %g Gbit/s, uplinks %s%s%s",
+                m->nranks(), m->nnodes(), m->nleaves(), m->nics(0), m->links.net.gbps, up,
                 tune->path.empty() ? "" : "; tune file ", tune->path.c_str());
   *description += buf;
   return Status();

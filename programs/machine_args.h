@@ -16,6 +16,7 @@ namespace tune {
 
 struct MachineArgs {
   int nodes = 2, ranksPerNode = 4, leaves = 1;
+  int nics = 1;  // network links (rails) per node, each of nodeGbit
   double nodeGbit = -1, uplinkGbit = -1;  // -1: the topology's, else the default
   double netLatencyUs = -1, shmGbps = -1, oversubscription = 1;
   double nodeMemGbps = -1, reduceGbps = -1, reduceMemRatio = -1;  // -1: the tune file's, else the default

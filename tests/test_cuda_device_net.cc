@@ -18,6 +18,7 @@
 #include "hoccl.h"
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/cuda_device_api.h"
 #include "tests/support/cuda_device_cases.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/harness.h"
@@ -128,6 +129,41 @@ TEST_F(CudaDeviceNetTest, EveryAlgorithmOnEveryShapeMatchesTheHostPath) {
 TEST_F(CudaDeviceNetTest, HoRingAsProcessesOnMixedPathsMatchesTheHostPath) {
   runShape({{2, 2}, 1, "horing"}, testutil::Mode::Processes, mixedPath);
   runShape({{2, 2, 2, 2}, 2, "horing"}, testutil::Mode::Processes, copyPath);
+}
+
+// A call captured into a CUDA graph across hosts (the fake runs captured
+// work at once, as one replay would): the first capture sets up the
+// proxy's connections (their memory, its stream) without breaking the
+// capture, on both data paths; the proxy moves the replay's messages with
+// no host call of the communicator, and calls outside the graph follow.
+TEST_F(CudaDeviceNetTest, ACallCapturedIntoAGraphRunsAcrossHosts) {
+  for (const char* path : {"host", "copy"}) {
+    SCOPED_TRACE(path);
+    setenv("HOCCL_NET_DEVICE_PATH", path, 1);
+    reloadSettingsForTesting();
+    testutil::Options o;
+    o.ranks = 2;
+    o.nodeSizes = {1, 1};
+    o.net = testutil::Net::Socket;
+    o.timeoutSec = 60;
+    testutil::World world(o);
+    ASSERT_EQ(world.initError(), "");
+    std::vector<void*> streams = {fake->createStream(), fake->createStream()};
+    const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 70000, false, 0};
+    ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+      for (int round = 0; round < 2; ++round) {
+        Buffers b(fake.get(), c, 2, rank);
+        fake->setCapture(streams[rank], cuda::kCaptureStatusActive);
+        ASSERT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclSuccess) << hocclGetLastError(comm);
+        EXPECT_EQ(fake->captureStatus(streams[rank]), cuda::kCaptureStatusActive) << "the call broke the capture";
+        fake->setCapture(streams[rank], cuda::kCaptureStatusNone);
+        ASSERT_EQ(callApi(c, b.host.in(), b.host.out(), comm, nullptr), hocclSuccess);
+        ASSERT_TRUE(fake->sync(streams[rank]));
+        EXPECT_TRUE(b.same()) << "round " << round << " rank " << rank;
+        runAndCompare(fake.get(), c, comm, rank, 2, streams[rank]);
+      }
+    }));
+  }
 }
 
 // Failures across hosts end every rank's call with an error that names

@@ -160,6 +160,57 @@ TEST(Tuner, DeviceCallsFollowTheDeviceRuleUnlessForcedOrRuled) {
   Tuner::hostChoicesOnDeviceForTesting(false);
 }
 
+// Device buffers across hosts: the cost model picks, on the device machine
+// (GPU links inside a node, the proxy's latency and PCIe on the network),
+// not the one-GPU rule: its pick is the cheapest there, it moves with the
+// proxy's latency, and it differs from both the host model's pick and the
+// one-GPU rule on a GPU cluster's shape.
+TEST(Tuner, DeviceCallsAcrossHostsComeFromTheModel) {
+  LinkModel links;
+  links.net = {5.0, 400.0};  // 400 Gbit/s NICs, 5 us
+  Machine m = Machine::rectangular(16, 8, 2, links);
+  m.nicsOf.assign(16, 8);
+  Tuner t(m, {}, "", nullptr, 0);
+  const Machine dm = deviceMachine(m);
+  EXPECT_EQ(dm.links.net.latencyUs, 5.0 + links.device.proxyUs);
+  EXPECT_EQ(dm.links.shm.gbps, links.device.gpu.gbps);
+  bool differsFromHost = false, differsFromRule = false;
+  for (uint64_t b = 8; b <= (uint64_t(1) << 32); b *= 16) {
+    const Choice c = t.chooseForDevice(CollKind::AllReduce, b);
+    EXPECT_NE(c.why.find("model (device buffers across hosts"), std::string::npos) << c.why;
+    // No candidate the tuner weighs is predicted faster on the device
+    // machine, beyond the 2% by which an earlier candidate keeps its place.
+    for (const AlgoInfo& a : allAlgorithms()) {
+      if (!a.supports(CollKind::AllReduce) || a.oneNode) continue;
+      Tuner forced(m, {}, "", &a, 0);
+      const Choice f = forced.chooseForDevice(CollKind::AllReduce, b);
+      EXPECT_EQ(f.predictedUs, predict(dm, CollKind::AllReduce, a.id, b, f.nchannels, f.pipelineChunks).us);
+      for (int ch : {1, 2, 4})
+        for (int d : {0, 1, 2, 4, 8, 16, 32}) {
+          if (d && !a.pipelined) continue;
+          if (a.maxChannels > 0 && ch > a.maxChannels) continue;
+          const double us = predict(dm, CollKind::AllReduce, a.id, b, ch, d).us;
+          EXPECT_LE(c.predictedUs, us * 1.02 * 1.02)
+              << sizeText(b) << ": " << a.name << " (" << ch << "," << d << ") is faster than "
+              << algorithmInfo(c.algo).name;
+        }
+    }
+    differsFromHost = differsFromHost || c.algo != t.choose(CollKind::AllReduce, b).algo;
+    const AlgoId rule = b <= kDeviceDoublingMaxBytes ? AlgoId::Doubling : AlgoId::Ring;
+    differsFromRule = differsFromRule || c.algo != rule;
+  }
+  EXPECT_TRUE(differsFromHost) << "the device machine changed no choice";
+  EXPECT_TRUE(differsFromRule) << "the model picked the one-GPU rule everywhere";
+  EXPECT_EQ(t.chooseForDevice(CollKind::AllReduce, uint64_t(1) << 30).algo, AlgoId::HoRing);
+  // A proxy a thousand times slower makes small all-reduces avoid the
+  // algorithms with the most network messages.
+  Machine slow = m;
+  slow.links.device.proxyUs = 8000;
+  Tuner ts(slow, {}, "", nullptr, 0);
+  EXPECT_GT(ts.chooseForDevice(CollKind::AllReduce, 8).predictedUs,
+            t.chooseForDevice(CollKind::AllReduce, 8).predictedUs * 100);
+}
+
 TEST(Tuner, OneNodeNeverPicksGroupedAlgorithms) {
   Tuner t(Machine::rectangular(1, 4, 1, gigabit()), {}, "", nullptr, 0);
   for (uint64_t b = 8; b <= 256 * kMiB; b *= 8) {

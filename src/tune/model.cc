@@ -472,3 +472,29 @@ Prediction predict(const Machine& m, CollKind coll, AlgoId algo, uint64_t bytes,
 
 }  // namespace tune
 }  // namespace hoccl
+
+namespace hoccl::tune {
+
+Machine deviceMachine(const Machine& m) {
+  Machine d = m;
+  LinkModel& l = d.links;
+  const DeviceLinks& g = m.links.device;
+  int perNode = 1;
+  for (int n = 0; n < m.nnodes(); ++n)
+    perNode = std::max(perNode, int(std::count(m.nodeOf.begin(), m.nodeOf.end(), n)));
+  l.shm = g.gpu;
+  l.nodeMemGbps = g.memGbps * perNode;  // each GPU its own HBM
+  l.reduceMemRatio = 1.5;
+  l.reduceGbps = g.reduceGbps;
+  l.shmByReference = false;
+  // One rank per GPU, each with its own CTAs: no shared cores, and the
+  // messages' CPU cost is the proxy's latency, not the executor's.
+  l.oversubscription = 1.0;
+  l.msgCpuUs = l.netMsgCpuUs = l.localMsgCpuUs = 0;
+  l.net.latencyUs += g.proxyUs;
+  l.net.gbps = l.net.gbps > 0 ? std::min(l.net.gbps, g.pcieGbps) : g.pcieGbps;
+  if (l.flowGbps > 0) l.flowGbps = std::min(l.flowGbps, g.pcieGbps);
+  return d;
+}
+
+}  // namespace hoccl::tune

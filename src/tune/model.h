@@ -46,10 +46,31 @@ struct LinkParams {
   double bytesPerUs() const { return gbps * 125.0; }  // 1 Gbit/s = 125 bytes/us
 };
 
+// What changes when the ranks' buffers are GPU memory and the call spans
+// hosts (CUDA-NET design, §4): the device machine (deviceMachine) prices
+// the same schedules with these in place of the host's copies. The
+// defaults are assumptions for an H100 node, not measurements: NVLink 4
+// (450 GB/s per direction), PCIe 5 x16 (about 50 GB/s), a proxy hand-over
+// of a few microseconds at each end; a tune file's `set device_*` lines
+// replace them.
+struct DeviceLinks {
+  LinkParams gpu{3.0, 3600.0};  // one GPU's links to its node's GPUs: a CTA's step latency, NVLink's rate
+  double reduceGbps = 8000.0;   // one rank's reduction rate in HBM
+  double memGbps = 24000.0;     // one GPU's HBM (each GPU has its own: per rank, not per node)
+  // Per message crossing hosts, both proxies together: the kernel's
+  // system-scope store and the proxy's poll at the sender, completion,
+  // `tail` store and the kernel's poll at the receiver.
+  double proxyUs = 8.0;
+  // The GPU's PCIe link, which every byte to or from the network crosses
+  // (the kernel writing host slots, or the NIC reading GPU memory).
+  double pcieGbps = 400.0;
+};
+
 // Link parameters per class; defaults describe this project's test machines
 // (memory copies at a few GB/s, TCP over 1 Gbit/s), calibrated from the
 // topology where it knows link speeds, overridable from a tune file.
 struct LinkModel {
+  DeviceLinks device;            // for calls on device buffers across hosts (deviceMachine)
   LinkParams shm{3.0, 40.0};     // one rank's copy path inside a node
   double nodeMemGbps = 80.0;     // all copies of one node together (memory bandwidth)
   // Node memory a reduced byte takes, per copied byte: 1.5 where memory
@@ -99,6 +120,7 @@ struct LinkModel {
   double latency(const LinkParams& p) const { return p.latencyUs * (oversubscription > 1 ? oversubscription : 1); }
 };
 
+
 // Ranks on nodes under leaf switches. Nodes and leaves are numbered densely.
 struct Machine {
   std::vector<int> nodeOf;     // per rank
@@ -139,6 +161,13 @@ struct RingSet {
   bool reduce = false;                  // steps combine what they receive
 };
 double ringSetUs(const Machine& m, const RingSet& set, int channels);
+
+// The machine a call on device buffers across hosts runs on: inside a node
+// the GPUs' links (DeviceLinks::gpu) instead of shared memory, reductions
+// and copies at HBM rates, one rank per GPU (no shared cores); between
+// nodes the same network, each message also paying the proxies
+// (DeviceLinks::proxyUs) and its rate capped by the GPU's PCIe link.
+Machine deviceMachine(const Machine& m);
 
 // A set of point-to-point messages sent at the same time (one step of a
 // star, a tree or a recursive-doubling exchange). Returns microseconds.

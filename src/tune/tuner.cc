@@ -10,8 +10,8 @@
 namespace hoccl {
 namespace tune {
 
-bool Tuner::stepsFit(const Prediction& p) const {
-  const LinkModel& lm = m_.links;
+bool Tuner::stepsFit(const Machine& m, const Prediction& p) const {
+  const LinkModel& lm = m.links;
   if (lm.net.bufferKB > 0 && p.stepNodeInBytes > lm.net.bufferKB * 1000) return false;
   if (lm.spine.bufferKB > 0 && p.stepUplinkBytes > lm.spine.bufferKB * 1000) return false;
   return true;
@@ -26,6 +26,10 @@ Tuner::Tuner(Machine machine, std::vector<TuneRule> rules, std::string rulesPath
       channels_(channels),
       maxChannels_(std::max(1, maxChannels)) {
   scenarios_ = robustScenarios(m_);
+  if (m_.nnodes() > 1) {
+    deviceM_ = deviceMachine(m_);
+    for (const Machine& sm : scenarios_) deviceScenarios_.push_back(deviceMachine(sm));
+  }
 }
 
 std::vector<Machine> robustScenarios(const Machine& m) {
@@ -53,14 +57,18 @@ std::vector<Machine> robustScenarios(const Machine& m) {
   return out;
 }
 
-Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
+Choice Tuner::choose(CollKind coll, uint64_t bytes) const { return chooseOn(m_, scenarios_, coll, bytes); }
+
+// The choice on machine `m` (weighed on `sc`, m first): the host's, or the
+// device machine across hosts (chooseForDevice).
+Choice Tuner::chooseOn(const Machine& m, const std::vector<Machine>& sc, CollKind coll, uint64_t bytes) const {
   Choice best;
   for (const TuneRule& r : rules_) {
     if (r.coll != coll || bytes < r.lo || bytes >= r.hi) continue;
     best.algo = r.algo;
     best.nchannels = r.channels ? r.channels : std::max(channels_, 1);
     best.pipelineChunks = r.chunks;
-    best.predictedUs = predict(m_, coll, best.algo, bytes, best.nchannels, best.pipelineChunks).us;
+    best.predictedUs = predict(m, coll, best.algo, bytes, best.nchannels, best.pipelineChunks).us;
     best.why = rulesPath_ + ":" + std::to_string(r.line);
     return best;
   }
@@ -72,8 +80,8 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
       if (!a.supports(coll) || (a.tunerWeighs && !a.tunerWeighs(coll))) continue;
       // Grouped algorithms only where there is more than one node; on one
       // node they are the ring under another name.
-      if (a.grouped && m_.nnodes() < 2) continue;
-      if (a.oneNode && m_.nnodes() > 1) continue;
+      if (a.grouped && m.nnodes() < 2) continue;
+      if (a.oneNode && m.nnodes() > 1) continue;
       algos.push_back(&a);
     }
   }
@@ -101,11 +109,11 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
       bool anyFits = false;
       for (int d : depths) {
         Candidate k{info->id, c, d, {}, 0, false};
-        for (const Machine& sm : scenarios_) {
+        for (const Machine& sm : sc) {
           const Prediction p = predict(sm, coll, info->id, bytes, c, d);
           if (k.us.empty()) {
             k.plain = p.usWithoutBursts;
-            k.fits = stepsFit(p);
+            k.fits = stepsFit(m, p);
           }
           k.us.push_back(p.us);
         }
@@ -120,13 +128,13 @@ Choice Tuner::choose(CollKind coll, uint64_t bytes) const {
   // A candidate's score: its worst ratio to the best candidate of each
   // scenario (with one scenario, its time over the best time: the same
   // order as the time itself).
-  std::vector<double> floor(scenarios_.size(), -1);
+  std::vector<double> floor(sc.size(), -1);
   for (const Candidate& k : cands)
-    for (size_t s = 0; s < scenarios_.size(); ++s)
+    for (size_t s = 0; s < sc.size(); ++s)
       if (k.fits && (floor[s] < 0 || k.us[s] < floor[s])) floor[s] = k.us[s];
   std::vector<double> score(cands.size(), 0);
   for (size_t i = 0; i < cands.size(); ++i)
-    for (size_t s = 0; s < scenarios_.size(); ++s)
+    for (size_t s = 0; s < sc.size(); ++s)
       score[i] = std::max(score[i], floor[s] > 0 ? cands[i].us[s] / floor[s] : 1.0);
   bool first = true;
   double bestScore = 0, bestPlain = 0;  // the best's score, and its time without the buckets' credit
@@ -177,7 +185,20 @@ void Tuner::hostChoicesOnDeviceForTesting(bool on) { hostChoicesOnDevice.store(o
 
 Choice Tuner::chooseForDevice(CollKind coll, uint64_t bytes) const {
   Choice c = choose(coll, bytes);
-  if (!c.byModel || hostChoicesOnDevice.load(std::memory_order_relaxed)) return c;
+  if (hostChoicesOnDevice.load(std::memory_order_relaxed)) return c;
+  if (m_.nnodes() > 1 && coll != CollKind::AllToAll) {
+    // Across hosts: the model, on the device machine (a forced or ruled
+    // choice stays, priced there).
+    if (!c.byModel) {
+      c.predictedUs = predict(deviceM_, coll, c.algo, bytes, c.nchannels, c.pipelineChunks).us;
+      return c;
+    }
+    c = chooseOn(deviceM_, deviceScenarios_, coll, bytes);
+    c.nchannels = 1;  // the device executor sets channels by size
+    c.why = "model (device buffers across hosts: GPU links in the node, the proxy and PCIe on the network)";
+    return c;
+  }
+  if (!c.byModel) return c;
   c.nchannels = 1;  // the device executor sets channels by size
   c.pipelineChunks = 0;
   c.predictedUs = 0;

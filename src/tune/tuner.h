@@ -86,6 +86,10 @@ class Tuner {
   // kDeviceDoublingMaxBytes, the ring above; reduce-scatter and all-gather
   // by the ring (one-shot was never faster there); broadcast and reduce as
   // the model picks them. predictedUs is 0: the model has no device costs.
+  // Across hosts the cost model picks, on the device machine
+  // (deviceMachine: GPU links inside a node, the proxy's latency and the
+  // PCIe cap on the network), among every algorithm that runs across
+  // nodes, HO-Ring's pipeline depth included.
   Choice chooseForDevice(CollKind coll, uint64_t bytes) const;
   // Tests: chooseForDevice returns choose()'s pick while set, so that a
   // call on device buffers runs the schedule of the same call on host
@@ -99,9 +103,14 @@ class Tuner {
 
  private:
   // Whether a prediction's steps fit the links' buffers (LinkParams::bufferKB).
-  bool stepsFit(const Prediction& p) const;
+  bool stepsFit(const Machine& m, const Prediction& p) const;
+  Choice chooseOn(const Machine& m, const std::vector<Machine>& scenarios, CollKind coll, uint64_t bytes) const;
   Machine m_;
   std::vector<Machine> scenarios_;  // m_ first
+  // Across hosts: m_ and its scenarios as calls on device buffers see them
+  // (deviceMachine); unused on one node.
+  Machine deviceM_;
+  std::vector<Machine> deviceScenarios_;
   std::vector<TuneRule> rules_;
   std::string rulesPath_;
   const AlgoInfo* forced_;
