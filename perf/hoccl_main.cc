@@ -41,6 +41,11 @@ class HocclBackend : public bench::Backend {
   bool timesInPlace(Coll c) const override { return c != Coll::SendRecv; }
   bool supportsDeviceMemory() const override { return true; }
   void setStream(void* s) override { stream_ = static_cast<hocclStream_t>(s); }
+  std::string asyncError() override {
+    hocclResult_t e = hocclSuccess;
+    if (hocclCommGetAsyncError(comm_, &e) != hocclSuccess || e == hocclSuccess || e == hocclInProgress) return "";
+    return std::string("hocclCommGetAsyncError: ") + hocclGetErrorString(e) + ": " + hocclGetLastError(comm_);
+  }
 
   std::string run(Coll c, const void* send, void* recv, size_t count, hocclDataType_t t, hocclRedOp_t op,
                   int root) override {

@@ -89,6 +89,11 @@ struct DeviceConnOptions {
   // Whether a launch of this communicator may still run (the executor's
   // last launch, eager or replayed from a graph, has not ended).
   std::function<bool()> launchPending;
+  // Asked by a transport's own thread (the network proxy) every 0.1 s while
+  // a launch may run: news of a failure elsewhere (a peer's abort notice, a
+  // peer process of this host that is gone), which the rank's own thread
+  // cannot read while it waits in a launch. An error goes to `fail`.
+  std::function<Status()> watch;
   // NVML's answer for the GPUs with these bus ids (from, to); the owner
   // fills it. Unset: Unknown.
   std::function<PeerWriteAnswer(const std::string& fromBus, const std::string& toBus)> peerWrite;

@@ -237,10 +237,28 @@ class Runner {
       e = toDevice ? dev_->toDevice(drecv_, recvBuf_.data(), recvBytes) : dev_->toHost(recvBuf_.data(), drecv_, recvBytes);
     return e.empty() || fail(e);
   }
+  // Waits for the stream, asking the backends for asynchronous errors now
+  // and then (every 10 ms after the first), as nccl-tests does: that is
+  // how a failure elsewhere reaches a rank whose launches wait for a peer.
   bool syncDevice() {
     if (!dev_) return true;
-    std::string e = dev_->sync();
-    return e.empty() || fail(e);
+    const auto start = std::chrono::steady_clock::now();
+    auto lastAsk = start;
+    for (;;) {
+      bool done = false;
+      const std::string e = dev_->query(&done);
+      if (!e.empty()) return fail(e);
+      if (done) return true;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - lastAsk > std::chrono::milliseconds(10)) {
+        lastAsk = now;
+        for (Backend* b : bs_) {
+          const std::string a = b->asyncError();
+          if (!a.empty()) return fail(a);
+        }
+      }
+      if (now - start > std::chrono::microseconds(200)) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 
   long long finish(long long wrong) {

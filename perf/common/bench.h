@@ -66,6 +66,10 @@ class Backend {
   // done, and the driver waits for the stream before reading the clock.
   virtual bool supportsDeviceMemory() const { return false; }
   virtual void setStream(void*) {}
+  // An asynchronous error of the backend's communicator ("" if none),
+  // asked while its calls on device buffers run, as nccl-tests asks
+  // ncclCommGetAsyncError: a failure elsewhere (a dead peer) ends the wait.
+  virtual std::string asyncError() { return ""; }
   // Wraps -m aggregated calls (hoccl: a group); default no-op.
   virtual void aggregateBegin() {}
   virtual std::string aggregateEnd() { return ""; }

@@ -22,6 +22,7 @@ struct DeviceMemory::Api {
   int (*streamCreate)(void**, unsigned);
   int (*streamDestroy)(void*);
   int (*streamSynchronize)(void*);
+  int (*streamQuery)(void*);
   int (*memAlloc)(unsigned long long*, size_t);
   int (*memFree)(unsigned long long);
   int (*memcpyHtoDAsync)(unsigned long long, const void*, size_t, void*);
@@ -72,6 +73,7 @@ const DeviceMemory::Api* loadApi(std::string* why) {
     resolve(lib, "cuStreamCreate", &api.streamCreate, &missing);
     resolve(lib, "cuStreamDestroy_v2", &api.streamDestroy, &missing);
     resolve(lib, "cuStreamSynchronize", &api.streamSynchronize, &missing);
+    resolve(lib, "cuStreamQuery", &api.streamQuery, &missing);
     resolve(lib, "cuMemAlloc_v2", &api.memAlloc, &missing);
     resolve(lib, "cuMemFree_v2", &api.memFree, &missing);
     resolve(lib, "cuMemcpyHtoDAsync_v2", &api.memcpyHtoDAsync, &missing);
@@ -181,5 +183,12 @@ std::string DeviceMemory::copyRate(size_t bytes, int iters, double* gbs) {
 }
 
 std::string DeviceMemory::sync() { return check(api_->streamSynchronize(stream_), "cuStreamSynchronize"); }
+
+std::string DeviceMemory::query(bool* done) {
+  constexpr int kNotReady = 600;  // CUDA_ERROR_NOT_READY
+  const int rc = api_->streamQuery(stream_);
+  *done = rc == 0;
+  return rc == kNotReady ? "" : check(rc, "cuStreamQuery");
+}
 
 }  // namespace bench

@@ -44,6 +44,8 @@ class DeviceMemory {
   std::string copyRate(size_t bytes, int iters, double* gbs);
   // Waits until everything queued on the stream so far has ended.
   std::string sync();
+  // Whether it has (*done), without waiting.
+  std::string query(bool* done);
   // "NVIDIA H100 80GB HBM3 [0000:1b:00]": for the "# Using devices" line.
   const std::string& name() const { return name_; }
   int ordinal() const { return ordinal_; }

@@ -24,8 +24,15 @@ class Stream {
     cv_.notify_all();
     thread_.join();
   }
+  // Waits while kMaxQueued items are queued, as a driver's launch waits
+  // when its queue is full: a program that queues calls in a loop without
+  // waiting (a benchmark) cannot pile up more work than a GPU would hold.
+  // Not from the stream's own thread (its work never queues more).
+  static constexpr size_t kMaxQueued = 1024;
   void push(std::function<void()> f) {
-    std::lock_guard<std::mutex> l(mu_);
+    std::unique_lock<std::mutex> l(mu_);
+    if (std::this_thread::get_id() != thread_.get_id())
+      cv_.wait(l, [&] { return stop_ || pending_ < kMaxQueued; });
     q_.push_back(std::move(f));
     ++pending_;
     cv_.notify_all();

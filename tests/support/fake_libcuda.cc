@@ -61,6 +61,7 @@ HOCCL_FAKE_FORWARD(cuCtxSetCurrent, "cuCtxSetCurrent", (void* c), (c))
 HOCCL_FAKE_FORWARD(cuStreamCreate, "cuStreamCreate", (void** s, unsigned flags), (s, flags))
 HOCCL_FAKE_FORWARD(cuStreamDestroy_v2, "cuStreamDestroy", (void* s), (s))
 HOCCL_FAKE_FORWARD(cuStreamSynchronize, "cuStreamSynchronize", (void* s), (s))
+HOCCL_FAKE_FORWARD(cuStreamQuery, "cuStreamQuery", (void* s), (s))
 HOCCL_FAKE_FORWARD(cuMemAlloc_v2, "cuMemAlloc", (unsigned long long* p, size_t bytes), (p, bytes))
 HOCCL_FAKE_FORWARD(cuMemFree_v2, "cuMemFree", (unsigned long long p), (p))
 HOCCL_FAKE_FORWARD(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync",

@@ -410,7 +410,8 @@ void NetProxy::run() {
   if (api_.threadExchangeStreamCaptureMode) api_.threadExchangeStreamCaptureMode(&mode);
   const double spinSec = o_.settings.proxySpinUs * 1e-6;
   const auto idle = std::chrono::microseconds(int64_t(std::max(1.0, o_.settings.proxyIdleUs)));
-  double lastMoved = nowSec(), lastHealth = lastMoved;
+  double lastMoved = nowSec(), lastHealth = lastMoved, lastWatch = lastMoved;
+  bool watchFailed = false;
   uint32_t polls = 0;
   for (;;) {
     uint64_t seen;
@@ -430,6 +431,14 @@ void NetProxy::run() {
         for (auto& h : halves_)
           if (!h->failed && !h->closed)
             if (Status st = net_->health(h->comm); !st.ok()) fail(*h, "the connection broke", st);
+      }
+    }
+    // News of a failure elsewhere, for launches that wait on it.
+    if (now - lastWatch > 0.1 && !watchFailed && o_.watch && o_.launchPending && o_.launchPending()) {
+      lastWatch = now;
+      if (Status st = o_.watch(); !st.ok()) {
+        watchFailed = true;
+        if (o_.fail) o_.fail(st);
       }
     }
     if (moved) {

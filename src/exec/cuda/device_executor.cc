@@ -224,6 +224,16 @@ Status DeviceExecutor::openConnections(const Driver& d, std::vector<DevicePeer> 
     requestAbort();
   };
   o.launchPending = [this] { return launched_.load(std::memory_order_acquire) && !eventDone(api_, last_); };
+  o.watch = [this]() -> Status {
+    HOCCL_TRY(owner_->peerAbort(true));
+    for (int p = 0; p < nranks_; ++p)
+      if (p != rank_ && !owner_->sameProcess(p) && owner_->sameHost(p) && owner_->peerProcessGone(p)) {
+        const PeerInfo info = owner_->peerInfo(p);
+        return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during a call on device "
+                      "buffers", rank_, p, info.pid, info.host.c_str());
+      }
+    return Status();
+  };
   TaskOwner* owner = owner_;
   o.peerProcessGone = [owner](int r) { return owner->peerProcessGone(r); };
   o.slotBytes = slotBytes_;
