@@ -53,7 +53,8 @@ struct Settings {
   int deviceChannels = 0;                // HOCCL_DEVICE_CHANNELS (0: auto)
   int minCTAs = 0, maxCTAs = 0;          // hocclConfig_t's (0: unset); no environment variable
   // What set timeoutSec, as messages name it: "HOCCL_TIMEOUT", "HOCCL_TIMEOUT's
-  // default" or "hocclConfig_t.timeoutSec" (src/comm/comm_settings.cc).
+  // default", "hocclConfig_t.timeoutSec" or "hocclConfig_t.timeoutMs"
+  // (src/comm/comm_settings.cc).
   const char* timeoutFrom = "HOCCL_TIMEOUT";
   int deviceThreads = 512;               // HOCCL_DEVICE_THREADS
   bool p2pDisable = false;               // HOCCL_P2P_DISABLE

@@ -289,7 +289,7 @@ std::vector<SettingDecl> makeTable() {
        "Write the log to this file instead of stderr; %h expands to the host name, %p to the pid, %% to %.",
        field<std::string>(&S::debugFile, textWhere(debugFile)), kPerRank},
       {"HOCCL_TIMEOUT", "300",
-       "Seconds (0.001 to 10000000) any wait (bootstrap, connection, a collective making no progress) may "
+       "Seconds (0.001 to 10000000; 0.5 is half a second) any wait (bootstrap, connection, a collective making no progress) may "
        "last before it becomes an error; the rendezvous of a unique id waits for its first rank without limit, "
        "then this long for the rest.",
        field<double>(&S::timeoutSec, positiveSeconds()), kPerRank},

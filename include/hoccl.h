@@ -98,7 +98,9 @@ typedef enum {
 #define HOCCL_SPLIT_NOCOLOR -1
 
 /* Communicator configuration. The leading fields follow ncclConfig_t;
- * fields NCCL uses for GPUs are accepted and ignored on host memory. */
+ * fields NCCL uses for GPUs are accepted and ignored on host memory. New
+ * fields are added at the end only, and a field is read only when `size`
+ * covers it, so a program built against an older header keeps working. */
 typedef struct hocclConfig_v1 {
   size_t size;
   unsigned int magic;
@@ -110,12 +112,20 @@ typedef struct hocclConfig_v1 {
   const char* netName; /* network between nodes: "IB", "Socket" or "auto"; overrides HOCCL_NET */
   int splitShare;
   /* hoccl extensions */
-  int timeoutSec; /* bound on every wait; overrides HOCCL_TIMEOUT */
+  /* Bound on every wait, in whole seconds (> 0); overrides HOCCL_TIMEOUT.
+   * Ignored when timeoutMs is set. 0 or less: hocclInvalidArgument. */
+  int timeoutSec;
   const char* commName;
   /* Algorithm for this communicator, overriding HOCCL_ALGO: "auto", "ring",
    * "hierarchical", "horing" or "doubling". Every rank of the communicator
    * must pass the same value. */
   const char* algorithm;
+  /* Bound on every wait, in milliseconds (> 0), for a timeout that is not a
+   * whole number of seconds (500: half a second). Overrides HOCCL_TIMEOUT
+   * and, when both are set, timeoutSec, so a caller can set timeoutSec as
+   * well for an older hoccl, which does not read this field. 0 or less:
+   * hocclInvalidArgument. Read only when `size` covers it. */
+  int timeoutMs;
 } hocclConfig_t;
 
 #define HOCCL_CONFIG_INITIALIZER                                                        \
@@ -131,7 +141,8 @@ typedef struct hocclConfig_v1 {
         HOCCL_CONFIG_UNDEF_INT,         /* splitShare */                                \
         HOCCL_CONFIG_UNDEF_INT,         /* timeoutSec */                                \
         HOCCL_CONFIG_UNDEF_PTR,         /* commName */                                  \
-        HOCCL_CONFIG_UNDEF_PTR          /* algorithm */                                 \
+        HOCCL_CONFIG_UNDEF_PTR,         /* algorithm */                                 \
+        HOCCL_CONFIG_UNDEF_INT          /* timeoutMs */                                 \
   }
 
 /* Version as HOCCL_VERSION(major, minor, patch). */

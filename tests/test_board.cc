@@ -212,20 +212,20 @@ namespace {
 TEST(Board, AMissingOrDeadPeerIsNamed) {
   for (bool dies : {false, true}) {
     Options o = inProcesses(3, 60);
-    o.timeoutSec = 2;
+    o.timeoutSec = 0.5;
     std::string err;
     ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
       float x = 1;
       if (rank == 2) {
         if (dies) _exit(0);
-        sleep(4);
+        usleep(1500 * 1000);  // three times the others' timeout
         return;
       }
       EXPECT_NE(hocclAllReduce(&x, &x, 1, hocclFloat32, hocclSum, comm, nullptr), hocclSuccess);
       std::string msg = hocclGetLastError(comm);
       const std::vector<const char*> wants =
           dies ? std::vector<const char*>{"rank 2", "exited"}
-               : std::vector<const char*>{"(hocclConfig_t.timeoutSec)", "rank 2's input on the shared-memory board"};
+               : std::vector<const char*>{"0.5 s (hocclConfig_t.timeoutMs)", "rank 2's input on the shared-memory board"};
       for (const char* want : wants) EXPECT_NE(msg.find(want), std::string::npos) << msg;
     }, &err)) << err;
   }

@@ -434,7 +434,7 @@ TEST_F(CudaDeviceTest, AbortingAWaitingRankStopsItsLaunch) {
 TEST_F(CudaDeviceTest, ATimeoutNamesChannelStepAndPeer) {
   testutil::Options o;
   o.ranks = 3;
-  o.timeoutSec = 1;
+  o.timeoutSec = 0.5;
   testutil::World world(o);
   std::vector<void*> streams;
   for (int r = 0; r < 3; ++r) streams.push_back(fake->createStream());

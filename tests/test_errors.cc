@@ -306,13 +306,13 @@ TEST(Abort, WhileAnotherThreadCallsInALoop) {
 
 // ---- Groups -------------------------------------------------------------------
 
-// The two ranks of a new communicator, initialised by two threads; a wait
-// lasts at most timeoutSec when it is given.
-void initPair(hocclComm_t comms[2], int timeoutSec = 0) {
+// The two ranks of a new communicator, initialised by two threads with
+// `config` (HOCCL_CONFIG_INITIALIZER's when null).
+void initPair(hocclComm_t comms[2], const hocclConfig_t* given = nullptr) {
   hocclUniqueId id;
   ASSERT_EQ(hocclGetUniqueId(&id), hocclSuccess);
   hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
-  if (timeoutSec > 0) config.timeoutSec = timeoutSec;
+  if (given) config = *given;
   hocclResult_t rc1 = hocclInternalError;
   std::thread init1([&] { rc1 = hocclCommInitRankConfig(&comms[1], 2, id, 1, &config); });
   hocclResult_t rc0 = hocclCommInitRankConfig(&comms[0], 2, id, 0, &config);
@@ -404,7 +404,9 @@ TEST(Group, QueriesRacingADestroyOnAnotherThread) {
 // communicators unusable). Afterwards both work.
 TEST(Group, ARefusedCallRunsNothingAndGroupEndReturnsItsError) {
   hocclComm_t c[2] = {nullptr, nullptr};
-  ASSERT_NO_FATAL_FAILURE(initPair(c, 5));
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  config.timeoutSec = 5;
+  ASSERT_NO_FATAL_FAILURE(initPair(c, &config));
   std::vector<float> b0(256, 1.0f), b1(256, 2.0f);
   auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(hocclGroupStart(), hocclSuccess);
@@ -471,7 +473,7 @@ TEST(Group, AGroupedInitThatFailsIsGroupEndsError) {
   // A short timeout: after a refusal a rank waits (at most that long) for
   // the rendezvous of its own process to answer the others.
   hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
-  config.timeoutSec = 2;
+  config.timeoutMs = 500;
   ASSERT_EQ(hocclGroupStart(), hocclSuccess);
   ASSERT_EQ(hocclCommInitRankConfig(&c0, 2, id, 0, &config), hocclSuccess);
   ASSERT_EQ(hocclCommInitRankConfig(&c1, 3, id, 1, &config), hocclSuccess);
@@ -529,19 +531,27 @@ TEST(Group, NestingIsCappedBeforeTheDepthWraps) {
 }
 
 // A call that waits too long says what set the timeout it ran out of:
-// hocclConfig_t.timeoutSec or HOCCL_TIMEOUT (it always said HOCCL_TIMEOUT).
+// hocclConfig_t.timeoutMs, which wins over timeoutSec, or HOCCL_TIMEOUT (it
+// always said HOCCL_TIMEOUT), and the fraction of a second it was.
 TEST(Timeout, TheMessageNamesWhatSetTheTimeout) {
   for (bool fromConfig : {true, false}) {
-    if (!fromConfig) {
-      setenv("HOCCL_TIMEOUT", "1", 1);
+    hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+    if (fromConfig) {
+      config.timeoutSec = 30;  // what an older hoccl would use
+      config.timeoutMs = 300;
+    } else {
+      setenv("HOCCL_TIMEOUT", "0.3", 1);
       hoccl::reloadSettingsForTesting();
     }
     hocclComm_t c[2] = {nullptr, nullptr};
-    ASSERT_NO_FATAL_FAILURE(initPair(c, fromConfig ? 1 : 0));
+    ASSERT_NO_FATAL_FAILURE(initPair(c, &config));
     std::vector<float> b(64, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
     EXPECT_EQ(hocclAllReduce(b.data(), b.data(), 64, hocclFloat, hocclSum, c[0], nullptr), hocclTimeout);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     const std::string msg = hocclGetLastError(c[0]);
-    EXPECT_NE(msg.find(fromConfig ? "(hocclConfig_t.timeoutSec)" : "(HOCCL_TIMEOUT)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fromConfig ? "0.3 s (hocclConfig_t.timeoutMs)" : "0.3 s (HOCCL_TIMEOUT)"), std::string::npos)
+        << msg;
     EXPECT_EQ(hocclCommDestroy(c[0]), hocclSuccess);
     EXPECT_EQ(hocclCommDestroy(c[1]), hocclSuccess);
   }

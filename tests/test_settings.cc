@@ -509,6 +509,114 @@ TEST(SettingsSnapshot, ConfigOverridesTheSnapshot) {
   EXPECT_NE(st.message().find("config->algorithm=\"tree\" names no algorithm"), std::string::npos) << st.message();
 }
 
+// hocclConfig_t.timeoutMs gives a bound that is not a whole number of
+// seconds; when timeoutSec is set too, timeoutMs wins (a caller sets both so
+// that an older hoccl, which reads only timeoutSec, still has a bound).
+TEST(SettingsSnapshot, ConfigTimeoutMsIsSubSecondAndWinsOverTimeoutSec) {
+  ScopedEnv timeout("HOCCL_TIMEOUT", "5");
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  EXPECT_EQ(config.timeoutMs, HOCCL_CONFIG_UNDEF_INT);
+  Settings s;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.timeoutSec, 5);
+  EXPECT_STREQ(s.timeoutFrom, "HOCCL_TIMEOUT");
+  config.timeoutMs = 250;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.timeoutSec, 0.25);
+  EXPECT_STREQ(s.timeoutFrom, "hocclConfig_t.timeoutMs");
+  config.timeoutSec = 7;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.timeoutSec, 0.25);
+  EXPECT_STREQ(s.timeoutFrom, "hocclConfig_t.timeoutMs");
+  config.timeoutMs = HOCCL_CONFIG_UNDEF_INT;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.timeoutSec, 7);
+  EXPECT_STREQ(s.timeoutFrom, "hocclConfig_t.timeoutSec");
+  // The smallest: 1 ms, as HOCCL_TIMEOUT's 0.001.
+  config.timeoutMs = 1;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.timeoutSec, 0.001);
+  // A split applies the config on top of its parent's settings the same way.
+  Settings parent = processSettings()->values();
+  config.timeoutMs = 1500;
+  ASSERT_TRUE(applyConfig(&config, &parent).ok());
+  EXPECT_EQ(parent.timeoutSec, 1.5);
+}
+
+// 0 or less in either timeout field is refused, naming the field and its
+// unit, even when the other field is set and valid.
+TEST(SettingsSnapshot, ConfigTimeoutsMustBePositive) {
+  struct Bad {
+    int sec, ms;
+    const char* says;
+  };
+  const Bad bad[] = {{HOCCL_CONFIG_UNDEF_INT, 0, "config->timeoutMs=0 must be > 0 (milliseconds)"},
+                     {HOCCL_CONFIG_UNDEF_INT, -500, "config->timeoutMs=-500 must be > 0 (milliseconds)"},
+                     {10, -1, "config->timeoutMs=-1 must be > 0 (milliseconds)"},
+                     {0, HOCCL_CONFIG_UNDEF_INT, "config->timeoutSec=0 must be > 0 (seconds)"},
+                     {-2, 500, "config->timeoutSec=-2 must be > 0 (seconds)"}};
+  for (const Bad& b : bad) {
+    hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+    config.timeoutSec = b.sec;
+    config.timeoutMs = b.ms;
+    Settings s;
+    const Status st = commSettings(&config, &s);
+    EXPECT_EQ(st.code(), hocclInvalidArgument) << b.says;
+    EXPECT_NE(st.message().find(b.says), std::string::npos) << st.message();
+  }
+}
+
+// A caller built against a header from before timeoutMs passes a smaller
+// size: the field is neither read nor copied, whatever lies past the end of
+// the caller's struct, and the struct is otherwise accepted as before.
+TEST(SettingsSnapshot, ConfigWithoutTimeoutMsIsStillAccepted) {
+  const size_t oldSize = offsetof(hocclConfig_t, timeoutMs);
+  hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+  config.size = oldSize;
+  config.timeoutSec = 3;
+  config.timeoutMs = -7;  // stands for bytes past an old caller's struct
+  Settings s;
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.timeoutSec, 3);
+  EXPECT_STREQ(s.timeoutFrom, "hocclConfig_t.timeoutSec");
+
+  // A later init (non-blocking or grouped) copies no more than the caller's
+  // size: a heap block of exactly that size (ASan reports a read past it).
+  std::unique_ptr<char[]> block(new char[oldSize]);
+  memcpy(block.get(), &config, oldSize);
+  const hocclConfig_t copy = copyConfig(*reinterpret_cast<const hocclConfig_t*>(block.get()));
+  EXPECT_EQ(copy.size, oldSize);
+  EXPECT_EQ(copy.timeoutSec, 3);
+  EXPECT_EQ(copy.timeoutMs, HOCCL_CONFIG_UNDEF_INT);
+  ASSERT_TRUE(commSettings(&copy, &s).ok());
+  EXPECT_EQ(s.timeoutSec, 3);
+
+  // The copy of a struct too small to be a config is refused as it is.
+  config.size = 8;
+  const hocclConfig_t tiny = copyConfig(config);
+  EXPECT_EQ(tiny.size, 8u);
+  EXPECT_EQ(commSettings(&tiny, &s).code(), hocclInvalidArgument);
+}
+
+// HOCCL_TIMEOUT takes a decimal number of seconds; a value it refuses is
+// named with the variable.
+TEST(SettingsSnapshot, TimeoutVariableTakesFractionsOfASecond) {
+  Settings s;
+  std::string why;
+  for (const char* ok : {"0.5", "0.25", ".1", "1e-3", "2"}) {
+    ScopedEnv env("HOCCL_TIMEOUT", ok);
+    ASSERT_TRUE(load(&s, &why)) << ok << ": " << why;
+    EXPECT_EQ(s.timeoutSec, std::stod(ok)) << ok;
+  }
+  for (const char* bad : {"0", "0.0005", "-0.5", "0,5", "half", "1s", "nan"}) {
+    ScopedEnv env("HOCCL_TIMEOUT", bad);
+    ASSERT_FALSE(load(&s, &why)) << bad;
+    EXPECT_NE(why.find("HOCCL_TIMEOUT=\"" + std::string(bad) + "\" is invalid: expected a number of seconds"),
+              std::string::npos)
+        << why;
+  }
+}
+
 // NCCL's CTA fields of the config: in range, min <= max, or refused naming
 // the field; cgaClusterSize is accepted in NCCL's range only.
 TEST(SettingsSnapshot, ConfigCtaFieldsAreCheckedAndApplied) {

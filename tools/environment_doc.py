@@ -109,8 +109,9 @@ Every setting the library reads is one row of the settings table
   expects, in every build: `HOCCL_IB_HCA` is checked even where the IB
   transport is not compiled in, and files to read must be readable.
 - A communicator's `hocclConfig_t` overrides `HOCCL_ALGO` (`algorithm`),
-  `HOCCL_TIMEOUT` (`timeoutSec`) and `HOCCL_NET` (`netName`: `IB`,
-  `Socket` or `auto`) for that communicator.
+  `HOCCL_TIMEOUT` (`timeoutMs` in milliseconds, or `timeoutSec` in whole
+  seconds; `timeoutMs` wins when both are set) and `HOCCL_NET` (`netName`:
+  `IB`, `Socket` or `auto`) for that communicator.
 - The rendezvous checks that every rank runs the same library version and
   the same settings where the table says "same on every rank"; a difference
   fails init on every rank, naming the first one:

@@ -4,6 +4,7 @@
 #include "process_group_hoccl.h"
 #include "tensors.h"
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -20,8 +21,10 @@ using c10d::OpType;
 ProcessGroupHoccl::ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                      double timeoutSec, std::string groupName, std::string algorithm)
     : ProcessGroup(rank, size), groupName_(std::move(groupName)), algorithm_(std::move(algorithm)) {
-  // hoccl's timeout is whole seconds; never below 1 s.
-  timeoutSec_ = timeoutSec > 1 ? static_cast<int>(std::ceil(timeoutSec)) : 1;
+  // hoccl takes whole milliseconds: at least 1 (NaN too), at most what an
+  // int holds (24 days; torch's default is 30 minutes).
+  const double ms = std::ceil(timeoutSec * 1000);
+  timeoutMs_ = ms >= INT_MAX ? INT_MAX : ms >= 1 ? static_cast<int>(ms) : 1;
   hocclUniqueId id;
   const std::string key = "hoccl/unique_id";
   if (rank == 0) {
@@ -36,7 +39,7 @@ ProcessGroupHoccl::ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& stor
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
   hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
-  config.timeoutSec = timeoutSec_;
+  config.timeoutMs = timeoutMs_;
   config.commName = groupName_.c_str();
   if (!algorithm_.empty()) config.algorithm = algorithm_.c_str();
   check(hocclCommInitRankConfig(&comm_, size, id, rank, &config), "hocclCommInitRankConfig");
@@ -56,10 +59,10 @@ int commSize(hocclComm_t comm) {
 }
 }  // namespace
 
-ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int timeoutSec, std::string groupName, std::string algorithm)
+ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int timeoutMs, std::string groupName, std::string algorithm)
     : ProcessGroup(commRank(comm), commSize(comm)),
       comm_(comm),
-      timeoutSec_(timeoutSec),
+      timeoutMs_(timeoutMs),
       groupName_(std::move(groupName)),
       algorithm_(std::move(algorithm)) {
   startWorker();
@@ -70,7 +73,7 @@ c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::split(int color, int ke
   auto name = std::make_shared<std::string>(groupName);
   auto work = enqueue(OpType::UNKNOWN, {}, [this, color, key, made, name] {
     hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
-    config.timeoutSec = timeoutSec_;
+    config.timeoutMs = timeoutMs_;
     config.commName = name->c_str();
     if (!algorithm_.empty()) config.algorithm = algorithm_.c_str();
     check(hocclCommSplit(comm_, color < 0 ? HOCCL_SPLIT_NOCOLOR : color, key, made.get(), &config),
@@ -78,7 +81,7 @@ c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::split(int color, int ke
   });
   work->wait();  // rethrows the task's error
   if (!*made) return {};
-  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutSec_, groupName, algorithm_);
+  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs_, groupName, algorithm_);
 }
 
 std::vector<int> ProcessGroupHoccl::nodeInfo() const {

@@ -86,13 +86,14 @@ class HocclWork : public c10d::Work {
 class ProcessGroupHoccl : public c10d::ProcessGroup {
  public:
   // Rendezvous through `store`: group rank 0 creates the unique id and
-  // publishes it; every rank then joins the communicator. `timeoutSec`
-  // becomes hoccl's bound on every wait (hocclConfig_t.timeoutSec);
+  // publishes it; every rank then joins the communicator. `timeoutSec`,
+  // to the millisecond, becomes hoccl's bound on every wait
+  // (hocclConfig_t.timeoutMs);
   // `algorithm` ("" = hoccl's choice, HOCCL_ALGO) is hocclConfig_t.algorithm.
   ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeoutSec,
                     std::string groupName, std::string algorithm);
   // A group over a communicator made by hocclCommSplit (see split()).
-  ProcessGroupHoccl(hocclComm_t comm, int timeoutSec, std::string groupName, std::string algorithm);
+  ProcessGroupHoccl(hocclComm_t comm, int timeoutMs, std::string groupName, std::string algorithm);
   // Waits for queued work, then destroys the communicator; one that failed
   // is aborted instead, so its peers learn at once.
   ~ProcessGroupHoccl() override;
@@ -146,7 +147,7 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   // told, and every later call raises.
   void abort();
   // The hoccl communicator's rank and size, and its timeout in seconds.
-  int timeoutSec() const { return timeoutSec_; }
+  double timeoutSec() const { return timeoutMs_ / 1000.0; }
   // Lets queued work finish and ends the worker thread (later calls run
   // nothing and fail). Call without the GIL: the worker may need it.
   void stopWorker();
@@ -190,7 +191,7 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   std::function<void(hocclResult_t, const char*)> checker() const;
 
   hocclComm_t comm_ = nullptr;
-  int timeoutSec_ = 0;
+  int timeoutMs_ = 0;  // hocclConfig_t.timeoutMs of the communicator and its splits
   std::string groupName_;
   std::string algorithm_;
 

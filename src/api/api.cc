@@ -332,12 +332,12 @@ hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUnique
                                   "%s: not a valid unique id: its checksum does not match its contents (corrupted, "
                                   "or not all %zu bytes of what hocclGetUniqueId made were passed on)",
                                   fn, sizeof commId.internal));
-  if (config && config->blocking == 0) return initNonBlocking(comm, nranks, id, rank, *config);
+  if (config && config->blocking == 0) return initNonBlocking(comm, nranks, id, rank, copyConfig(*config));
   if (groupActive()) {
     // NCCL's grouped init: started now on a thread of its own, finished by
     // hocclGroupEnd, which returns its error.
     hocclConfig_t deferred = HOCCL_CONFIG_INITIALIZER;
-    if (config) deferred = *config;
+    if (config) deferred = copyConfig(*config);
     deferred.blocking = 0;
     const hocclResult_t rc = initNonBlocking(comm, nranks, id, rank, deferred);
     if (rc != hocclInProgress) return refuseCall(nullptr, Status(rc, hocclGetLastError(nullptr)));

@@ -251,8 +251,8 @@ class Root {
       if (h.timeoutMs > 0 && Deadline::in(h.timeoutMs / 1000.0).at() < joinDl.at()) {
         joinDl = Deadline::in(h.timeoutMs / 1000.0);
         joinTimeoutSec = h.timeoutMs / 1000.0;
-        // The hello does not say which of the two set it.
-        joinTimeoutFrom = "rank " + std::to_string(h.rank) + "'s HOCCL_TIMEOUT or hocclConfig_t.timeoutSec";
+        // The hello does not say which of them set it.
+        joinTimeoutFrom = "rank " + std::to_string(h.rank) + "'s HOCCL_TIMEOUT, hocclConfig_t.timeoutSec or .timeoutMs";
       }
       conns[h.rank] = std::move(c);
       hellos[h.rank] = h;

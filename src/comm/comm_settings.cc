@@ -1,6 +1,8 @@
 #include "src/comm/comm_settings.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 #include "algorithms/registry.h"
 
@@ -14,18 +16,42 @@ std::vector<std::string> algorithmChoices() {
   return names;
 }
 
+namespace {
+
+// Whether a caller's struct reaches to the end of `field` (callers built
+// against an older header pass a smaller size and lack the later fields).
+#define HOCCL_CONFIG_HAS(config, field) \
+  ((config).size >= offsetof(hocclConfig_t, field) + sizeof((config).field))
+
+// timeoutMs, when the struct has it and it is set, wins over timeoutSec: a
+// caller may set both so that an older hoccl, which knows only timeoutSec,
+// still gets a bound. Each set field must be positive either way.
+Status applyTimeout(const hocclConfig_t& config, Settings* s) {
+  const bool hasSec = HOCCL_CONFIG_HAS(config, timeoutSec) && config.timeoutSec != HOCCL_CONFIG_UNDEF_INT;
+  const bool hasMs = HOCCL_CONFIG_HAS(config, timeoutMs) && config.timeoutMs != HOCCL_CONFIG_UNDEF_INT;
+  if (hasSec && config.timeoutSec <= 0)
+    return errorf(hocclInvalidArgument, "config->timeoutSec=%d must be > 0 (seconds)", config.timeoutSec);
+  if (hasMs && config.timeoutMs <= 0)
+    return errorf(hocclInvalidArgument, "config->timeoutMs=%d must be > 0 (milliseconds)", config.timeoutMs);
+  if (hasMs) {
+    s->timeoutSec = config.timeoutMs / 1000.0;
+    s->timeoutFrom = "hocclConfig_t.timeoutMs";
+  } else if (hasSec) {
+    s->timeoutSec = config.timeoutSec;
+    s->timeoutFrom = "hocclConfig_t.timeoutSec";
+  }
+  return Status();
+}
+
+}  // namespace
+
 Status applyConfig(const hocclConfig_t* config, Settings* s) {
   if (!config) return Status();
   if (config->magic != 0xcafebeef || config->size < offsetof(hocclConfig_t, timeoutSec))
     return errorf(hocclInvalidArgument,
                   "config was not initialised with HOCCL_CONFIG_INITIALIZER (magic %#x, size %zu)",
                   config->magic, config->size);
-  if (config->size >= offsetof(hocclConfig_t, commName) && config->timeoutSec != HOCCL_CONFIG_UNDEF_INT) {
-    if (config->timeoutSec <= 0)
-      return errorf(hocclInvalidArgument, "config->timeoutSec=%d must be > 0", config->timeoutSec);
-    s->timeoutSec = config->timeoutSec;
-    s->timeoutFrom = "hocclConfig_t.timeoutSec";
-  }
+  HOCCL_TRY(applyTimeout(*config, s));
   if (config->blocking != HOCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
     return errorf(hocclInvalidArgument, "config->blocking=%d must be 0 or 1", config->blocking);
   // The CTAs (channels) of a call on device buffers, as NCCL's config.
@@ -52,7 +78,7 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
                     why.c_str());
   }
   // Callers built against a header without `algorithm` pass a smaller size.
-  if (config->size >= offsetof(hocclConfig_t, algorithm) + sizeof(config->algorithm) && config->algorithm) {
+  if (HOCCL_CONFIG_HAS(*config, algorithm) && config->algorithm) {
     const std::vector<std::string> names = algorithmChoices();
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
@@ -61,6 +87,16 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
                     list.c_str());
   }
   return Status();
+}
+
+#undef HOCCL_CONFIG_HAS
+
+hocclConfig_t copyConfig(const hocclConfig_t& config) {
+  hocclConfig_t copy = HOCCL_CONFIG_INITIALIZER;
+  memcpy(&copy, &config, std::min(config.size, sizeof copy));
+  copy.size = config.size;
+  copy.magic = config.magic;
+  return copy;
 }
 
 Status commSettings(const hocclConfig_t* config, Settings* out) {

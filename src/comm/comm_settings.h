@@ -21,6 +21,13 @@ Status commSettings(const hocclConfig_t* config, Settings* out);
 // `config`'s fields on top of `s` (hocclCommSplit: the parent's settings).
 Status applyConfig(const hocclConfig_t* config, Settings* s);
 
+// A copy of the caller's config for a later init (non-blocking or
+// grouped) that reads no byte past config.size: a caller built against an
+// older header passes a smaller struct. The fields it lacks are left as
+// HOCCL_CONFIG_INITIALIZER's, and its size and magic are kept, so the copy
+// is accepted or refused as the original would be.
+hocclConfig_t copyConfig(const hocclConfig_t& config);
+
 // The names HOCCL_ALGO and config->algorithm accept: auto and every
 // algorithm of the registry.
 std::vector<std::string> algorithmChoices();

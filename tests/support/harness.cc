@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,7 @@ void setThreadHostIdOverride(const std::string& id);
 
 namespace testutil {
 
-Options inProcesses(int ranks, int timeoutSec) {
+Options inProcesses(int ranks, double timeoutSec) {
   Options o;
   o.ranks = ranks;
   o.mode = Mode::Processes;
@@ -54,7 +55,7 @@ hocclConfig_t configFor(const Options& o) {
   if (!o.algorithm.empty()) c.algorithm = o.algorithm.c_str();
   if (o.net == Net::Socket) c.netName = "Socket";
   if (o.net == Net::Ib) c.netName = "IB";
-  if (o.timeoutSec > 0) c.timeoutSec = o.timeoutSec;
+  if (o.timeoutSec > 0) c.timeoutMs = static_cast<int>(std::lround(o.timeoutSec * 1000));
   if (o.minCTAs > 0) c.minCTAs = o.minCTAs;
   if (o.maxCTAs > 0) c.maxCTAs = o.maxCTAs;
   return c;

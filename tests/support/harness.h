@@ -32,7 +32,9 @@ struct Options {
   std::string algorithm;
   Net net = Net::Shm;
   Mode mode = Mode::Threads;
-  int timeoutSec = 0;  // hocclConfig_t.timeoutSec when > 0: a hang becomes an error
+  // hocclConfig_t.timeoutMs when > 0: a hang becomes an error. Fractions
+  // of a second are fine (0.5), for tests that wait for a timeout to fire.
+  double timeoutSec = 0;
   int minCTAs = 0, maxCTAs = 0;  // hocclConfig_t's when > 0
   std::string nodePrefix = "node";
   // Called on each rank's thread (in its process) just before it
@@ -48,7 +50,7 @@ struct Options {
 
 // `ranks` ranks as processes, with a timeout so that a hang becomes an
 // error (60 s unless given).
-Options inProcesses(int ranks, int timeoutSec = 60);
+Options inProcesses(int ranks, double timeoutSec = 60);
 
 using Body = std::function<void(hocclComm_t comm, int rank)>;
 

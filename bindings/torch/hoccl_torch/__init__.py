@@ -7,7 +7,7 @@
 Every process group (the default one and each ``new_group``) is one hoccl
 communicator. Group rank 0 creates its unique id and publishes it in the
 c10d store torch hands over; the process group's timeout becomes hoccl's
-timeout (hocclConfig_t.timeoutSec), so a dead or stuck peer makes the
+timeout (hocclConfig_t.timeoutMs), so a dead or stuck peer makes the
 others raise within it. ``Options(algorithm="horing")`` passed as
 ``pg_options`` picks hoccl's algorithm for one group (default: HOCCL_ALGO,
 else hoccl's choice).
