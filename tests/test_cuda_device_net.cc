@@ -187,6 +187,9 @@ class CudaDeviceNetFaultTest : public CudaDeviceNetTest {
       void* stream = fake->createStream();
       runAndCompare(fake.get(), {CollKind::AllReduce, DType::Float32, RedOp::Sum, 50000, false, 0}, comm, rank, 4,
                     stream);
+      // Every rank has checked the warm-up before any fault starts.
+      int one = 1;
+      ASSERT_EQ(hocclAllReduce(&one, &one, 1, hocclInt32, hocclSum, comm, nullptr), hocclSuccess);
       body(comm, rank, stream);
     }, &error);
     if (killed < 0) {

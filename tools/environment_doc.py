@@ -67,6 +67,8 @@ OUTSIDE = [
          "runs only the cases whose description contains this text (debugging one case)"),
         ("HOCCL_CUDA_ARCHS", "`tools/run-gpu-tests.sh`",
          "the CUDA architectures to build (default: the GPU's own, as `nvidia-smi` names it)"),
+        ("HOCCL_NCCL_LIBRARY", "`tools/run-gpu-tests.sh`",
+         "the libnccl.so.2 that part (b) runs with hoccl's plugins (default: CUDA's prefix, then the system's)"),
         ("HOCCL_FUZZ_BUILD", "`tools/fuzz.sh`", "the fuzzers' build directory (default `build-fuzz`)"),
         ("HOCCL_NEWCOMER_CACHE, HOCCL_NEWCOMER_MIRROR, HOCCL_NEWCOMER_EXTRA, HOCCL_NEWCOMER_KEEP",
          "`tools/newcomer-check.sh`",

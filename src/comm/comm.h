@@ -209,6 +209,7 @@ struct hocclComm : public hoccl::TaskOwner {
   bool usesNetwork() const override { return links->hasNetwork(); }
   bool abortPending() const override { return abortRequested.load(std::memory_order_relaxed); }
   bool peerProcessGone(int peer) override;
+  bool peerCrashed(int peer) override;
   void recordFailure(const hoccl::Status& st, bool tellPeers) override { fail(st, tellPeers); }
   // Stalled calls' signatures, compared across ranks (comm_callcheck.cc).
   hoccl::Status crossCheckCall(const hoccl::CollCall& call, const std::vector<int>& waitingOn) override;

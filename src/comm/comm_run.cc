@@ -83,6 +83,11 @@ bool hocclComm::peerProcessGone(int peer) {
   return links && links->localPeerExited(peer, false, &pid);
 }
 
+bool hocclComm::peerCrashed(int peer) {
+  int pid = 0;
+  return links && links->localPeerExited(peer, true, &pid);
+}
+
 namespace hoccl {
 
 namespace {

@@ -85,6 +85,10 @@ class TaskOwner {
   virtual Status peerAbort(bool network) = 0;
   // True if `peer`'s process is known to have exited (same machine only).
   virtual bool peerProcessGone(int peer) = 0;
+  // True if `peer`'s process exited without destroying its communicator
+  // (killed, crashed; same machine only): a peer that finished its part
+  // and left in order is not one.
+  virtual bool peerCrashed(int peer) { return peerProcessGone(peer); }
   // Records a fatal error; with tellPeers, tells the other ranks so none of
   // them waits for the timeout.
   virtual void recordFailure(const Status& st, bool tellPeers) = 0;

@@ -6,11 +6,15 @@
 # rxe0 and node 1 on rxe1). Every IB test must run: a skip here means the
 # transport did not find the devices, which is a failure, and so is a run in
 # which no test ran at all.
-#   tests/softroce/guest-tests.sh BUILD [gtest] [plugin] [perf]   (default: all)
+# Then the same on device buffers (part "device"): the stand-alone fake
+# libcuda (BUILD/tests/fakecuda) stands in for the GPU, so the connections
+# between the nodes go through the network proxy over IB verbs, its slots in
+# host memory registered with rxe.
+#   tests/softroce/guest-tests.sh BUILD [gtest] [plugin] [perf] [device]   (default: all)
 set -u
 build=$1
 shift
-parts=${*:-gtest plugin perf}
+parts=${*:-gtest plugin perf device}
 logs=/run/hoccl-xchg
 export HOCCL_SOCKET_IFNAME=lo   # bootstrap and side channels on loopback
 failed=0
@@ -62,8 +66,8 @@ finish() {
   [ $failed = 0 ] && echo "guest-tests: all passed ($ran tests and checks ran)" || echo "guest-tests: FAILED"
   exit $failed
 }
-case " $parts " in *" perf "*) ;; *) finish ;; esac
 
+run_perf() {
 # 2 nodes x 2 ranks: processes with different host ids (so their ranks talk
 # over the network), each restricted to one rxe device, HOCCL_NET=ib so that
 # falling back to TCP would be an error; two QPs per connection, so slices
@@ -96,4 +100,35 @@ rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+ .* 0 *$' "$logs/allreduce0
 [ "$rows" -ge 5 ] || { echo "FAILED: only $rows size rows with #wrong 0"; failed=1; }
 [ $rc = 0 ] && [ "$rows" -ge 5 ] && ran=$((ran + 1))
 echo "=== all_reduce_perf: $(took "$t") s"
+}
+case " $parts " in *" perf "*) run_perf ;; esac
+
+case " $parts " in *" device "*)
+  t=$(now)
+  echo "=== all_reduce_perf --buffers device, 2 nodes x 2 ranks over IB (network proxy, fake libcuda)"
+  port=$((30000 + $$ % 1000))
+  pids=""
+  for node in 0 1; do
+    env RANK=$node WORLD_SIZE=2 HOCCL_COMM_ID=127.0.0.1:$port HOCCL_HOSTID=softroce-node$node \
+      HOCCL_NET=ib HOCCL_IB_HCA="=rxe$node" HOCCL_DEBUG=INFO HOCCL_DEBUG_SUBSYS=NET \
+      LD_LIBRARY_PATH="$build/tests/fakecuda" \
+      "$build/perf/all_reduce_perf" -t 2 --buffers device -b 8 -e 1M -f 8 -n 3 -w 1 -c 1 -T 300 \
+      > "$logs/devallreduce$node.out" 2> "$logs/devallreduce$node.err" &
+    pids="$pids $!"
+  done
+  rc=0
+  for p in $pids; do wait "$p" || rc=1; done
+  cat "$logs/devallreduce0.out"
+  proxied=$(grep -h "device buffers: rank .* IB" "$logs"/devallreduce*.err | sed 's/^[^]]*\] //' | head -4)
+  echo "$proxied"
+  if [ $rc != 0 ]; then
+    echo "FAILED: all_reduce_perf --buffers device exited with an error"
+    for f in "$logs"/devallreduce*.err; do grep -v ' INFO ' "$f" | tail -n 20; done
+    failed=1
+  fi
+  [ -n "$proxied" ] || { echo "FAILED: no device connection went through the network proxy over IB"; failed=1; }
+  grep -q "Out of bounds values : 0 OK" "$logs/devallreduce0.out" || { echo "FAILED: device #wrong is not 0"; failed=1; }
+  [ $rc = 0 ] && [ -n "$proxied" ] && ran=$((ran + 1))
+  echo "=== all_reduce_perf --buffers device: $(took "$t") s" ;;
+esac
 finish

@@ -22,6 +22,9 @@ namespace {
 constexpr uint32_t kTagDevNet = 0x70000000;  // | link: a receive half's listen handle
 constexpr uint32_t kMaxLink = 0x00ffffff;
 constexpr size_t kFrameHeader = sizeof(DevSlotHeader);
+// How often the proxy looks at its connections while a launch runs and
+// nothing moved for HOCCL_PROXY_SPIN_US.
+constexpr int64_t kPendingPollUs = 20;
 
 enum class Path { Host, Copy };
 
@@ -412,7 +415,6 @@ void NetProxy::run() {
   const auto idle = std::chrono::microseconds(int64_t(std::max(1.0, o_.settings.proxyIdleUs)));
   double lastMoved = nowSec(), lastHealth = lastMoved, lastWatch = lastMoved;
   bool watchFailed = false;
-  uint32_t polls = 0;
   for (;;) {
     uint64_t seen;
     {
@@ -449,14 +451,14 @@ void NetProxy::run() {
       std::this_thread::yield();
       continue;
     }
-    // While a launch runs the kernel may post at any moment: poll.
-    if ((++polls & 15) != 0 || (o_.launchPending && o_.launchPending())) {
-      std::this_thread::yield();
-      if ((polls & 15) == 0) polls = 0;
-      continue;
-    }
+    // While a launch runs the kernel may post at any moment, and nothing
+    // tells the proxy when: it looks every kPendingPollUs (a message that
+    // waits for a slow peer costs that much more), and at once when the
+    // transport completes something or the executor launches.
+    const bool pending = o_.launchPending && o_.launchPending();
     std::unique_lock<std::mutex> l(sleepMu_);
-    cv_.wait_for(l, idle, [&] { return stop_ || wakes_ != seen; });
+    cv_.wait_for(l, pending ? std::min(idle, std::chrono::microseconds(kPendingPollUs)) : idle,
+                 [&] { return stop_ || wakes_ != seen; });
   }
 }
 

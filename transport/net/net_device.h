@@ -28,11 +28,11 @@
 //
 // The proxy is one thread per communicator's device connections (NCCL's
 // choice: a communicator's aborts, timeouts and teardown stay its own). It
-// spins while a launch of its communicator is pending or it moved
-// something in the last HOCCL_PROXY_SPIN_US, and otherwise sleeps until
-// the transport completes a request, the executor launches, or
-// HOCCL_PROXY_IDLE_US pass (how long a replayed graph's first message can
-// wait for it).
+// spins for HOCCL_PROXY_SPIN_US after it last moved something; then, while
+// a launch of its communicator may run, it looks every 20 us, and
+// otherwise sleeps; the transport completing a request or the executor
+// launching wakes it at once. Asleep, it looks every HOCCL_PROXY_IDLE_US
+// (how long a replayed graph's first message can wait for it).
 #pragma once
 
 #include <memory>

@@ -227,10 +227,10 @@ Status DeviceExecutor::openConnections(const Driver& d, std::vector<DevicePeer> 
   o.watch = [this]() -> Status {
     HOCCL_TRY(owner_->peerAbort(true));
     for (int p = 0; p < nranks_; ++p)
-      if (p != rank_ && !owner_->sameProcess(p) && owner_->sameHost(p) && owner_->peerProcessGone(p)) {
+      if (p != rank_ && !owner_->sameProcess(p) && owner_->sameHost(p) && owner_->peerCrashed(p)) {
         const PeerInfo info = owner_->peerInfo(p);
-        return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during a call on device "
-                      "buffers", rank_, p, info.pid, info.host.c_str());
+        return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited without freeing its "
+                      "communicator during a call on device buffers", rank_, p, info.pid, info.host.c_str());
       }
     return Status();
   };
