@@ -48,7 +48,7 @@ struct hocclComm : public hoccl::TaskOwner {
 
   uint32_t liveMagic = kLiveMagic;
   // Told apart from an earlier communicator that had the same address:
-  // numbered when registered (src/api/registry.cc), never 0 after.
+  // numbered when registered (src/api/handles.cc), never 0 after.
   uint64_t serial = 0;
   int rank = 0;
   int nranks = 1;
