@@ -55,7 +55,7 @@ void allReduce(Schedule& s, const ScheduleKey& key) {
   const Slice in = inputSlice(key, 0, n), out{Buf::Output, 0};
   // In place, receiving rank 0's input into Output overwrites this rank's
   // own: it is copied to Scratch first, and sent from there (where nothing
-  // overwrites it, so the executor may lend it by reference).
+  // overwrites it, so the executor may send it by reference).
   const bool inPlace = sameSlice(in, out);
   if (inPlace) s.scratchCount = n;
   const uint64_t piece = pieceOf(key);

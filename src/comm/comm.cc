@@ -406,7 +406,7 @@ Status hocclComm::connectFor(const Schedule& sched) {
 namespace {
 
 // All-to-all(-v) and a group's sends and receives: algorithms/pairwise.h,
-// with the stable marks that let large sends go by reference.
+// with the zero-copy marks that let large sends go by reference.
 std::shared_ptr<const Schedule> pairwiseSchedule(const CollCall& call, const ScheduleKey& key) {
   Schedule built;
   if (key.coll != CollKind::SendRecv) {
@@ -423,7 +423,7 @@ std::shared_ptr<const Schedule> pairwiseSchedule(const CollCall& call, const Sch
     }
     built = buildPointToPoint(key, ops, "pairwise");
   }
-  markStableValues(&built);
+  markZeroCopyEligible(&built);
   return std::make_shared<const Schedule>(std::move(built));
 }
 

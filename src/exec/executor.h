@@ -213,12 +213,12 @@ class CollTask {
   uint64_t sliceElems_;
   bool checkCalls_;
   size_t directMinBytes_;
-  int cma_;  // HOCCL_CMA: which slices may be lent to another process
+  int cma_;  // HOCCL_CMA: which slices may go by reference to another process
   ChannelStates chans_;
   ScratchPool::Lease scratch_;
   Status setupError_;  // scratch could not be allocated: progress() returns it
   std::vector<SendConn*> directSends_;  // connections that carried references
-  std::vector<uint64_t> lent_;          // addresses lent (ThreadSanitizer annotations)
+  std::vector<uint64_t> byRef_;          // addresses sent by reference (ThreadSanitizer annotations)
   Board* board_ = nullptr;               // a board call's
   int boardNext_ = -1;                   // the rank whose input it takes next (-1: not posted yet)
   const void* boardFirst_ = nullptr;     // rank 0's input, until rank 1's arrives
