@@ -152,9 +152,10 @@ struct Schedule {
   const char* algorithm = "";
   uint64_t scratchCount = 0;  // elements of scratch the executor must provide
   std::vector<Channel> channels;
-  // No steps: the call runs one-shot on the board of a communicator whose
-  // ranks share memory (transport/connection.h, Board; src/exec/board.cc).
-  bool onBoard = false;
+  // No steps: the call runs one-shot over shared memory (oneshot_shm) on a
+  // communicator whose ranks share memory (transport/connection.h,
+  // OneShotSlots; src/exec/oneshot_shm.cc).
+  bool oneShotShm = false;
 
   size_t stepCount() const;
   // Human-readable listing, one line per step, e.g.

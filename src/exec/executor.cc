@@ -114,11 +114,12 @@ CollTask::CollTask(const CollCall& call, const Schedule& schedule, Connections* 
       directMinBytes_(directMinBytes),
       cma_(cma),
       chans_(sched_->channels.size()) {
-  if (sched_->onBoard) {
-    board_ = links->board();
-    if (!board_ || call.boardSeq == 0)
+  if (sched_->oneShotShm) {
+    oneShot_ = links->oneShotSlots();
+    if (!oneShot_ || call.oneShotSeq == 0)
       setupError_ =
-          errorf(hocclInternalError, "rank %d: %s (call #%llu) was planned for a board this communicator lacks",
+          errorf(hocclInternalError,
+                 "rank %d: %s (call #%llu) was planned one-shot over shared memory, which this communicator lacks",
                  sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
                  static_cast<unsigned long long>(call_.opSeq));
     return;
@@ -358,7 +359,7 @@ Status CollTask::advance(int c, bool* progressed) {
 Status CollTask::progress(bool* progressed) {
   if (done_) return Status();
   if (!setupError_.ok()) return setupError_;
-  if (board_) return boardProgress(progressed);
+  if (oneShot_) return oneShotShmProgress(progressed);
   bool all = true;
   for (size_t c = 0; c < chans_.size(); ++c) {
     HOCCL_TRY(advance(static_cast<int>(c), progressed));
@@ -396,11 +397,11 @@ void CollTask::finish() {
 
 std::string CollTask::describeWait() const {
   std::string out;
-  if (board_ && !done_)
-    return boardNext_ < 0 ? std::string("not yet posted to the shared-memory board")
-                          : "waiting for rank " + std::to_string(boardNext_) +
-                                "'s input on the shared-memory board (board call #" + std::to_string(call_.boardSeq) +
-                                ")";
+  if (oneShot_ && !done_)
+    return oneShotNext_ < 0 ? std::string("not yet posted to its shared-memory one-shot slot")
+                            : "waiting for rank " + std::to_string(oneShotNext_) +
+                                  "'s input in its shared-memory one-shot slot (one-shot call #" +
+                                  std::to_string(call_.oneShotSeq) + ")";
   for (size_t c = 0; c < chans_.size(); ++c) {
     const ChannelState& cs = chans_[c];
     const auto& steps = sched_->channels[c].steps;
@@ -436,7 +437,7 @@ std::string CollTask::describeWait() const {
 
 std::vector<int> CollTask::waitingOn() const {
   std::vector<int> peers;
-  if (board_ && !done_ && boardNext_ >= 0) peers.push_back(boardNext_);
+  if (oneShot_ && !done_ && oneShotNext_ >= 0) peers.push_back(oneShotNext_);
   for (size_t c = 0; c < chans_.size(); ++c)
     if (chans_[c].waitPeer >= 0) peers.push_back(chans_[c].waitPeer);
   if (peers.empty() && !done_)

@@ -69,7 +69,7 @@ class Links : public Connections {
   RecvConn* recvConn(int peer, int channel) override {
     return isLocal_[peer] ? shm_->recvConn(peer, channel) : net_ ? net_->recvConn(peer, channel) : nullptr;
   }
-  Board* board() override { return shm_ ? shm_->board() : nullptr; }
+  OneShotSlots* oneShotSlots() override { return shm_ ? shm_->oneShotSlots() : nullptr; }
   // Sets up the connections in `edges` that do not exist yet, each over
   // shared memory or the network depending on where the peer is
   // (collective with the peers named).

@@ -214,24 +214,24 @@ class ShmRecv : public RecvConn {
   uint64_t tail_;
 };
 
-class ShmBoard : public Board {
+class ShmOneShotSlots : public OneShotSlots {
  public:
   // byRank[r]: rank r's control block (this rank's own included).
-  ShmBoard(std::vector<ControlBlock*> byRank, int self) : byRank_(std::move(byRank)), self_(byRank_[self]) {
+  ShmOneShotSlots(std::vector<ControlBlock*> byRank, int self) : byRank_(std::move(byRank)), self_(byRank_[self]) {
     for (ControlBlock* cb : byRank_)
       if (cb != self_) peers_.push_back(cb);
   }
-  size_t capacity() const override { return kBoardBytes; }
-  void* slot(uint64_t seq) override { return self_->board[seq % 2].data; }
-  void post(uint64_t seq, const BoardNote& note) override {
-    BoardSlot& s = self_->board[seq % 2];
+  size_t capacity() const override { return kOneShotBytes; }
+  void* slot(uint64_t seq) override { return self_->oneShot[seq % 2].data; }
+  void post(uint64_t seq, const OneShotNote& note) override {
+    OneShotSlot& s = self_->oneShot[seq % 2];
     s.note = note;
     s.seq.store(seq, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence for every peer's doorbell
     for (ControlBlock* cb : peers_) ringIfSleeping(cb);
   }
-  const void* peek(int rank, uint64_t seq, BoardNote* note) override {
-    const BoardSlot& s = byRank_[rank]->board[seq % 2];
+  const void* peek(int rank, uint64_t seq, OneShotNote* note) override {
+    const OneShotSlot& s = byRank_[rank]->oneShot[seq % 2];
     if (s.seq.load(std::memory_order_acquire) != seq) return nullptr;
     *note = s.note;
     return s.data;
@@ -351,10 +351,10 @@ Status ShmDomain::create(OutOfBand& oob, const ShmOptions& opt, const std::vecto
   Status bst = st.ok() ? oob.barrier() : st;
   shm_unlink(myName.c_str());
   HOCCL_TRY(bst);
-  if (d->controls_.size() == static_cast<size_t>(oob.nranks())) {  // every rank is here: a board
+  if (d->controls_.size() == static_cast<size_t>(oob.nranks())) {  // every rank is here: one-shot slots
     std::vector<ControlBlock*> byRank(oob.nranks());
     for (auto& [r, cb] : d->controls_) byRank[r] = cb;
-    d->board_ = std::make_unique<ShmBoard>(std::move(byRank), opt.rank);
+    d->oneShot_ = std::make_unique<ShmOneShotSlots>(std::move(byRank), opt.rank);
   }
   *out = std::move(d);
   return Status();
