@@ -7,7 +7,7 @@
 // This header is the whole transport-neutral interface: the executor and
 // the communicator use nothing else of a transport. Backends
 // (transport/shm, transport/net) implement it and never include each
-// other; transport/links owns one of each and routes every edge to one.
+// other; transport/links owns one of each and routes every connection to one.
 #pragma once
 
 #include <cstddef>
@@ -90,17 +90,17 @@ class RecvConn {
 
 // A connection to set up: this rank sends to or receives from `peer` on
 // `channel`.
-struct EdgeRequest {
+struct ConnRequest {
   int peer;
   int channel;
   bool send;
-  bool operator<(const EdgeRequest& o) const {
+  bool operator<(const ConnRequest& o) const {
     return peer != o.peer ? peer < o.peer : channel != o.channel ? channel < o.channel : send < o.send;
   }
 };
 
 // The connections of one rank, by peer and channel: what the executor
-// reads its connections from (null: the edge was never connected).
+// reads its connections from (null: never connected).
 class OneShotSlots;
 class Connections {
  public:

@@ -141,7 +141,7 @@ Status finishInit(hocclComm* c) {
   lo.localIfname = c->boot->interfaceName();
   HOCCL_TRY(Links::create(*c->boot, c->settings, lo, &c->links));
   if (c->nranks > 1) {
-    std::vector<EdgeRequest> ring;
+    std::vector<ConnRequest> ring;
     int next = (c->rank + 1) % c->nranks, prev = (c->rank + c->nranks - 1) % c->nranks;
     for (int ch = 0; ch < std::max(c->settings.nchannels, 1); ++ch) {
       ring.push_back({next, ch, true});
@@ -391,16 +391,16 @@ Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize, const c
 }
 
 Status hocclComm::connectFor(const Schedule& sched) {
-  std::set<EdgeRequest> edges;
+  std::set<ConnRequest> missing;
   for (size_t ch = 0; ch < sched.channels.size(); ++ch) {
     const int link = linkOf(sched.channels, ch);
     for (const Step& s : sched.channels[ch].steps) {
-      if (s.recvPeer >= 0 && !links->recvConn(s.recvPeer, link)) edges.insert({s.recvPeer, link, false});
-      if (s.sendPeer >= 0 && !links->sendConn(s.sendPeer, link)) edges.insert({s.sendPeer, link, true});
+      if (s.recvPeer >= 0 && !links->recvConn(s.recvPeer, link)) missing.insert({s.recvPeer, link, false});
+      if (s.sendPeer >= 0 && !links->sendConn(s.sendPeer, link)) missing.insert({s.sendPeer, link, true});
     }
   }
-  if (edges.empty()) return Status();
-  return links->connect(std::vector<EdgeRequest>(edges.begin(), edges.end()));
+  if (missing.empty()) return Status();
+  return links->connect(std::vector<ConnRequest>(missing.begin(), missing.end()));
 }
 
 namespace {

@@ -1,6 +1,6 @@
 // The connections of one communicator's rank: owns the shared-memory
 // domain (peers on this node) and, when any peer is on another node, the
-// network domain, and routes each edge to one of them; and opens the
+// network domain, and routes each connection to one of them; and opens the
 // device path's connections (transport/p2p). The communicator sees the
 // transports only through this class, transport/connection.h and
 // transport/device_connection.h.
@@ -70,10 +70,10 @@ class Links : public Connections {
     return isLocal_[peer] ? shm_->recvConn(peer, channel) : net_ ? net_->recvConn(peer, channel) : nullptr;
   }
   OneShotSlots* oneShotSlots() override { return shm_ ? shm_->oneShotSlots() : nullptr; }
-  // Sets up the connections in `edges` that do not exist yet, each over
+  // Sets up the connections in `requests` that do not exist yet, each over
   // shared memory or the network depending on where the peer is
   // (collective with the peers named).
-  Status connect(const std::vector<EdgeRequest>& edges);
+  Status connect(const std::vector<ConnRequest>& requests);
   // The device executor's connections (collective: every rank's executor
   // opens them once). Ranks of this host only, for now, through p2p: the
   // executor refuses others before it asks. NVML's answers about GPU pairs

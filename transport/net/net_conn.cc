@@ -158,11 +158,11 @@ NetDomain::~NetDomain() {
   recvs_.clear();
 }
 
-Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges) {
+Status NetDomain::connect(OutOfBand& oob, const std::vector<ConnRequest>& requests) {
   Deadline dl = Deadline::in(timeoutSec_);
   // 1. Receivers listen and hand their address to the sender.
   struct Listening {
-    EdgeRequest e;
+    ConnRequest e;
     void* lc;
   };
   std::vector<Listening> listening;
@@ -170,7 +170,7 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
     for (Listening& l : listening)
       if (l.lc) net_->closeListen(l.lc);
   };
-  for (const EdgeRequest& e : edges) {
+  for (const ConnRequest& e : requests) {
     if (e.send || recvs_.count({e.peer, e.channel})) continue;
     char handle[kNetHandleBytes];
     void* lc = nullptr;
@@ -184,12 +184,12 @@ Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
   }
   // 2. Senders get the handles.
   struct Connecting {
-    EdgeRequest e;
+    ConnRequest e;
     std::string handle;  // the transport keeps its progress in it
     bool done;
   };
   std::vector<Connecting> connecting;
-  for (const EdgeRequest& e : edges) {
+  for (const ConnRequest& e : requests) {
     if (!e.send || sends_.count({e.peer, e.channel})) continue;
     std::string handle;
     Status st = oob.recv(e.peer, kTagNetHandle | static_cast<uint32_t>(e.channel), &handle);

@@ -38,10 +38,10 @@ class NetDomain {
                        std::unique_ptr<NetDomain>* out, std::string* chosen);
   ~NetDomain();
 
-  // Sets up the missing connections in `edges` (pairwise over `oob`: the
+  // Sets up the missing connections in `requests` (pairwise over `oob`: the
   // receiver listens and sends its handle, the sender connects, the
   // receiver accepts). Idempotent.
-  Status connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges);
+  Status connect(OutOfBand& oob, const std::vector<ConnRequest>& requests);
   SendConn* sendConn(int peer, int channel);
   RecvConn* recvConn(int peer, int channel);
   NetTransport& transport() { return *net_; }

@@ -115,9 +115,9 @@ class ShmDomain {
   // load, for the progress loop's every pass.
   bool abortFlagged() const { return self_ && self_->aborted.load(std::memory_order_acquire) == 1; }
 
-  // Sets up the missing connections in `edges` (pairwise with the peers,
+  // Sets up the missing connections in `requests` (pairwise with the peers,
   // over `oob`). Idempotent.
-  Status connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges);
+  Status connect(OutOfBand& oob, const std::vector<ConnRequest>& requests);
   SendConn* sendConn(int peer, int channel);
   RecvConn* recvConn(int peer, int channel);
 
