@@ -1,16 +1,16 @@
 // Recursive doubling: log2(P) exchanges, for small messages where the ring's
 // P-1 or 2(P-1) steps are all latency.
 //
-// With p2 the largest power of two <= P and e = P - p2 extra ranks, the
-// first 2e ranks pair up (2i, 2i+1): the even one hands its operand to the
-// odd one, takes no part in the exchanges and receives its result at the
-// end. The p2 active ranks get virtual ranks (odd rank 2i+1 -> i, rank
-// r >= 2e -> r - e) and exchange at distance d = 1, 2, 4, ... with virtual
-// rank v ^ d. Partners are neighbours first (the same node, when ranks are
-// numbered node by node). Virtual rank v stands for the real blocks
-// [first(v), first(v + 1)) -- two for a folded pair, one otherwise -- so a
-// run of virtual ranks is a run of blocks: every message below is one
-// contiguous range of a buffer.
+// With pof2 the largest power of two <= P and rem = P - pof2, the first
+// 2 rem ranks pair up (2i, 2i+1): the even one, a remainder rank, hands its
+// operand to the odd one, is excluded from the exchanges and receives its
+// result at the end (RemainderRanks, phases.h). The pof2 active ranks get
+// virtual ranks (odd rank 2i+1 -> i, rank r >= 2 rem -> r - rem) and
+// exchange at distance d = 1, 2, 4, ... with virtual rank v ^ d. Partners
+// are neighbours first (the same node, when ranks are numbered node by
+// node). Virtual rank v stands for the real blocks [first(v), first(v + 1))
+// -- two for a remainder pair, one otherwise -- so a run of virtual ranks is
+// a run of blocks: every message below is one contiguous range of a buffer.
 //
 // All-reduce: every exchange swaps the whole partial sum; each rank computes
 // received (op) own and its partner own (op) received, the same bits for the
@@ -18,8 +18,8 @@
 // All-gather: before the exchange at distance d a rank holds the blocks of
 // its d virtual ranks v & ~(d-1)...; it sends them and receives its
 // partner's, into their places in the output.
-// Reduce-scatter (recursive halving): at d = p2/2, p2/4, ..., 1 a rank sends
-// its partial sums of the half of its range that its partner keeps and
+// Reduce-scatter (recursive halving): at d = pof2/2, pof2/4, ..., 1 a rank
+// sends its partial sums of the half of its range that its partner keeps and
 // reduces the partner's into the half it keeps (Scratch holds the partial
 // sums); it ends with its own block.
 //
@@ -35,41 +35,41 @@
 namespace hoccl {
 namespace {
 
-void doublingAllGather(Lane& ch, const ScheduleKey& key) {
-  const Fold f(key.nranks);
+void doublingAllGather(ChannelBuilder& ch, const ScheduleKey& key) {
+  const RemainderRanks rr(key.nranks);
   const int r = key.rank;
   const uint64_t c = key.count;
   auto out = [&](int block) { return Slice{Buf::Output, uint64_t(block) * c}; };
   ch.copy(inputSlice(key, 0, c), out(r), c);
-  if (f.P == 1) return;
-  if (f.folded(r)) {
+  if (rr.P == 1) return;
+  if (rr.excluded(r)) {
     ch.add(-1, r + 1, false, out(r), Slice{}, c);
-    ch.add(r + 1, -1, false, Slice{}, out(0), uint64_t(f.P) * c);
+    ch.add(r + 1, -1, false, Slice{}, out(0), uint64_t(rr.P) * c);
     return;
   }
-  if (r < 2 * f.extra) ch.add(r - 1, -1, false, Slice{}, out(r - 1), c);
-  const int v = f.virt(r);
-  for (int d = 1; d < f.p2; d *= 2) {
+  if (r < 2 * rr.rem) ch.add(r - 1, -1, false, Slice{}, out(r - 1), c);
+  const int v = rr.virt(r);
+  for (int d = 1; d < rr.pof2; d *= 2) {
     const int mine = v & ~(d - 1), theirs = (v ^ d) & ~(d - 1);
-    const uint64_t myLen = uint64_t(f.first(mine + d) - f.first(mine)) * c;
-    const uint64_t theirLen = uint64_t(f.first(theirs + d) - f.first(theirs)) * c;
-    pairExchange(ch, f.real(v ^ d), out(f.first(mine)), myLen, Slice{}, out(f.first(theirs)), theirLen,
+    const uint64_t myLen = uint64_t(rr.first(mine + d) - rr.first(mine)) * c;
+    const uint64_t theirLen = uint64_t(rr.first(theirs + d) - rr.first(theirs)) * c;
+    pairExchange(ch, rr.real(v ^ d), out(rr.first(mine)), myLen, Slice{}, out(rr.first(theirs)), theirLen,
                  key.maxStepCount);
   }
-  if (r < 2 * f.extra) ch.add(-1, r - 1, false, out(0), Slice{}, uint64_t(f.P) * c);
+  if (r < 2 * rr.rem) ch.add(-1, r - 1, false, out(0), Slice{}, uint64_t(rr.P) * c);
 }
 
-void halvingReduceScatter(Lane& ch, Schedule& s, const ScheduleKey& key) {
-  const Fold f(key.nranks);
+void halvingReduceScatter(ChannelBuilder& ch, Schedule& s, const ScheduleKey& key) {
+  const RemainderRanks rr(key.nranks);
   const int r = key.rank;
   const uint64_t c = key.count;
   const Slice result{Buf::Output, 0};
-  if (f.P == 1) {
+  if (rr.P == 1) {
     ch.copy(inputSlice(key, 0, c), result, c);
     return;
   }
-  const uint64_t all = uint64_t(f.P) * c;
-  if (f.folded(r)) {
+  const uint64_t all = uint64_t(rr.P) * c;
+  if (rr.excluded(r)) {
     ch.add(-1, r + 1, false, inputSlice(key, 0, all), Slice{}, all);
     ch.add(r + 1, -1, false, Slice{}, result, c);
     return;
@@ -82,20 +82,20 @@ void halvingReduceScatter(Lane& ch, Schedule& s, const ScheduleKey& key) {
   auto cur = [&](int block, uint64_t len) {
     return inScratch ? acc(block) : inputSlice(key, uint64_t(block) * c, len);
   };
-  if (r < 2 * f.extra) {
+  if (r < 2 * rr.rem) {
     ch.add(r - 1, -1, true, inputSlice(key, 0, all), acc(0), all);
     inScratch = true;
   }
-  const int v = f.virt(r);
-  for (int d = f.p2 / 2; d >= 1; d /= 2) {
+  const int v = rr.virt(r);
+  for (int d = rr.pof2 / 2; d >= 1; d /= 2) {
     const int keep = v & ~(d - 1), give = (v ^ d) & ~(d - 1);
-    const uint64_t keepLen = uint64_t(f.first(keep + d) - f.first(keep)) * c;
-    const uint64_t giveLen = uint64_t(f.first(give + d) - f.first(give)) * c;
-    pairExchange(ch, f.real(v ^ d), cur(f.first(give), giveLen), giveLen, cur(f.first(keep), keepLen),
-                 acc(f.first(keep)), keepLen, key.maxStepCount);
+    const uint64_t keepLen = uint64_t(rr.first(keep + d) - rr.first(keep)) * c;
+    const uint64_t giveLen = uint64_t(rr.first(give + d) - rr.first(give)) * c;
+    pairExchange(ch, rr.real(v ^ d), cur(rr.first(give), giveLen), giveLen, cur(rr.first(keep), keepLen),
+                 acc(rr.first(keep)), keepLen, key.maxStepCount);
     inScratch = true;
   }
-  if (r < 2 * f.extra) ch.add(-1, r - 1, false, acc(r - 1), Slice{}, c);
+  if (r < 2 * rr.rem) ch.add(-1, r - 1, false, acc(r - 1), Slice{}, c);
   ch.copy(acc(r), result, c);
 }
 
@@ -105,7 +105,7 @@ Schedule buildDoubling(const ScheduleKey& key) {
   if (key.coll != CollKind::AllReduce && key.coll != CollKind::AllGather && key.coll != CollKind::ReduceScatter)
     return ringFallback(key, "ring (fallback: doubling is for all-reduce, all-gather and reduce-scatter)");
   Schedule s = oneChannelSchedule(key, "doubling");
-  Lane ch(s, 0);
+  ChannelBuilder ch(s, 0);
   if (key.coll == CollKind::AllGather) {
     doublingAllGather(ch, key);
     return s;
@@ -124,9 +124,10 @@ Schedule buildDoubling(const ScheduleKey& key) {
   return s;
 }
 
-// The fold, log2(p2) exchanges, the unfold; one channel. All-reduce
-// exchanges the whole buffer each time; all-gather d blocks at distance d,
-// reduce-scatter d blocks at d = p2/2 ... 1 (a folded pair's virtual rank
+// The remainder's hand-over, log2(pof2) exchanges, the result's return to
+// the remainder; one channel. All-reduce exchanges the whole buffer each
+// time; all-gather d blocks at distance d, reduce-scatter d blocks at
+// d = pof2/2 ... 1 (a remainder pair's virtual rank
 // counts as its larger share).
 CostPlan doublingCost(const CostQuery& q) {
   CostPlan plan;
@@ -137,25 +138,25 @@ CostPlan doublingCost(const CostQuery& q) {
     appendDoublingCost(all, q.bytes, &plan.phases);
     return plan;
   }
-  const Fold f(q.nranks);
-  if (f.P < 2) return plan;
-  const double block = q.bytes / q.nranks, span = f.extra ? 2 : 1;  // blocks per virtual rank, at most
+  const RemainderRanks rr(q.nranks);
+  if (rr.P < 2) return plan;
+  const double block = q.bytes / q.nranks, span = rr.rem ? 2 : 1;  // blocks per virtual rank, at most
   const bool reduce = q.coll == CollKind::ReduceScatter;
-  std::vector<CostMessage> fold, unfold;
-  for (int i = 0; i < f.extra; ++i) {
-    fold.push_back({2 * i, 2 * i + 1});
-    unfold.push_back({2 * i + 1, 2 * i});
+  std::vector<CostMessage> handOver, giveBack;  // between the remainder's pairs
+  for (int i = 0; i < rr.rem; ++i) {
+    handOver.push_back({2 * i, 2 * i + 1});
+    giveBack.push_back({2 * i + 1, 2 * i});
   }
-  if (!fold.empty()) plan.phases.push_back(exchangePhase(fold, reduce ? q.bytes : block, reduce, 1));
+  if (!handOver.empty()) plan.phases.push_back(exchangePhase(handOver, reduce ? q.bytes : block, reduce, 1));
   std::vector<int> distances;
-  for (int d = 1; d < f.p2; d *= 2) distances.push_back(d);
+  for (int d = 1; d < rr.pof2; d *= 2) distances.push_back(d);
   if (reduce) std::reverse(distances.begin(), distances.end());
   for (int d : distances) {
     std::vector<CostMessage> x;
-    for (int v = 0; v < f.p2; ++v) x.push_back({f.real(v), f.real(v ^ d)});
+    for (int v = 0; v < rr.pof2; ++v) x.push_back({rr.real(v), rr.real(v ^ d)});
     plan.phases.push_back(exchangePhase(x, block * span * d, reduce, 1));
   }
-  if (!unfold.empty()) plan.phases.push_back(exchangePhase(unfold, reduce ? block : q.bytes, false, 1));
+  if (!giveBack.empty()) plan.phases.push_back(exchangePhase(giveBack, reduce ? block : q.bytes, false, 1));
   return plan;
 }
 

@@ -37,7 +37,7 @@ void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s) {
 Schedule buildExecutable(const AlgoInfo& algo, const ScheduleKey& key, bool syncSteps) {
   Schedule s = algo.build(key);
   if (syncSteps) addSyncSteps(algo, key, &s);
-  markStableValues(&s);
+  markZeroCopyEligible(&s);
   return s;
 }
 

@@ -1,6 +1,6 @@
 // What a rank actually runs for one collective: the algorithm's schedule,
 // then the zero-count sync steps that let every rank check the call, then
-// the `stable` marks that let the executor pass values by reference.
+// the zero-copy marks that let the executor pass values by reference.
 // hocclComm::prepare and the verifier tests both call buildExecutable, so
 // the schedules verified are the schedules executed.
 #pragma once

@@ -13,11 +13,11 @@
 // Uneven groups need nothing special (a column of the leaders' ring where a
 // group has no member is simply an empty block).
 //
-// Channels: key.nchannels lanes, one channel each, each owning a near-equal
-// part of the data (of every block for reduce-scatter and all-gather), as
-// ring.cc's channels do. The phases of a lane are in sequence on its
-// channel; chains and stars are one step per message, which the executor
-// pipelines in slices; the leaders' ring honours key.maxStepCount.
+// Channels: key.nchannels of them, each owning a near-equal part of the
+// data (of every block for reduce-scatter and all-gather), as ring.cc's
+// channels do. The phases of a part run in sequence on its channel;
+// chains and stars are one step per message, which the executor pipelines
+// in slices; the leaders' ring honours key.maxStepCount.
 #include <algorithm>
 
 #include "algorithms/cost.h"
@@ -61,28 +61,28 @@ void railPasses(const Hierarchy& h, MakeBlock block, Ring ring) {
 // How the leaders all-reduce their groups' sums.
 enum class LeaderPhase { Ring, Doubling };
 
-void allReduce(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part, LeaderPhase leaders) {
+void allReduce(ChannelBuilder& ch, const ScheduleKey& k, const Hierarchy& h, Range part, LeaderPhase leaders) {
   const SubGroup group = h.group();
   const Slice dst = out(part.base);
   Slice sum = inputSlice(k, part.base, part.len);  // the group's sum, at the leader
   if (group.size() > 1) {
-    chainReduce(lane, group, sum, dst, part.len);
+    chainReduce(ch, group, sum, dst, part.len);
     sum = dst;
   }
   if (h.myLocal == 0 && leaders == LeaderPhase::Doubling) {
-    doublingAllReduce(lane, h.leaders(), sum, dst, part.len, k.maxStepCount);
+    doublingAllReduce(ch, h.leaders(), sum, dst, part.len, k.maxStepCount);
   } else if (h.myLocal == 0) {
     std::vector<Block> blocks(h.ngroups());
     for (int q = 0; q < h.ngroups(); ++q) {
       const uint64_t at = partStart(part.len, h.ngroups(), q);
       blocks[q] = Block{shifted(sum, at), shifted(dst, at), partSize(part.len, h.ngroups(), q)};
     }
-    ringAllReduce(lane, h.leaders(), blocks, k.maxStepCount);
+    ringAllReduce(ch, h.leaders(), blocks, k.maxStepCount);
   }
-  if (group.size() > 1) chainBroadcast(lane, group, dst, dst, part.len);
+  if (group.size() > 1) chainBroadcast(ch, group, dst, dst, part.len);
 }
 
-void reduceScatter(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part) {
+void reduceScatter(ChannelBuilder& ch, const ScheduleKey& k, const Hierarchy& h, Range part) {
   const uint64_t n = k.count;
   const SubGroup group = h.group();
   const bool alone = group.size() == 1;
@@ -93,25 +93,25 @@ void reduceScatter(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range p
   };
   if (!alone) {
     forRuns(n, k.nranks, part, [&](uint64_t at, uint64_t len) {
-      chainReduce(lane, group, inputSlice(k, at, len), Slice{Buf::Scratch, at}, len);
+      chainReduce(ch, group, inputSlice(k, at, len), Slice{Buf::Scratch, at}, len);
     });
   }
   if (h.myLocal == 0) {
     railPasses(h, [&](int c, int q, int b) {
       const Slice dst = q != h.myGroup ? Slice{} : c == 0 ? out(part.base) : sum(b);
       return Block{sum(b), dst, part.len};
-    }, [&](const std::vector<Block>& blocks) { ringReduceScatter(lane, h.leaders(), blocks, k.maxStepCount); });
+    }, [&](const std::vector<Block>& blocks) { ringReduceScatter(ch, h.leaders(), blocks, k.maxStepCount); });
   }
   if (!alone) {
     std::vector<Block> blocks(group.size());
     for (int i = 0; i < group.size(); ++i) {
       blocks[i] = Block{i == 0 ? out(part.base) : sum(group.members[i]), out(part.base), part.len};
     }
-    starScatter(lane, group, blocks);
+    starScatter(ch, group, blocks);
   }
 }
 
-void allGather(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part) {
+void allGather(ChannelBuilder& ch, const ScheduleKey& k, const Hierarchy& h, Range part) {
   const uint64_t n = k.count;
   const SubGroup group = h.group();
   const Slice mine = inputSlice(k, part.base, part.len);
@@ -121,17 +121,17 @@ void allGather(Lane& lane, const ScheduleKey& k, const Hierarchy& h, Range part)
     for (int i = 0; i < group.size(); ++i) {
       blocks[i] = Block{i == group.pos ? mine : Slice{}, blockOf(group.members[i]), part.len};
     }
-    starGather(lane, group, blocks);
+    starGather(ch, group, blocks);
   }
   if (h.myLocal == 0) {
     railPasses(h, [&](int, int, int b) {
       // Gathered into Output already unless the leader is alone.
       return Block{b == h.rank && group.size() == 1 ? mine : blockOf(b), blockOf(b), part.len};
-    }, [&](const std::vector<Block>& blocks) { ringAllGather(lane, h.leaders(), blocks, k.maxStepCount); });
+    }, [&](const std::vector<Block>& blocks) { ringAllGather(ch, h.leaders(), blocks, k.maxStepCount); });
   }
   if (group.size() > 1) {
     forRuns(n, k.nranks, part,
-            [&](uint64_t at, uint64_t len) { chainBroadcast(lane, group, out(at), out(at), len); });
+            [&](uint64_t at, uint64_t len) { chainBroadcast(ch, group, out(at), out(at), len); });
   }
 }
 
@@ -170,13 +170,13 @@ Schedule buildHierarchical(const ScheduleKey& key) {
     s.scratchCount = uint64_t(key.nranks) * key.count;
   }
   for (int c = 0; c < nch; ++c) {
-    Lane lane(s, c);
+    ChannelBuilder ch(s, c);
     const Range part{partStart(key.count, nch, c), partSize(key.count, nch, c)};
     if (part.len == 0) continue;
     switch (key.coll) {
-      case CollKind::AllReduce: allReduce(lane, key, h, part, LeaderPhase::Ring); break;
-      case CollKind::ReduceScatter: reduceScatter(lane, key, h, part); break;
-      default: allGather(lane, key, h, part); break;
+      case CollKind::AllReduce: allReduce(ch, key, h, part, LeaderPhase::Ring); break;
+      case CollKind::ReduceScatter: reduceScatter(ch, key, h, part); break;
+      default: allGather(ch, key, h, part); break;
     }
   }
   return s;
@@ -189,8 +189,8 @@ Schedule buildLeaderDoubling(const ScheduleKey& key) {
   Schedule s = newSchedule(key, "leaderdoubling");
   s.key.nchannels = 1;
   s.channels.resize(1);
-  Lane lane(s, 0);
-  allReduce(lane, key, h, Range{0, key.count}, LeaderPhase::Doubling);
+  ChannelBuilder ch(s, 0);
+  allReduce(ch, key, h, Range{0, key.count}, LeaderPhase::Doubling);
   return s;
 }
 

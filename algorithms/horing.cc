@@ -9,10 +9,10 @@
 // All-reduce = intra, rail, gather; reduce-scatter = intra, rail;
 // all-gather = rail, gather.
 //
-// Channels. key.nchannels lanes each own a near-equal part of the data, as
-// ring.cc's channels do; lane c has one channel per phase, numbered
-// c * phases + phase in the order above (all-reduce 3 per lane, the others
-// 2). Phases run concurrently on their channels: each lane's part is cut
+// Channels. The data is cut into key.nchannels near-equal parts, as
+// ring.cc's channels cut it; part c has one channel per phase, numbered
+// c * phases + phase in the order above (all-reduce 3 per part, the others
+// 2). Phases run concurrently on their channels: each part is cut
 // into pipeline chunks, and chunk k of a phase waits (depChannel/depStep)
 // only for chunk k of the phase before it on this rank, so the group works
 // on chunk k+1 while the rails carry chunk k. A phase that is trivial on
@@ -66,13 +66,13 @@ std::vector<Block> partBlocks(Range whole, int n, Src src) {
 }
 Slice outPart(Range r) { return out(r.base); }
 
-// The phases of one lane, in pipeline order; absent ones are null.
-struct Lanes {
-  Lane* intra = nullptr;   // reduce-scatter inside the group
-  Lane* swRS = nullptr;    // switch level: reduce-scatter among a rail's servers under one switch
-  Lane* rail = nullptr;    // the rail ring (with a switch level: across switches)
-  Lane* swAG = nullptr;    // switch level: all-gather among a rail's servers under one switch
-  Lane* gather = nullptr;  // all-gather inside the group
+// The channels of one part's phases, in pipeline order; absent ones are null.
+struct PhaseChannels {
+  ChannelBuilder* intra = nullptr;   // reduce-scatter inside the group
+  ChannelBuilder* swRS = nullptr;    // switch level: reduce-scatter among a rail's servers under one switch
+  ChannelBuilder* rail = nullptr;    // the rail ring (with a switch level: across switches)
+  ChannelBuilder* swAG = nullptr;    // switch level: all-gather among a rail's servers under one switch
+  ChannelBuilder* gather = nullptr;  // all-gather inside the group
 };
 
 class Builder {
@@ -89,14 +89,14 @@ class Builder {
   bool hasIntra() const { return S_ > 1; }
   bool hasRail() const { return N_ > 1 || !hasIntra(); }
   bool plainRing() const { return k_.coll == CollKind::AllReduce && !(hasIntra() && N_ > 1) && !sw_; }
-  // The lanes of one channel group, created on channels first.. in order.
-  Lanes lanes(std::vector<Lane>& store, int first);
+  // One part's phase channels, created on channels first.. in order.
+  PhaseChannels phaseChannels(std::vector<ChannelBuilder>& store, int first);
   int phases() const;
   // Scratch slots for group sums of blocks other than this rank's own.
   void planScratch();
-  void allReduce(Range chunk, const Lanes& l);
-  void reduceScatter(Range chunk, const Lanes& l);
-  void allGather(Range chunk, const Lanes& l);
+  void allReduce(Range chunk, const PhaseChannels& l);
+  void reduceScatter(Range chunk, const PhaseChannels& l);
+  void allGather(Range chunk, const PhaseChannels& l);
 
  private:
   Slice in(Range r) const { return inputSlice(k_, r.base, r.len); }
@@ -135,7 +135,7 @@ class Builder {
   }
   // Group passes of the intra phases: member i of the group reduces
   // (gathers) shards i, i+G, ...: one ring pass per G shards.
-  void groupPasses(Lane& lane, bool reduce, Range chunk);
+  void groupPasses(ChannelBuilder& ch, bool reduce, Range chunk);
 
   const ScheduleKey& k_;
   const Hierarchy& h_;
@@ -155,9 +155,9 @@ int Builder::phases() const {
   return hasIntra() + (hasRail() ? (sw_ ? 2 : 1) : 0);
 }
 
-Lanes Builder::lanes(std::vector<Lane>& v, int first) {
+PhaseChannels Builder::phaseChannels(std::vector<ChannelBuilder>& v, int first) {
   for (int i = 0; i < phases(); ++i) v.emplace_back(s_, first + i);
-  Lanes l;
+  PhaseChannels l;
   size_t i = 0;
   if (plainRing()) {
     l.rail = &v[0];
@@ -187,19 +187,19 @@ void Builder::planScratch() {
   s_.scratchCount = slots * k_.count;
 }
 
-void Builder::groupPasses(Lane& lane, bool reduce, Range chunk) {
+void Builder::groupPasses(ChannelBuilder& ch, bool reduce, Range chunk) {
   for (int first = 0; G_ > 1 && first < S_; first += G_) {
     std::vector<Block> blocks(G_);
     for (int i = 0; i < G_ && first + i < S_; ++i) {
       const Range r = partOf(chunk, S_, first + i);
       blocks[i] = Block{reduce ? in(r) : out(r.base), out(r.base), r.len};
     }
-    if (reduce) ringReduceScatter(lane, h_.group(), blocks, maxMsg_);
-    else ringAllGather(lane, h_.group(), blocks, maxMsg_);
+    if (reduce) ringReduceScatter(ch, h_.group(), blocks, maxMsg_);
+    else ringAllGather(ch, h_.group(), blocks, maxMsg_);
   }
 }
 
-void Builder::allReduce(Range chunk, const Lanes& l) {
+void Builder::allReduce(Range chunk, const PhaseChannels& l) {
   if (plainRing()) {  // one group, or groups of one: a plain ring
     const SubGroup ring = N_ == 1 ? h_.group() : h_.rail(0);
     ringAllReduce(*l.rail, ring, partBlocks(chunk, ring.size(), [&](Range r) { return in(r); }), maxMsg_);
@@ -243,7 +243,7 @@ void Builder::allReduce(Range chunk, const Lanes& l) {
 }
 
 // `chunk` is the same element range of every rank's block.
-void Builder::reduceScatter(Range chunk, const Lanes& l) {
+void Builder::reduceScatter(Range chunk, const PhaseChannels& l) {
   if (l.intra && G_ > 1) {
     for (int first = 0; first < S_; first += G_) {
       for (int q = 0; q < N_; ++q) {
@@ -297,7 +297,7 @@ void Builder::reduceScatter(Range chunk, const Lanes& l) {
   }
 }
 
-void Builder::allGather(Range chunk, const Lanes& l) {
+void Builder::allGather(Range chunk, const PhaseChannels& l) {
   const Slice mine = in(chunk);
   if (l.rail && l.swAG) {
     // Across the switches among the servers with this rank's index, then
@@ -370,17 +370,17 @@ Schedule buildHoRingPipelined(const ScheduleKey& key, int pipelineChunks) {
   b.planScratch();
   for (int c = 0; c < nch; ++c) {
     const Range part{partStart(key.count, nch, c), partSize(key.count, nch, c)};
-    std::vector<Lane> store;
+    std::vector<ChannelBuilder> store;
     store.reserve(size_t(phases));
-    const Lanes lanes = b.lanes(store, c * phases);
+    const PhaseChannels chans = b.phaseChannels(store, c * phases);
     const int chunks = pipelineChunks > 0 ? pipelineChunks : defaultChunks(key, part.len);
     for (int k = 0; k < chunks; ++k) {
       const Range chunk = partOf(part, chunks, k);
       if (chunk.len == 0) continue;
       switch (key.coll) {
-        case CollKind::AllReduce: b.allReduce(chunk, lanes); break;
-        case CollKind::ReduceScatter: b.reduceScatter(chunk, lanes); break;
-        default: b.allGather(chunk, lanes); break;
+        case CollKind::AllReduce: b.allReduce(chunk, chans); break;
+        case CollKind::ReduceScatter: b.reduceScatter(chunk, chans); break;
+        default: b.allGather(chunk, chans); break;
       }
     }
   }

@@ -35,7 +35,7 @@ namespace {
 // k sends (k != r) and of `own` (this rank's operand) at its turn: steps that
 // receive from every other rank. Only rank 0's `own` may be dst itself
 // (the copy is then omitted).
-void reduceInRankOrder(Lane& ch, int P, int r, Slice own, Slice dst, uint64_t len) {
+void reduceInRankOrder(ChannelBuilder& ch, int P, int r, Slice own, Slice dst, uint64_t len) {
   if (r == 0) ch.copy(own, dst, len);
   else ch.add(0, -1, false, Slice{}, dst, len);
   for (int k = 1; k < P; ++k) {
@@ -49,13 +49,13 @@ uint64_t pieceOf(const ScheduleKey& key) {
 }
 
 void allReduce(Schedule& s, const ScheduleKey& key) {
-  Lane ch(s, 0);
+  ChannelBuilder ch(s, 0);
   const int P = key.nranks, r = key.rank;
   const uint64_t n = key.count;
   const Slice in = inputSlice(key, 0, n), out{Buf::Output, 0};
   // In place, receiving rank 0's input into Output overwrites this rank's
   // own: it is copied to Scratch first, and sent from there (where nothing
-  // overwrites it, so the executor may lend it by reference).
+  // overwrites it, so the executor may send it by reference).
   const bool inPlace = sameSlice(in, out);
   if (inPlace) s.scratchCount = n;
   const uint64_t piece = pieceOf(key);
@@ -71,7 +71,7 @@ void allReduce(Schedule& s, const ScheduleKey& key) {
 }
 
 void reduceScatter(Schedule& s, const ScheduleKey& key) {
-  Lane ch(s, 0);
+  ChannelBuilder ch(s, 0);
   const int P = key.nranks, r = key.rank;
   const uint64_t n = key.count;
   const Slice out{Buf::Output, 0};
@@ -95,7 +95,7 @@ void reduceScatter(Schedule& s, const ScheduleKey& key) {
 }
 
 void allGather(Schedule& s, const ScheduleKey& key) {
-  Lane ch(s, 0);
+  ChannelBuilder ch(s, 0);
   const int P = key.nranks, r = key.rank;
   const uint64_t n = key.count;
   const uint64_t piece = pieceOf(key);
@@ -120,7 +120,7 @@ Schedule buildOneShot(const ScheduleKey& key) {
     return ringFallback(key, "ring (fallback: oneshot is all-reduce, reduce-scatter and all-gather only)");
   Schedule s = oneChannelSchedule(key, "oneshot");
   if (key.nranks == 1) {
-    Lane(s, 0).copy(inputSlice(key, 0, key.count), Slice{Buf::Output, 0}, key.count);
+    ChannelBuilder(s, 0).copy(inputSlice(key, 0, key.count), Slice{Buf::Output, 0}, key.count);
     return s;
   }
   if (c == CollKind::AllReduce) allReduce(s, key);

@@ -16,7 +16,7 @@ Schedule buildPointToPoint(const ScheduleKey& key, const std::vector<PointOp>& o
   s.algorithm = name;
   // Channels in a fixed order: the self copies, then per peer its sends
   // and its receives.
-  std::map<std::pair<int, int>, std::vector<Step>> lanes;  // (peer, 0 send / 1 recv)
+  std::map<std::pair<int, int>, std::vector<Step>> perPeer;  // (peer, 0 send / 1 recv)
   std::vector<const PointOp*> selfSends, selfRecvs;
   for (const PointOp& op : ops) {
     if (op.peer == key.rank) {
@@ -36,7 +36,7 @@ Schedule buildPointToPoint(const ScheduleKey& key, const std::vector<PointOp>& o
       st.recvPeer = op.peer;
       if (named) st.dst = op.at;
     }
-    lanes[{op.peer, op.send ? 0 : 1}].push_back(st);
+    perPeer[{op.peer, op.send ? 0 : 1}].push_back(st);
   }
   // A send to oneself is the copy into the receive posted for it (the
   // k-th send pairs with the k-th receive; callers check the counts).
@@ -50,7 +50,7 @@ Schedule buildPointToPoint(const ScheduleKey& key, const std::vector<PointOp>& o
     self.steps.push_back(st);
   }
   if (!self.steps.empty()) s.channels.push_back(std::move(self));
-  for (auto& [lane, steps] : lanes) {
+  for (auto& [peerDir, steps] : perPeer) {
     Channel ch;
     ch.link = 0;
     ch.steps = std::move(steps);

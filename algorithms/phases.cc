@@ -40,20 +40,20 @@ void inRounds(const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxM
 
 int SubGroup::at(int i) const { return members[mod(i, size())]; }
 
-// ------------------------------------------------------------------ Lane
+// --------------------------------------------------------- ChannelBuilder
 
-void Lane::after(Token t) {
+void ChannelBuilder::after(Token t) {
   if (t.channel >= 0) pending_ = t;
 }
 
-Token Lane::done() const {
+Token ChannelBuilder::done() const {
   if (pending_.channel >= 0) return pending_;
   const std::vector<Step>& steps = s_->channels[ch_].steps;
   if (steps.empty()) return Token{};
   return Token{ch_, static_cast<int>(steps.size()) - 1};
 }
 
-void Lane::add(int from, int to, bool reduce, Slice src, Slice dst, uint64_t n) {
+void ChannelBuilder::add(int from, int to, bool reduce, Slice src, Slice dst, uint64_t n) {
   if (n == 0) return;
   Step s{.recvPeer = from, .sendPeer = to, .reduce = reduce, .src = src, .dst = dst, .count = n};
   if (pending_.channel >= 0) {
@@ -64,7 +64,7 @@ void Lane::add(int from, int to, bool reduce, Slice src, Slice dst, uint64_t n) 
   s_->channels[ch_].steps.push_back(s);
 }
 
-void Lane::copy(Slice src, Slice dst, uint64_t n) {
+void ChannelBuilder::copy(Slice src, Slice dst, uint64_t n) {
   if (!sameSlice(src, dst)) add(-1, -1, false, src, dst, n);
 }
 
@@ -101,167 +101,167 @@ namespace {
 // completes block p in its dst and, when `forward`, passes it on as the
 // first message of the all-gather half.
 template <class BlockOf>
-void reduceHalf(Lane& lane, const SubGroup& g, BlockOf block, bool forward) {
+void reduceHalf(ChannelBuilder& ch, const SubGroup& g, BlockOf block, bool forward) {
   const int n = g.size(), p = g.pos;
   const int next = g.at(p + 1), prev = g.at(p - 1);
   Block b = block(p - 1);
-  lane.add(-1, next, false, b.src, kNone, b.len);
+  ch.add(-1, next, false, b.src, kNone, b.len);
   for (int s = 1; s <= n - 2; ++s) {
     b = block(p - 1 - s);
-    lane.add(prev, next, true, b.src, kNone, b.len);
+    ch.add(prev, next, true, b.src, kNone, b.len);
   }
   b = block(p);
-  lane.add(prev, forward ? next : -1, true, b.src, b.dst, b.len);
+  ch.add(prev, forward ? next : -1, true, b.src, b.dst, b.len);
 }
 
 // The all-gather half after this member's own block went out: n-1 receives.
 template <class BlockOf>
-void gatherHalf(Lane& lane, const SubGroup& g, BlockOf block) {
+void gatherHalf(ChannelBuilder& ch, const SubGroup& g, BlockOf block) {
   const int n = g.size(), p = g.pos;
   const int next = g.at(p + 1), prev = g.at(p - 1);
   Block b;
   for (int t = 1; t <= n - 2; ++t) {
     b = block(p - t);
-    lane.add(prev, next, false, kNone, b.dst, b.len);
+    ch.add(prev, next, false, kNone, b.dst, b.len);
   }
   b = block(p + 1);
-  lane.add(prev, -1, false, kNone, b.dst, b.len);
+  ch.add(prev, -1, false, kNone, b.dst, b.len);
 }
 
 }  // namespace
 
-void ringReduceScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
+void ringReduceScatter(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
   inRounds(g, blocks, maxMsg, [&](auto block) {
-    if (g.size() == 1) lane.copy(block(0).src, block(0).dst, block(0).len);
-    else reduceHalf(lane, g, block, false);
+    if (g.size() == 1) ch.copy(block(0).src, block(0).dst, block(0).len);
+    else reduceHalf(ch, g, block, false);
   });
 }
 
-void ringAllGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
+void ringAllGather(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
   inRounds(g, blocks, maxMsg, [&](auto block) {
     const Block b = block(g.pos);
     if (g.size() == 1) {
-      lane.copy(b.src, b.dst, b.len);
+      ch.copy(b.src, b.dst, b.len);
       return;
     }
-    lane.add(-1, g.at(g.pos + 1), false, b.src, sameSlice(b.src, b.dst) ? kNone : b.dst, b.len);
-    gatherHalf(lane, g, block);
+    ch.add(-1, g.at(g.pos + 1), false, b.src, sameSlice(b.src, b.dst) ? kNone : b.dst, b.len);
+    gatherHalf(ch, g, block);
   });
 }
 
 // The last reduction completes block p and starts its all-gather.
-void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
+void ringAllReduce(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg) {
   inRounds(g, blocks, maxMsg, [&](auto block) {
     if (g.size() == 1) {
-      lane.copy(block(0).src, block(0).dst, block(0).len);
+      ch.copy(block(0).src, block(0).dst, block(0).len);
       return;
     }
-    reduceHalf(lane, g, block, true);
-    gatherHalf(lane, g, block);
+    reduceHalf(ch, g, block, true);
+    gatherHalf(ch, g, block);
   });
 }
 
 // --------------------------------------------------------- doubling phase
 
-void doublingAllReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len, uint64_t maxMsg) {
+void doublingAllReduce(ChannelBuilder& ch, const SubGroup& g, Slice src, Slice dst, uint64_t len, uint64_t maxMsg) {
   const int n = g.size(), i = g.pos;
   if (n == 1) {
-    lane.copy(src, dst, len);
+    ch.copy(src, dst, len);
     return;
   }
-  const Fold f(n);
-  if (f.folded(i)) {  // folds into i + 1 and waits for the result
-    lane.add(-1, g.at(i + 1), false, src, kNone, len);
-    lane.add(g.at(i + 1), -1, false, kNone, dst, len);
+  const RemainderRanks rr(n);
+  if (rr.excluded(i)) {  // hands its operand to i + 1 and waits for the result
+    ch.add(-1, g.at(i + 1), false, src, kNone, len);
+    ch.add(g.at(i + 1), -1, false, kNone, dst, len);
     return;
   }
   Slice cur = src;  // where this member's partial sum lives
-  if (i < 2 * f.extra) {
-    lane.add(g.at(i - 1), -1, true, src, dst, len);
+  if (i < 2 * rr.rem) {
+    ch.add(g.at(i - 1), -1, true, src, dst, len);
     cur = dst;
   }
-  const int v = f.virt(i);
-  for (int d = 1; d < f.p2; d *= 2) {
-    pairExchange(lane, g.at(f.real(v ^ d)), cur, len, cur, dst, len, maxMsg);
+  const int v = rr.virt(i);
+  for (int d = 1; d < rr.pof2; d *= 2) {
+    pairExchange(ch, g.at(rr.real(v ^ d)), cur, len, cur, dst, len, maxMsg);
     cur = dst;
   }
-  if (i < 2 * f.extra) lane.add(-1, g.at(i - 1), false, dst, kNone, len);
+  if (i < 2 * rr.rem) ch.add(-1, g.at(i - 1), false, dst, kNone, len);
 }
 
-void pairExchange(Lane& lane, int partner, Slice from, uint64_t myLen, Slice with, Slice into, uint64_t theirLen,
-                  uint64_t maxMsg) {
+void pairExchange(ChannelBuilder& ch, int partner, Slice from, uint64_t myLen, Slice with, Slice into,
+                  uint64_t theirLen, uint64_t maxMsg) {
   const uint64_t piece = maxMsg ? maxMsg : std::max<uint64_t>({myLen, theirLen, 1});
   for (uint64_t at = 0; at < myLen || at < theirLen; at += piece) {
-    if (at < myLen) lane.add(-1, partner, false, shifted(from, at), kNone, std::min(piece, myLen - at));
+    if (at < myLen) ch.add(-1, partner, false, shifted(from, at), kNone, std::min(piece, myLen - at));
     if (at < theirLen)
-      lane.add(partner, -1, with.present(), with.present() ? shifted(with, at) : kNone, shifted(into, at),
-               std::min(piece, theirLen - at));
+      ch.add(partner, -1, with.present(), with.present() ? shifted(with, at) : kNone, shifted(into, at),
+             std::min(piece, theirLen - at));
   }
 }
 
 void appendDoublingCost(const std::vector<int>& members, double bytes, std::vector<CostPhase>* phases) {
   const int n = static_cast<int>(members.size());
   if (n < 2) return;
-  const Fold f(n);
-  auto member = [&](int vr) { return members[f.real(vr)]; };
-  std::vector<CostMessage> fold;
-  for (int i = 0; i < f.extra; ++i) fold.push_back({members[2 * i], members[2 * i + 1]});
-  if (!fold.empty()) phases->push_back(exchangePhase(fold, bytes, true, 1));
-  for (int d = 1; d < f.p2; d *= 2) {
+  const RemainderRanks rr(n);
+  auto member = [&](int vr) { return members[rr.real(vr)]; };
+  std::vector<CostMessage> remainder;  // excluded rank -> its partner
+  for (int i = 0; i < rr.rem; ++i) remainder.push_back({members[2 * i], members[2 * i + 1]});
+  if (!remainder.empty()) phases->push_back(exchangePhase(remainder, bytes, true, 1));
+  for (int d = 1; d < rr.pof2; d *= 2) {
     std::vector<CostMessage> x;
-    for (int v = 0; v < f.p2; ++v) x.push_back({member(v), member(v ^ d)});
+    for (int v = 0; v < rr.pof2; ++v) x.push_back({member(v), member(v ^ d)});
     phases->push_back(exchangePhase(x, bytes, true, 1));
   }
-  if (!fold.empty()) {
-    for (CostMessage& f : fold) std::swap(f.from, f.to);
-    phases->push_back(exchangePhase(fold, bytes, false, 1));
+  if (!remainder.empty()) {
+    for (CostMessage& m : remainder) std::swap(m.from, m.to);
+    phases->push_back(exchangePhase(remainder, bytes, false, 1));
   }
 }
 
 // ---------------------------------------------------- chain and star phases
 
-void chainReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len) {
+void chainReduce(ChannelBuilder& ch, const SubGroup& g, Slice src, Slice dst, uint64_t len) {
   const int n = g.size(), i = g.pos;
   if (n == 1) {
-    lane.copy(src, dst, len);
+    ch.copy(src, dst, len);
   } else if (i == n - 1) {
-    lane.add(-1, g.at(i - 1), false, src, kNone, len);
+    ch.add(-1, g.at(i - 1), false, src, kNone, len);
   } else if (i > 0) {
-    lane.add(g.at(i + 1), g.at(i - 1), true, src, kNone, len);
+    ch.add(g.at(i + 1), g.at(i - 1), true, src, kNone, len);
   } else {
-    lane.add(g.at(1), -1, true, src, dst, len);
+    ch.add(g.at(1), -1, true, src, dst, len);
   }
 }
 
-void chainBroadcast(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len) {
+void chainBroadcast(ChannelBuilder& ch, const SubGroup& g, Slice src, Slice dst, uint64_t len) {
   const int n = g.size(), i = g.pos;
   if (n == 1) {
-    lane.copy(src, dst, len);
+    ch.copy(src, dst, len);
   } else if (i == 0) {
-    lane.add(-1, g.at(1), false, src, sameSlice(src, dst) ? kNone : dst, len);
+    ch.add(-1, g.at(1), false, src, sameSlice(src, dst) ? kNone : dst, len);
   } else {
-    lane.add(g.at(i - 1), i < n - 1 ? g.at(i + 1) : -1, false, kNone, dst, len);
+    ch.add(g.at(i - 1), i < n - 1 ? g.at(i + 1) : -1, false, kNone, dst, len);
   }
 }
 
-void starGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks) {
+void starGather(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks) {
   const int n = g.size(), i = g.pos;
   if (i > 0) {
-    lane.add(-1, g.at(0), false, blocks[i].src, kNone, blocks[i].len);
+    ch.add(-1, g.at(0), false, blocks[i].src, kNone, blocks[i].len);
     return;
   }
-  lane.copy(blocks[0].src, blocks[0].dst, blocks[0].len);
-  for (int j = 1; j < n; ++j) lane.add(g.at(j), -1, false, kNone, blocks[j].dst, blocks[j].len);
+  ch.copy(blocks[0].src, blocks[0].dst, blocks[0].len);
+  for (int j = 1; j < n; ++j) ch.add(g.at(j), -1, false, kNone, blocks[j].dst, blocks[j].len);
 }
 
-void starScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks) {
+void starScatter(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks) {
   const int n = g.size(), i = g.pos;
   if (i > 0) {
-    lane.add(g.at(0), -1, false, kNone, blocks[i].dst, blocks[i].len);
+    ch.add(g.at(0), -1, false, kNone, blocks[i].dst, blocks[i].len);
     return;
   }
-  lane.copy(blocks[0].src, blocks[0].dst, blocks[0].len);
-  for (int j = 1; j < n; ++j) lane.add(-1, g.at(j), false, blocks[j].src, kNone, blocks[j].len);
+  ch.copy(blocks[0].src, blocks[0].dst, blocks[0].len);
+  for (int j = 1; j < n; ++j) ch.add(-1, g.at(j), false, blocks[j].src, kNone, blocks[j].len);
 }
 
 // -------------------------------------------------------------- Hierarchy

@@ -40,9 +40,9 @@ struct Token {
 // drop the same messages and FIFO matching is unchanged. A dependency given
 // to after() is attached to the next step actually emitted, so a phase with
 // nothing to do on this rank passes it through to done().
-class Lane {
+class ChannelBuilder {
  public:
-  Lane(Schedule& s, int channel) : s_(&s), ch_(channel) {}
+  ChannelBuilder(Schedule& s, int channel) : s_(&s), ch_(channel) {}
   // The next step emitted waits for `t`; a none token changes nothing. A
   // later after() before any step is emitted replaces the earlier token:
   // the dependency belongs to the work that next emits a step, and work
@@ -82,14 +82,14 @@ Slice inputSlice(const ScheduleKey& k, uint64_t offset, uint64_t len);
 //
 // Reduce-scatter: member j ends with block j reduced over all members, in
 // blocks[j].dst. Reads blocks[*].src.
-void ringReduceScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
+void ringReduceScatter(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
 // All-gather: block j, found in member j's blocks[j].src, lands in
 // blocks[j].dst of every member.
-void ringAllGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
+void ringAllGather(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
 // All-reduce: every member ends with blocks[j].dst = sum over members of
 // blocks[j].src, for all j; src may equal dst (in place). Reduce-scatter and
 // all-gather fused per round: 2n-1 steps for n members.
-void ringAllReduce(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
+void ringAllReduce(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks, uint64_t maxMsg);
 
 inline int largestPowerOfTwoUpTo(int n) {
   int p2 = 1;
@@ -97,40 +97,43 @@ inline int largestPowerOfTwoUpTo(int n) {
   return p2;
 }
 
-// Recursive doubling's view of n members: with p2 the largest power of two
-// <= n and extra = n - p2, members 2i and 2i+1 (i < extra) pair up, the
-// even one folding into the odd one; the p2 others take part as virtual
-// ranks 0..p2-1 (odd 2i+1 -> i, member m >= 2*extra -> m - extra). Virtual
+// Recursive doubling's ranks when n is not a power of two, named as in
+// MPICH (pof2, rem, and the remainder ranks that sit out): with pof2 the
+// largest power of two <= n and rem = n - pof2, members 2i and 2i+1
+// (i < rem) pair up, the even one handing its operand to the odd one and
+// being excluded from the exchanges; the pof2 others take part as virtual
+// ranks 0..pof2-1 (odd 2i+1 -> i, member m >= 2*rem -> m - rem). Virtual
 // rank v stands for members [first(v), first(v + 1)).
-struct Fold {
-  int P, p2, extra;
-  explicit Fold(int n) : P(n), p2(largestPowerOfTwoUpTo(n)), extra(n - largestPowerOfTwoUpTo(n)) {}
-  bool folded(int m) const { return m < 2 * extra && m % 2 == 0; }  // hands its operand to m + 1
-  int virt(int m) const { return m < 2 * extra ? m / 2 : m - extra; }
-  int real(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
-  int first(int v) const { return v < extra ? 2 * v : v + extra; }  // v <= p2
+struct RemainderRanks {
+  int P, pof2, rem;
+  explicit RemainderRanks(int n) : P(n), pof2(largestPowerOfTwoUpTo(n)), rem(n - largestPowerOfTwoUpTo(n)) {}
+  bool excluded(int m) const { return m < 2 * rem && m % 2 == 0; }  // hands its operand to m + 1
+  int virt(int m) const { return m < 2 * rem ? m / 2 : m - rem; }
+  int real(int v) const { return v < rem ? 2 * v + 1 : v + rem; }
+  int first(int v) const { return v < rem ? 2 * v : v + rem; }  // v <= pof2
 };
 
 // One exchange with `partner`: myLen elements go out of `from`, theirLen
 // come into `into` (reduced with `with` when present), in rounds of "send
 // a piece of at most maxMsg (0: unlimited), then receive the partner's",
 // which needs room for one message per edge.
-void pairExchange(Lane& lane, int partner, Slice from, uint64_t myLen, Slice with, Slice into, uint64_t theirLen,
-                  uint64_t maxMsg);
+void pairExchange(ChannelBuilder& ch, int partner, Slice from, uint64_t myLen, Slice with, Slice into,
+                  uint64_t theirLen, uint64_t maxMsg);
 
 // Recursive doubling all-reduce over g.members (positions are the virtual
 // ranks): every member ends with dst = the reduction of every member's src
-// (src may equal dst). With p2 the largest power of two <= n and e = n - p2,
-// members 2i and 2i+1 (i < e) fold first: the even one sends its src to the
+// (src may equal dst). With pof2 the largest power of two <= n and
+// rem = n - pof2, members 2i and 2i+1 (i < rem) first handle the remainder
+// (RemainderRanks): the even one sends its src to the
 // odd one, takes no part in the exchanges and receives the result at the
 // end. Members exchange partial sums at distance 1, 2, 4, ... (neighbours
 // first); each computes received (op) own and its partner own (op)
 // received, the same bits for the commutative ops. Messages carry at most
 // maxMsg elements (0: unlimited), sent before the partner's is received, so
-// each edge needs room for one message. log2(p2) exchanges + 2 when e > 0.
-void doublingAllReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len, uint64_t maxMsg);
-// Its cost phases over those member ranks, for `bytes` each: the fold,
-// each exchange, the unfold.
+// each edge needs room for one message. log2(pof2) exchanges + 2 when rem > 0.
+void doublingAllReduce(ChannelBuilder& ch, const SubGroup& g, Slice src, Slice dst, uint64_t len, uint64_t maxMsg);
+// Its cost phases over those member ranks, for `bytes` each: the
+// remainder's hand-over, each exchange, the result's return to it.
 void appendDoublingCost(const std::vector<int>& members, double bytes, std::vector<CostPhase>* phases);
 
 // Chain and star phases have no cycle, so they emit one step per message of
@@ -138,16 +141,16 @@ void appendDoublingCost(const std::vector<int>& members, double bytes, std::vect
 //
 // Chain reduce towards members[0]: members[n-1] -> ... -> members[0], which
 // stores the sum of every member's src into dst.
-void chainReduce(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len);
+void chainReduce(ChannelBuilder& ch, const SubGroup& g, Slice src, Slice dst, uint64_t len);
 // Chain broadcast members[0] -> members[1] -> ...: src of members[0] lands in
 // dst of every member (members[0] copies it when dst is not src).
-void chainBroadcast(Lane& lane, const SubGroup& g, Slice src, Slice dst, uint64_t len);
+void chainBroadcast(ChannelBuilder& ch, const SubGroup& g, Slice src, Slice dst, uint64_t len);
 // Star gather to members[0]: blocks[i].src of member i lands in the root's
 // blocks[i].dst (the root copies its own block when needed).
-void starGather(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks);
+void starGather(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks);
 // Star scatter from members[0]: the root's blocks[i].src lands in member i's
 // blocks[i].dst.
-void starScatter(Lane& lane, const SubGroup& g, const std::vector<Block>& blocks);
+void starScatter(ChannelBuilder& ch, const SubGroup& g, const std::vector<Block>& blocks);
 
 // The two-level view of key.groups that hierarchical builders work from.
 // Groups are the non-empty groups of key.groups, members in rank order,

@@ -34,7 +34,7 @@ SubGroup allRanks(const ScheduleKey& k, int first) {
 
 // Chunk c of the part; after the reduce-scatter half rank r holds chunk r+1,
 // which is block r of the phase.
-void allReduce(Lane& lane, const ScheduleKey& k, Part p) {
+void allReduce(ChannelBuilder& ch, const ScheduleKey& k, Part p) {
   const int P = k.nranks;
   std::vector<Block> blocks(P);
   for (int j = 0; j < P; ++j) {
@@ -42,44 +42,44 @@ void allReduce(Lane& lane, const ScheduleKey& k, Part p) {
     const uint64_t at = p.base + partStart(p.len, P, c);
     blocks[j] = Block{in(at), out(at), partSize(p.len, P, c)};
   }
-  ringAllReduce(lane, allRanks(k, 0), blocks, 0);
+  ringAllReduce(ch, allRanks(k, 0), blocks, 0);
 }
 
 // Block j of the input is [j*count, (j+1)*count); rank r reduces block r
 // into its output. In place, Output aliases block r: the last step reads it
 // and writes it back.
-void reduceScatter(Lane& lane, const ScheduleKey& k, Part p) {
+void reduceScatter(ChannelBuilder& ch, const ScheduleKey& k, Part p) {
   std::vector<Block> blocks(k.nranks);
   for (int j = 0; j < k.nranks; ++j)
     blocks[j] = Block{in(uint64_t(j) * k.count + p.base), j == k.rank ? out(p.base) : Slice{}, p.len};
-  ringReduceScatter(lane, allRanks(k, 0), blocks, 0);
+  ringReduceScatter(ch, allRanks(k, 0), blocks, 0);
 }
 
 // Block j of the output is rank j's input. In place, Input already is
 // block r: naming it as the block's destination sends it without a copy.
-void allGather(Lane& lane, const ScheduleKey& k, Part p) {
+void allGather(ChannelBuilder& ch, const ScheduleKey& k, Part p) {
   std::vector<Block> blocks(k.nranks);
   for (int j = 0; j < k.nranks; ++j) {
     const Slice dst = out(uint64_t(j) * k.count + p.base);
     blocks[j] = j == k.rank ? Block{in(p.base), k.inPlace ? in(p.base) : dst, p.len} : Block{Slice{}, dst, p.len};
   }
-  ringAllGather(lane, allRanks(k, 0), blocks, 0);
+  ringAllGather(ch, allRanks(k, 0), blocks, 0);
 }
 
 // Broadcast: the chain root -> root+1 -> ... -> root-1. Reduce: the chain
 // root+1 -> root+2 -> ... -> root, i.e. towards members[0] = root of the
 // group root, root-1, root-2, ...
-void rooted(Lane& lane, const ScheduleKey& k, Part p) {
+void rooted(ChannelBuilder& ch, const ScheduleKey& k, Part p) {
   const Slice src = in(p.base), dst = out(p.base);
   if (k.coll == CollKind::Broadcast) {
     // In place the root's input is its output: naming it so sends it without a copy.
-    chainBroadcast(lane, allRanks(k, k.root), src, k.inPlace && k.rank == k.root ? src : dst, p.len);
+    chainBroadcast(ch, allRanks(k, k.root), src, k.inPlace && k.rank == k.root ? src : dst, p.len);
     return;
   }
   SubGroup g;
   for (int i = 0; i < k.nranks; ++i) g.members.push_back((k.root - i + k.nranks) % k.nranks);
   g.pos = (k.root - k.rank + k.nranks) % k.nranks;
-  chainReduce(lane, g, src, dst, p.len);
+  chainReduce(ch, g, src, dst, p.len);
 }
 
 }  // namespace
@@ -93,12 +93,12 @@ Schedule buildRing(const ScheduleKey& key) {
   if (isRooted && (key.root < 0 || key.root >= key.nranks)) return s;
   if (key.nranks == 1 && key.inPlace) return s;  // nothing to move
   for (int c = 0; c < nch; ++c) {
-    Lane lane(s, c);
+    ChannelBuilder ch(s, c);
     const Part part{partStart(key.count, nch, c), partSize(key.count, nch, c)};
     if (part.len == 0) continue;
     if (isRooted) {
       // A chain has no cycle: one step per rank, pipelined by the executor.
-      rooted(lane, key, part);
+      rooted(ch, key, part);
       continue;
     }
     uint64_t round = part.len;
@@ -107,9 +107,9 @@ Schedule buildRing(const ScheduleKey& key) {
     for (uint64_t done = 0; done < part.len; done += round) {
       const Part q{part.base + done, std::min(round, part.len - done)};
       switch (key.coll) {
-        case CollKind::AllReduce: allReduce(lane, key, q); break;
-        case CollKind::ReduceScatter: reduceScatter(lane, key, q); break;
-        default: allGather(lane, key, q); break;
+        case CollKind::AllReduce: allReduce(ch, key, q); break;
+        case CollKind::ReduceScatter: reduceScatter(ch, key, q); break;
+        default: allGather(ch, key, q); break;
       }
     }
   }

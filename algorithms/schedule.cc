@@ -206,10 +206,11 @@ class SpanSet {
   std::map<int64_t, std::map<uint64_t, uint64_t>> m_;
 };
 
-// A step lending its src whose own copy to dst lands on part of src (not
-// exactly on it) changes the lent value while the receiver may read it.
+// A step sending its src by reference whose own copy to dst lands on part
+// of src (not exactly on it) changes that value while the receiver may
+// read it.
 bool ownCopyClobbers(const ScheduleKey& k, const Step& st) {
-  if (lentValue(st) != &st.src || !st.dst.present()) return false;
+  if (sentValue(st) != &st.src || !st.dst.present()) return false;
   const MemSpan a = memorySpan(k, st.src, st.count), b = memorySpan(k, st.dst, st.count);
   return a.space == b.space && a.begin < b.end && b.begin < a.end && a.begin != b.begin;
 }
@@ -218,7 +219,7 @@ bool ownCopyClobbers(const ScheduleKey& k, const Step& st) {
 
 // O(steps log steps): schedules of HO-Ring at P = 256 have tens of
 // thousands of steps per rank, and prepare() marks them on a call's path.
-void markStableValues(Schedule* s) {
+void markZeroCopyEligible(Schedule* s) {
   const ScheduleKey& k = s->key;
   const size_t nch = s->channels.size();
   std::vector<SpanSet> written(nch);  // everything each channel writes
@@ -230,13 +231,13 @@ void markStableValues(Schedule* s) {
     std::vector<Step>& steps = s->channels[c].steps;
     for (size_t j = steps.size(); j-- > 0;) {
       Step& st = steps[j];
-      st.stable = false;
-      const Slice* where = lentValue(st);
+      st.zeroCopyEligible = false;
+      const Slice* where = sentValue(st);
       if (st.sendPeer >= 0 && st.count && where) {
         const MemSpan v = memorySpan(k, *where, st.count);
         bool clobbered = later.overlaps(v) || ownCopyClobbers(k, st);
         for (size_t d = 0; d < nch && !clobbered; ++d) clobbered = d != c && written[d].overlaps(v);
-        st.stable = !clobbered;
+        st.zeroCopyEligible = !clobbered;
       }
       if (st.dst.present() && st.count) later.add(memorySpan(k, st.dst, st.count));
     }

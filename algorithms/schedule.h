@@ -77,21 +77,21 @@ struct Step {
   // channel `depChannel` has completed (-1: none).
   int32_t depChannel = -1;
   int32_t depStep = -1;
-  // Set by markStableValues(): the value this step sends stays unchanged
+  // Set by markZeroCopyEligible(): the value this step sends stays unchanged
   // in this rank's buffers until the call ends (nothing later writes it),
   // so the executor may let the receiver read it in place. The verifier
   // checks the weaker contract the executor relies on: nothing overwrites
   // it before the receiving step has completed.
-  bool stable = false;
+  bool zeroCopyEligible = false;
 };
 const char* stepKindName(const Step& s);
 
 // Where the value a sending step produces lives in this rank's buffers,
-// which is what a stable step lends by reference: src for a step that
-// receives and reduces nothing (copySend lends it before its own copy to
-// dst, so the receiver starts sooner), else dst; null when the value is
-// built in the send slot.
-inline const Slice* lentValue(const Step& s) {
+// which is what a zero-copy eligible step sends by reference: src for a
+// step that receives and reduces nothing (copySend sends it before its own
+// copy to dst, so the receiver starts sooner), else dst; null when the
+// value is built in the send slot.
+inline const Slice* sentValue(const Step& s) {
   if (s.recvPeer < 0 && !s.reduce && s.src.present()) return &s.src;
   return s.dst.present() ? &s.dst : nullptr;
 }
@@ -152,9 +152,10 @@ struct Schedule {
   const char* algorithm = "";
   uint64_t scratchCount = 0;  // elements of scratch the executor must provide
   std::vector<Channel> channels;
-  // No steps: the call runs one-shot on the board of a communicator whose
-  // ranks share memory (transport/connection.h, Board; src/exec/board.cc).
-  bool onBoard = false;
+  // No steps: the call runs one-shot over shared memory (oneshot_shm) on a
+  // communicator whose ranks share memory (transport/connection.h,
+  // OneShotSlots; src/exec/oneshot_shm.cc).
+  bool oneShotShm = false;
 
   size_t stepCount() const;
   // Human-readable listing, one line per step, e.g.
@@ -171,11 +172,11 @@ struct MemSpan {
 };
 MemSpan memorySpan(const ScheduleKey& k, const Slice& sl, uint64_t count);
 
-// Sets Step::stable on every sending step whose value lives in the
-// caller's buffers (lentValue) and is not written by any later step of its
+// Sets Step::zeroCopyEligible on every sending step whose value lives in the
+// caller's buffers (sentValue) and is not written by any later step of its
 // channel or any step of another channel, nor by the step's own copy when
 // that lands on part of it, with in-place aliasing taken into account.
-void markStableValues(Schedule* s);
+void markZeroCopyEligible(Schedule* s);
 
 // Number of elements in the input and output buffers a rank passes for a key.
 uint64_t inputCount(const ScheduleKey& k);

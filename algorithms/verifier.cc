@@ -41,7 +41,7 @@ class Verifier {
     }
     pool_.emplace(key_.nranks);
     setupBuffers();
-    res.ok = execute() && checkFinal() && checkStableMarks();
+    res.ok = execute() && checkFinal() && checkZeroCopyMarks();
     res.error = err_;
     return res;
   }
@@ -76,8 +76,8 @@ class Verifier {
   bool combine(int r, int c, size_t i, const Segs& a, const Segs& b, Segs& out);
   std::string blockedReason(int r, int c);
   bool checkFinal();
-  bool checkStableMarks() {
-    const std::string e = checkStable(sch_, views_, trace_);
+  bool checkZeroCopyMarks() {
+    const std::string e = checkZeroCopy(sch_, views_, trace_);
     return e.empty() || fail(e);
   }
   // Output of rank r is blocks of blockLen elements; expect(j) gives the set

@@ -17,10 +17,10 @@
 //     the output;
 //   - zero-count messages (sync steps) pair up like any other;
 //   - ranks may differ in placement (some in place, some not);
-//   - every step marked `stable` keeps the contract the executor relies on
-//     to send it by reference: its value lives in the sender's buffers, and
+//   - every step marked `zeroCopyEligible` keeps the contract the executor
+//     relies on to send it by reference: its value lives in the sender's buffers, and
 //     no step of the sender overwrites it before the receiving step has
-//     completed, whatever the timing (verifier_stable.cc).
+//     completed, whatever the timing (verifier_zerocopy.cc).
 #pragma once
 
 #include <string>
@@ -44,7 +44,7 @@ VerifyResult verifyBuilder(Schedule (*build)(const ScheduleKey&), ScheduleKey ke
                            int slotsPerEdge = 2);
 
 // Builds what hocclComm::prepare hands the executor (buildExecutable:
-// schedule, sync steps when `syncSteps`, stable marks) for every rank and
+// schedule, sync steps when `syncSteps`, zero-copy marks) for every rank and
 // verifies it. Rank r's call is in place when inPlace[r]; an empty vector
 // means key.inPlace for every rank.
 VerifyResult verifyExecutable(const AlgoInfo& algo, ScheduleKey key, bool syncSteps,

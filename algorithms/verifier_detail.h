@@ -1,5 +1,5 @@
 // Internals of the symbolic verifier (verifier.cc), shared with the check
-// of the `stable` contract (verifier_stable.cc). Not part of the API.
+// of the zero-copy contract (verifier_zerocopy.cc). Not part of the API.
 #pragma once
 
 #include <algorithm>
@@ -209,11 +209,11 @@ struct Trace {
   std::vector<uint32_t> receiver;  // per id: the step that received its message, or kNone
 };
 
-// Checks every step marked `stable` against the contract the executor
-// relies on (see verifier_stable.cc); returns the first violation, or "".
+// Checks every step marked `zeroCopyEligible` against the contract the executor
+// relies on (see verifier_zerocopy.cc); returns the first violation, or "".
 // views[r][buf] says where rank r's buffer `buf` lives.
-std::string checkStable(const std::vector<Schedule>& sch, const std::vector<std::array<View, 4>>& views,
-                        const Trace& trace);
+std::string checkZeroCopy(const std::vector<Schedule>& sch, const std::vector<std::array<View, 4>>& views,
+                          const Trace& trace);
 
 }  // namespace verify
 }  // namespace hoccl

@@ -48,7 +48,7 @@ struct Settings {
   int connectRetries = 0;                // HOCCL_CONNECT_RETRIES
   bool checkCalls = true;                // HOCCL_CHECK_CALLS
   uint64_t directBytes = 0;              // HOCCL_DIRECT_BYTES
-  uint64_t boardBytes = 512;             // HOCCL_BOARD_BYTES
+  uint64_t oneShotShmBytes = 512;        // HOCCL_BOARD_BYTES
   int crossMemoryAttach = -1;            // HOCCL_CMA: 0 never, 1 every call, -1 auto (calls that reduce nothing)
   int deviceChannels = 0;                // HOCCL_DEVICE_CHANNELS (0: auto)
   int minCTAs = 0, maxCTAs = 0;          // hocclConfig_t's (0: unset); no environment variable

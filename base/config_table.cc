@@ -414,11 +414,12 @@ std::vector<SettingDecl> makeTable() {
        kPerRank},
       {"HOCCL_BOARD_BYTES", "512",
        "All-reduces, all-gathers, reduce-scatters, broadcasts and reduces of a communicator whose ranks all "
-       "share one node, putting at most this many bytes on each rank's board (all-reduce, broadcast, reduce: "
-       "the buffer; all-gather: the send buffer; reduce-scatter: the whole send buffer), run one-shot: each "
-       "rank writes its input to its own slot in shared memory once (a broadcast: the root only) and reads "
-       "every rank's from there. 0 turns it off, as does HOCCL_ALGO naming an algorithm; at most 512.",
-       field<uint64_t>(&S::boardBytes, integerIn<uint64_t>(0, 512, "a byte count from 0 to 512 (0 = off)")),
+       "share one node, putting at most this many bytes in each rank's slot (all-reduce, broadcast, reduce: "
+       "the buffer; all-gather: the send buffer; reduce-scatter: the whole send buffer), run one-shot over "
+       "shared memory (oneshot_shm, formerly called the board): each rank writes its input to its own slot "
+       "in shared memory once (a broadcast: the root only) and reads every rank's from there. 0 turns it "
+       "off, as does HOCCL_ALGO naming an algorithm; at most 512.",
+       field<uint64_t>(&S::oneShotShmBytes, integerIn<uint64_t>(0, 512, "a byte count from 0 to 512 (0 = off)")),
        kAllRanks},
       {"HOCCL_CMA", "auto",
        "Processes on one node read each other's buffers with process_vm_readv for slices sent by "

@@ -163,7 +163,7 @@ std::vector<Schedule> schedulesFor(const Case& c) {
     k.groups = groupsFor(c.nranks);
     if (c.coll == CollKind::AllToAll) {
       Schedule s = buildAllToAll(k);
-      markStableValues(&s);
+      markZeroCopyEligible(&s);
       out.push_back(std::move(s));
     } else {
       out.push_back(buildExecutable(algorithmInfo(c.algo), k, c.nranks > 1));

@@ -41,9 +41,10 @@ std::string difference(const Schedule& a, const Schedule& b) {
     if (x.link != y.link || x.steps.size() != y.steps.size()) return "channel " + std::to_string(c) + " differs";
     for (size_t i = 0; i < x.steps.size(); ++i) {
       const Step &s = x.steps[i], &t = y.steps[i];
-      if (s.recvPeer != t.recvPeer || s.sendPeer != t.sendPeer || s.reduce != t.reduce || s.stable != t.stable ||
-          sliceText(s.src) != sliceText(t.src) || sliceText(s.dst) != sliceText(t.dst) || s.count != t.count ||
-          s.depChannel != t.depChannel || s.depStep != t.depStep)
+      if (s.recvPeer != t.recvPeer || s.sendPeer != t.sendPeer || s.reduce != t.reduce ||
+          s.zeroCopyEligible != t.zeroCopyEligible || sliceText(s.src) != sliceText(t.src) ||
+          sliceText(s.dst) != sliceText(t.dst) || s.count != t.count || s.depChannel != t.depChannel ||
+          s.depStep != t.depStep)
         return "channel " + std::to_string(c) + " step " + std::to_string(i) + " differs";
     }
   }
@@ -127,7 +128,7 @@ TEST(CudaPlan, PointToPointAndAllToAllRoundTripAndVerify) {
         ScheduleKey key = test_shapes::makeKey(CollKind::AllToAll, P, 7, inPlace);
         key.rank = r;
         ranks.push_back(buildAllToAll(key));
-        markStableValues(&ranks.back());
+        markZeroCopyEligible(&ranks.back());
       }
       checkSet(ranks, "all-to-all P=" + std::to_string(P), &checked);
     }

@@ -494,7 +494,8 @@ TEST(Doubling, VerifiesForEveryRankCount) {
 }
 
 // All-gather and reduce-scatter: log2(P) exchanges of one message each way
-// (a fold and an unfold more where P is not a power of two), where the ring
+// (two more, to and from the remainder ranks, where P is not a power of
+// two), where the ring
 // takes P-1 steps.
 TEST(Doubling, AllGatherAndReduceScatterExchangeLogarithmically) {
   for (CollKind coll : {CollKind::AllGather, CollKind::ReduceScatter}) {
@@ -519,8 +520,8 @@ TEST(Doubling, AllGatherAndReduceScatterExchangeLogarithmically) {
   }
 }
 
-// log2(P) exchanges (plus a fold and an unfold where P is not a power of
-// two) against the ring's 2(P-1) steps.
+// log2(P) exchanges (plus two, to and from the remainder ranks, where P
+// is not a power of two) against the ring's 2(P-1) steps.
 TEST(Doubling, StepsAreLogarithmic) {
   for (int P : {8, 12, 64}) {
     ScheduleKey key;

@@ -146,7 +146,7 @@ void expectMismatch(const Options& o, const Field& f, size_t count) {
   }
 }
 
-// 32 floats: the shared-memory one-shot (board); 129: just past it, over
+// 32 floats: one-shot over shared memory (oneshot_shm); 129: just past it, over
 // connections; 300,000: sliced and pipelined.
 const size_t kCounts[] = {32, 129, 300000};
 

@@ -228,7 +228,7 @@ TEST(PointToPoint, ACollectiveMeetingASendIsAMismatch) {
 }
 
 // A send whose receiver never posts the receive: the timeout names the
-// receiver and what it waits for, on every path, also where the send lent
+// receiver and what it waits for, on every path, also where the send passed
 // its buffer by reference (it reported no wait at all, so the message
 // ended after "call #0:" and no health check looked at the peer).
 TEST(PointToPoint, ASendNobodyReceivesTimesOutNamingTheReceiver) {

@@ -3,10 +3,11 @@
 // ranks as threads: every rank ends with the same bits, and with NCCL's
 // (fmaxf/fminf and __hmax/__hmin: a NaN gives the other operand, +0 > -0;
 // any NaN result is the canonical one, as the GPU produces it), whichever
-// rank holds the special value, whatever the algorithm: the shared-memory
-// board (the default for calls of up to HOCCL_BOARD_BYTES), and the ring,
+// rank holds the special value, whatever the algorithm: one-shot over
+// shared memory (oneshot_shm, the default for calls of up to
+// HOCCL_BOARD_BYTES), and the ring,
 // recursive doubling and one-shot forced through hocclConfig_t.algorithm,
-// at a board-sized count and a large one.
+// at a count that fits oneshot_shm and a large one.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -130,7 +131,7 @@ void runAndCheck(hocclComm_t comm, int rank, int P, const Format& f, Coll coll, 
 
 struct Param {
   int ranks;
-  std::string algorithm;  // empty: the default choice, the board for small calls
+  std::string algorithm;  // empty: the default choice, oneshot_shm for small calls
 };
 
 class ReduceSpecialValues : public ::testing::TestWithParam<Param> {};
@@ -146,7 +147,7 @@ TEST_P(ReduceSpecialValues, EveryRankGetsNcclsBits) {
   for (const Format& f : kFormats)
     for (Coll coll : {Coll::AllReduce, Coll::Reduce, Coll::ReduceScatter})
       for (hocclRedOp_t op : {hocclMax, hocclMin, hocclSum}) {
-        // Small: every kind x holder, within the board's 512 bytes of input
+        // Small: every kind x holder, within oneshot_shm's 512 bytes of input
         // per rank; large: many slices and ring steps.
         const uint64_t inputs = 512 / f.size < 64 ? 512 / f.size : 64;
         const uint64_t small = coll == Coll::ReduceScatter ? inputs / p.ranks : inputs;

@@ -685,7 +685,7 @@ TEST(Model, SeparateProcessesStageWhatTheySend) {
       EXPECT_LT(us(threads, CollKind::ReduceScatter, AlgoId::OneShot, b), one) << P << " ranks, " << b;
     }
   }
-  // An all-gather stages nothing (lent buffers, HOCCL_CMA), nor does a
+  // An all-gather stages nothing (buffers sent by reference, HOCCL_CMA), nor does a
   // 2-rank oneshot (one message a rank): the same either way.
   LinkModel l;
   l.oversubscription = 2;

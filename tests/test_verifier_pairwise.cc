@@ -3,6 +3,7 @@
 // of place and with mixed placement, and planted mistakes are caught.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -27,7 +28,7 @@ std::vector<Schedule> buildKeys(const std::vector<ScheduleKey>& keys) {
   std::vector<Schedule> all;
   for (const ScheduleKey& k : keys) {
     Schedule s = buildAllToAll(k);
-    markStableValues(&s);
+    markZeroCopyEligible(&s);
     all.push_back(std::move(s));
   }
   return all;
@@ -73,8 +74,10 @@ TEST(PairwiseVerifies, ShiftedAllToAllEveryShape) {
               k.nchannels = channels;
               k.maxStepCount = most;
               all.push_back(buildAllToAllShifted(k));
-              markStableValues(&all.back());
-              if (count > 0) EXPECT_EQ(all.back().channels.size(), size_t(std::min<uint64_t>(channels, count)));
+              markZeroCopyEligible(&all.back());
+              if (count > 0) {
+                EXPECT_EQ(all.back().channels.size(), size_t(std::min<uint64_t>(channels, count)));
+              }
               EXPECT_EQ(firstUnorderedConflict(all.back()), "") << "P " << P << " rank " << r;
             }
             const VerifyResult res = verifySchedules(all, 1);
@@ -225,7 +228,7 @@ TEST(PointToPointSchedule, OneChannelPerPeerAndDirectionSelfSendsAsCopies) {
   op(2, true, 40, 3);
   op(1, false, 30, 4);
   Schedule s = buildPointToPoint(k, ops, "pairwise");
-  markStableValues(&s);
+  markZeroCopyEligible(&s);
   EXPECT_EQ(s.toString(),
             "pairwise SendRecv nranks 3 rank 1 count 0 inPlace 0 channels 3 scratch 0 steps 4\n"
             "rank 1 ch 0 step 0 copy from - to - src part2[0+30] dst part4[0+30] n 30\n"
@@ -233,8 +236,8 @@ TEST(PointToPointSchedule, OneChannelPerPeerAndDirectionSelfSendsAsCopies) {
             "rank 1 ch 2 link 0 step 0 send from - to 2 src part0[0+10] dst - n 10\n"
             "rank 1 ch 2 link 0 step 1 send from - to 2 src part3[0+40] dst - n 40\n");
   // Nothing writes the parts it sends from: they may go by reference.
-  EXPECT_TRUE(s.channels[2].steps[0].stable);
-  EXPECT_TRUE(s.channels[2].steps[1].stable);
+  EXPECT_TRUE(s.channels[2].steps[0].zeroCopyEligible);
+  EXPECT_TRUE(s.channels[2].steps[1].zeroCopyEligible);
 }
 
 }  // namespace

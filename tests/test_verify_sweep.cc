@@ -1,6 +1,6 @@
 // The schedules the executor runs verify: buildExecutable, the function
 // hocclComm::prepare calls (the algorithm's schedule, the zero-count sync
-// steps, the `stable` marks), for every algorithm and collective it
+// steps, the zero-copy marks), for every algorithm and collective it
 // supports x channels {1, 2, 3, 4} x every pipeline depth the tuner can pick
 // x placements mixed across ranks x step limits, with and without sync
 // steps. The quick sweep (P <= 8) runs in ctest; HOCCL_VERIFY_SWEEP=full
@@ -165,9 +165,9 @@ INSTANTIATE_TEST_SUITE_P(All, ExecutableVerifies, ::testing::ValuesIn(algoColls(
   return std::string(allAlgorithms()[std::get<0>(info.param)].name) + "_" + collName(std::get<1>(info.param));
 });
 
-// The sweep reaches what it claims to: sync steps and stable marks are in
+// The sweep reaches what it claims to: sync steps and zero-copy marks are in
 // the schedules it verifies, and depths change the HO-Ring schedule.
-TEST(ExecutableSweep, CoversSyncStepsStableMarksAndDepths) {
+TEST(ExecutableSweep, CoversSyncStepsZeroCopyMarksAndDepths) {
   ScheduleKey key;
   key.coll = CollKind::Broadcast;
   key.nranks = 4;
@@ -178,9 +178,9 @@ TEST(ExecutableSweep, CoversSyncStepsStableMarksAndDepths) {
   const Step& last = root.channels[0].steps.back();
   EXPECT_STREQ(stepKindName(last), "sync");  // the root receives nothing else
   EXPECT_EQ(last.recvPeer, 3);
-  bool stable = false;
-  for (const Step& s : root.channels[0].steps) stable = stable || s.stable;
-  EXPECT_TRUE(stable) << root.toString();
+  bool marked = false;
+  for (const Step& s : root.channels[0].steps) marked = marked || s.zeroCopyEligible;
+  EXPECT_TRUE(marked) << root.toString();
   key.coll = CollKind::AllReduce;
   key.pipelineChunks = 2;
   const size_t two = buildExecutable(algorithmInfo(AlgoId::HoRing), key, true).stepCount();

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Library folders by layer (0 = bottom). Transport backends are separate
 # folders: each may use transport/ (the neutral interfaces) but not another
-# backend. transport/links owns the backends and routes edges to them; it
+# backend. transport/links owns the backends and routes connections to them; it
 # is the only library folder above them that may include one. The device
 # path's transport (transport/p2p) is such a backend too: the device
 # executor sees it only through transport/device_connection.h, and gets it

@@ -27,7 +27,7 @@ timed() {
 # and several laps of each connection's slots; at full size they took three
 # quarters of test_multiprocess's time under TSan (about 160 of 212 s).
 export HOCCL_TEST_LARGE_COUNT=2000003
-tests="test_errors test_faults test_bootstrap test_collectives test_multiprocess test_dataops test_p2p test_board
+tests="test_errors test_faults test_bootstrap test_collectives test_multiprocess test_dataops test_p2p test_oneshot_shm
        test_cuda_interp test_cuda_device test_probe_init test_reduce_special"
 # The presets build without the CUDA kernels (no nvcc run): the sanitizers
 # check host code, and test_cuda_device's fake driver brings its own image.

@@ -7,7 +7,7 @@
 // This header is the whole transport-neutral interface: the executor and
 // the communicator use nothing else of a transport. Backends
 // (transport/shm, transport/net) implement it and never include each
-// other; transport/links owns one of each and routes every edge to one.
+// other; transport/links owns one of each and routes every connection to one.
 #pragma once
 
 #include <cstddef>
@@ -90,32 +90,32 @@ class RecvConn {
 
 // A connection to set up: this rank sends to or receives from `peer` on
 // `channel`.
-struct EdgeRequest {
+struct ConnRequest {
   int peer;
   int channel;
   bool send;
-  bool operator<(const EdgeRequest& o) const {
+  bool operator<(const ConnRequest& o) const {
     return peer != o.peer ? peer < o.peer : channel != o.channel ? channel < o.channel : send < o.send;
   }
 };
 
 // The connections of one rank, by peer and channel: what the executor
-// reads its connections from (null: the edge was never connected).
-class Board;
+// reads its connections from (null: never connected).
+class OneShotSlots;
 class Connections {
  public:
   virtual ~Connections() = default;
   virtual SendConn* sendConn(int peer, int channel) = 0;
   virtual RecvConn* recvConn(int peer, int channel) = 0;
-  // The board every rank of the communicator reads directly, or null (some
-  // rank is on another node).
-  virtual Board* board() { return nullptr; }
+  // The one-shot slots every rank of the communicator reads directly, or
+  // null (some rank is on another node).
+  virtual OneShotSlots* oneShotSlots() { return nullptr; }
 };
 
-// What a rank's board slot says about the call it holds: enough to tell
-// that two ranks are in different calls. (A board call's count fits 32
+// What a rank's one-shot slot says about the call it holds: enough to tell
+// that two ranks are in different calls. (A one-shot call's count fits 32
 // bits: its input fits a slot.)
-struct BoardNote {
+struct OneShotNote {
   uint64_t opSeq = 0;
   uint32_t count = 0;
   uint32_t bytes = 0;  // payload bytes
@@ -123,29 +123,30 @@ struct BoardNote {
   uint8_t coll = 0, dtype = 0, op = 0;
 };
 
-// A board: per rank, two small slots in memory that every rank of the
+// The slots of one-shot calls over shared memory (oneshot_shm, formerly
+// "the board"): per rank, two small slots in memory that every rank of the
 // communicator reads in place (shared memory: lines in the rank's control
 // block). A one-shot call writes its input to its slot once and reads every
 // peer's slot, instead of sending a copy to each peer over a connection:
-// one posted line per call instead of one per peer, and no releases. Board
-// calls are numbered from 1 on every rank alike; call b uses slot b % 2,
+// one posted line per call instead of one per peer, and no releases.
+// One-shot calls are numbered from 1 on every rank alike; call b uses slot b % 2,
 // which its owner rewrites only at call b + 2. Every rank posts in every
-// board call (a broadcast's non-roots a note without payload) and ends the
+// one-shot call (a broadcast's non-roots a note without payload) and ends the
 // call only once every rank has posted it; so a rank that starts call b + 2
 // has seen every rank post call b + 1, which each did after finishing call
 // b and its reads of call b's slots.
-class Board {
+class OneShotSlots {
  public:
-  virtual ~Board() = default;
+  virtual ~OneShotSlots() = default;
   // Payload bytes a slot holds.
   virtual size_t capacity() const = 0;
-  // This rank's payload area for board call `seq`.
+  // This rank's payload area for one-shot call `seq`.
   virtual void* slot(uint64_t seq) = 0;
   // Publishes the payload written to slot(seq), and wakes sleeping peers.
-  virtual void post(uint64_t seq, const BoardNote& note) = 0;
-  // `rank`'s payload for board call `seq` and its note, or null while that
+  virtual void post(uint64_t seq, const OneShotNote& note) = 0;
+  // `rank`'s payload for one-shot call `seq` and its note, or null while that
   // rank has not posted it.
-  virtual const void* peek(int rank, uint64_t seq, BoardNote* note) = 0;
+  virtual const void* peek(int rank, uint64_t seq, OneShotNote* note) = 0;
 };
 
 // How a sleeping rank is woken. The rank's progress loop reads value(),

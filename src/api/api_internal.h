@@ -1,5 +1,5 @@
 // Shared between the C entry points: argument checks, last-error records
-// and the registry of live communicators.
+// and the handle table of live communicators (handles.cc).
 #pragma once
 
 #include "src/comm/comm.h"
@@ -12,7 +12,7 @@ hocclResult_t report(hocclComm* comm, const Status& st);
 // comm must be a live communicator: not NULL, not destroyed.
 Status checkComm(hocclComm* comm, const char* fn);
 void registerComm(hocclComm* comm);
-// One API call's use of a communicator (registry.cc), released when it
+// One API call's use of a communicator (handles.cc), released when it
 // goes out of scope.
 struct CommUse;
 void leaveComm(CommUse* use);
@@ -27,7 +27,7 @@ struct CommUse {
 // Checks that comm is live and marks it used by this call (atomically), so
 // that hocclCommAbort from another thread waits for the call before freeing.
 Status enterComm(hocclComm* comm, CommUse* use, const char* fn);
-// Removes comm from the registry: no call can enter it from now on. False
+// Removes comm from the handle table: no call can enter it from now on. False
 // if it was not there (another thread destroyed it first): the caller must
 // not touch it.
 bool unregisterComm(hocclComm* comm);

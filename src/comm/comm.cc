@@ -141,7 +141,7 @@ Status finishInit(hocclComm* c) {
   lo.localIfname = c->boot->interfaceName();
   HOCCL_TRY(Links::create(*c->boot, c->settings, lo, &c->links));
   if (c->nranks > 1) {
-    std::vector<EdgeRequest> ring;
+    std::vector<ConnRequest> ring;
     int next = (c->rank + 1) % c->nranks, prev = (c->rank + c->nranks - 1) % c->nranks;
     for (int ch = 0; ch < std::max(c->settings.nchannels, 1); ++ch) {
       ring.push_back({next, ch, true});
@@ -391,22 +391,22 @@ Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize, const c
 }
 
 Status hocclComm::connectFor(const Schedule& sched) {
-  std::set<EdgeRequest> edges;
+  std::set<ConnRequest> missing;
   for (size_t ch = 0; ch < sched.channels.size(); ++ch) {
     const int link = linkOf(sched.channels, ch);
     for (const Step& s : sched.channels[ch].steps) {
-      if (s.recvPeer >= 0 && !links->recvConn(s.recvPeer, link)) edges.insert({s.recvPeer, link, false});
-      if (s.sendPeer >= 0 && !links->sendConn(s.sendPeer, link)) edges.insert({s.sendPeer, link, true});
+      if (s.recvPeer >= 0 && !links->recvConn(s.recvPeer, link)) missing.insert({s.recvPeer, link, false});
+      if (s.sendPeer >= 0 && !links->sendConn(s.sendPeer, link)) missing.insert({s.sendPeer, link, true});
     }
   }
-  if (edges.empty()) return Status();
-  return links->connect(std::vector<EdgeRequest>(edges.begin(), edges.end()));
+  if (missing.empty()) return Status();
+  return links->connect(std::vector<ConnRequest>(missing.begin(), missing.end()));
 }
 
 namespace {
 
 // All-to-all(-v) and a group's sends and receives: algorithms/pairwise.h,
-// with the stable marks that let large sends go by reference.
+// with the zero-copy marks that let large sends go by reference.
 std::shared_ptr<const Schedule> pairwiseSchedule(const CollCall& call, const ScheduleKey& key) {
   Schedule built;
   if (key.coll != CollKind::SendRecv) {
@@ -423,7 +423,7 @@ std::shared_ptr<const Schedule> pairwiseSchedule(const CollCall& call, const Sch
     }
     built = buildPointToPoint(key, ops, "pairwise");
   }
-  markStableValues(&built);
+  markZeroCopyEligible(&built);
   return std::make_shared<const Schedule>(std::move(built));
 }
 
@@ -440,27 +440,27 @@ Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, cons
   return Status();
 }
 
-// Small calls of a communicator whose ranks all share memory run on the
-// board, unless HOCCL_BOARD_BYTES is 0 or HOCCL_ALGO forces an algorithm
+// Small calls of a communicator whose ranks all share memory run one-shot
+// over shared memory (oneshot_shm), unless HOCCL_BOARD_BYTES is 0 or HOCCL_ALGO forces an algorithm
 // (algo).
 // Every input of this decision is the same on every rank (the key and
 // must-match settings), so all ranks of a call decide alike.
-bool hocclComm::onBoard(const ScheduleKey& key, size_t esize) const {
-  if (key.nranks < 2 || settings.boardBytes == 0 || algo) return false;
-  Board* board = links ? links->board() : nullptr;
-  const uint64_t bytes = boardInputBytes(key, esize);
-  return board && bytes > 0 && bytes <= settings.boardBytes && bytes <= board->capacity();
+bool hocclComm::oneShotShm(const ScheduleKey& key, size_t esize) const {
+  if (key.nranks < 2 || settings.oneShotShmBytes == 0 || algo) return false;
+  OneShotSlots* slots = links ? links->oneShotSlots() : nullptr;
+  const uint64_t bytes = oneShotShmInputBytes(key, esize);
+  return slots && bytes > 0 && bytes <= settings.oneShotShmBytes && bytes <= slots->capacity();
 }
 
-std::shared_ptr<const Schedule> hocclComm::boardSchedule(const ScheduleKey& key, size_t esize) {
+std::shared_ptr<const Schedule> hocclComm::oneShotShmSchedule(const ScheduleKey& key, size_t esize) {
   if (key.rank == 0 && loggedChoices.insert({static_cast<int>(key.coll), 64}).second)  // once per collective
-    HINFO(kSubTune, "%s putting %llu bytes on each rank's board: one-shot from shared memory (HOCCL_BOARD_BYTES=%llu)",
-          collName(key.coll), static_cast<unsigned long long>(boardInputBytes(key, esize)),
-          static_cast<unsigned long long>(settings.boardBytes));
+    HINFO(kSubTune, "%s of %llu bytes per rank: oneshot_shm, one-shot over shared memory (HOCCL_BOARD_BYTES=%llu)",
+          collName(key.coll), static_cast<unsigned long long>(oneShotShmInputBytes(key, esize)),
+          static_cast<unsigned long long>(settings.oneShotShmBytes));
   auto s = std::make_shared<Schedule>();
   s->key = key;
-  s->algorithm = "board";
-  s->onBoard = true;
+  s->algorithm = "oneshot_shm";
+  s->oneShotShm = true;
   return s;
 }
 
@@ -471,7 +471,7 @@ Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, const Schedule*
     auto it = schedules.find(k);
     if (it == schedules.end()) {
       auto sched = key0.coll == CollKind::AllToAll ? pairwiseSchedule(CollCall{}, key0)
-                   : onBoard(key0, esize)              ? boardSchedule(key0, esize)
+                   : oneShotShm(key0, esize)              ? oneShotShmSchedule(key0, esize)
                                                        : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
       HOCCL_TRY(connectFor(*sched));
       if (schedules.size() > 256) schedules.clear();

@@ -48,7 +48,7 @@ struct hocclComm : public hoccl::TaskOwner {
 
   uint32_t liveMagic = kLiveMagic;
   // Told apart from an earlier communicator that had the same address:
-  // numbered when registered (src/api/registry.cc), never 0 after.
+  // numbered when registered (src/api/handles.cc), never 0 after.
   uint64_t serial = 0;
   int rank = 0;
   int nranks = 1;
@@ -77,7 +77,7 @@ struct hocclComm : public hoccl::TaskOwner {
   int sharingMachine = 0;
   bool sharingCounted = false;
   ~hocclComm() override;
-  uint64_t boardSeq = 0;  // calls run on the board so far
+  uint64_t oneShotSeq = 0;  // calls run one-shot over shared memory so far
   uint64_t opSeq = 0;  // collectives run so far (point-to-point calls are not counted)
   // Point-to-point messages so far, per peer: sends to it, receives from it.
   std::vector<uint64_t> sendSeq, recvSeq;
@@ -170,10 +170,10 @@ struct hocclComm : public hoccl::TaskOwner {
   // channels (DeviceExecutor::channelsFor); null for host buffers.
   hoccl::Schedule tunedSchedule(const hoccl::ScheduleKey& key, size_t esize,
                                 const hoccl::cuda::DeviceExecutor* device = nullptr);
-  // Whether a collective runs one-shot on the board (comm.cc), and its
+  // Whether a collective runs one-shot over shared memory (comm.cc), and its
   // schedule there (no steps).
-  bool onBoard(const hoccl::ScheduleKey& key, size_t esize) const;
-  std::shared_ptr<const hoccl::Schedule> boardSchedule(const hoccl::ScheduleKey& key, size_t esize);
+  bool oneShotShm(const hoccl::ScheduleKey& key, size_t esize) const;
+  std::shared_ptr<const hoccl::Schedule> oneShotShmSchedule(const hoccl::ScheduleKey& key, size_t esize);
   // Creates the connections `sched` uses that do not exist yet.
   hoccl::Status connectFor(const hoccl::Schedule& sched);
   // Calls whose schedule depends on more than the cache key (a group's

@@ -108,9 +108,9 @@ void makeWork(CommCall& c, Work* w) {
   } else {
     call.opSeq = ++comm->opSeq;
     comm->callHistory[call.opSeq % hocclComm::kCallHistory] = signatureOf(call);
-    // A board call takes the next board number; another call carries the
+    // A one-shot-over-shared-memory call takes the next one-shot number; another call carries the
     // number the next one will take, to spot a peer that ran it there.
-    call.boardSeq = w->schedule && w->schedule->onBoard ? ++comm->boardSeq : comm->boardSeq + 1;
+    call.oneShotSeq = w->schedule && w->schedule->oneShotShm ? ++comm->oneShotSeq : comm->oneShotSeq + 1;
   }
   w->sliceBytes = comm->settings.sliceBytes;
   w->checkCalls = comm->settings.checkCalls;

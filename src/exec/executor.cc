@@ -77,8 +77,9 @@ void ScratchPool::give(std::unique_ptr<char[]> buf, size_t cap) {
 
 namespace {
 
-// HOCCL_CMA=auto lends across processes for calls that reduce nothing, up
-// to 1 MiB in their larger buffer, slices of at least 32 KiB. Measured on
+// HOCCL_CMA=auto sends by reference across processes for calls that
+// reduce nothing, up to 1 MiB in their larger buffer, slices of at least
+// 32 KiB. Measured on
 // 2-core VMs (results/20261127-slices-by-reference): one copy instead of two is 1.4-2.4x
 // faster there at 128 KiB-1 MiB, but larger calls split two copies over
 // two cores as fast, and then the receiver's system calls and page pinning
@@ -87,8 +88,9 @@ namespace {
 constexpr uint64_t kAutoFetchedMaxBytes = 1 << 20;
 constexpr size_t kAutoFetchedMinSlice = 32 << 10;
 
-// The smallest slice lent to another process (SIZE_MAX: none). Asked only
-// for a slice that could go by reference, so small calls never pay for it.
+// The smallest slice sent by reference to another process (SIZE_MAX:
+// none). Asked only for a slice that could go by reference, so small calls
+// never pay for it.
 size_t fetchedMinSlice(int cma, const CollCall& call, const ScheduleKey& k, size_t esize) {
   if (cma > 0) return 0;  // HOCCL_DIRECT_BYTES alone decides
   if (cma == 0) return SIZE_MAX;
@@ -112,11 +114,12 @@ CollTask::CollTask(const CollCall& call, const Schedule& schedule, Connections* 
       directMinBytes_(directMinBytes),
       cma_(cma),
       chans_(sched_->channels.size()) {
-  if (sched_->onBoard) {
-    board_ = links->board();
-    if (!board_ || call.boardSeq == 0)
+  if (sched_->oneShotShm) {
+    oneShot_ = links->oneShotSlots();
+    if (!oneShot_ || call.oneShotSeq == 0)
       setupError_ =
-          errorf(hocclInternalError, "rank %d: %s (call #%llu) was planned for a board this communicator lacks",
+          errorf(hocclInternalError,
+                 "rank %d: %s (call #%llu) was planned one-shot over shared memory, which this communicator lacks",
                  sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
                  static_cast<unsigned long long>(call_.opSeq));
     return;
@@ -268,7 +271,7 @@ Status CollTask::advance(int c, bool* progressed) {
     char* dst = s.dst.present() ? bufferAt(s.dst) + cs.done * esize_ : nullptr;
     // A large slice whose value stays put in this rank's buffers is sent
     // as a reference: the receiver copies it once, straight from here.
-    bool sendRef = sc && s.stable && directMinBytes_ && bytes >= directMinBytes_;
+    bool sendRef = sc && s.zeroCopyEligible && directMinBytes_ && bytes >= directMinBytes_;
     if (sendRef) {
       const DirectPath path = sc->direct();
       sendRef = path == DirectPath::Mapped ||
@@ -307,8 +310,9 @@ Status CollTask::advance(int c, bool* progressed) {
       reduce(dst, src, dst, n);
       value = dst;
     } else {
-      // A plain copy: the value is src. It is sent (or lent) first and
-      // copied to dst after, so the receiver starts on it sooner.
+      // A plain copy: the value is src. It is sent (by copy or by
+      // reference) first and copied to dst after, so the receiver starts on
+      // it sooner.
       value = src;
       copyAfterSend = dst && dst != src && bytes;
     }
@@ -320,7 +324,7 @@ Status CollTask::advance(int c, bool* progressed) {
         flags = kSlotDirect;
         HOCCL_TSAN_RELEASE(out.address);
 #if defined(__SANITIZE_THREAD__)
-        lent_.push_back(out.address);
+        byRef_.push_back(out.address);
 #endif
         if (std::find(directSends_.begin(), directSends_.end(), sc) == directSends_.end()) directSends_.push_back(sc);
       } else if (value != sdata && bytes) {
@@ -355,19 +359,19 @@ Status CollTask::advance(int c, bool* progressed) {
 Status CollTask::progress(bool* progressed) {
   if (done_) return Status();
   if (!setupError_.ok()) return setupError_;
-  if (board_) return boardProgress(progressed);
+  if (oneShot_) return oneShotShmProgress(progressed);
   bool all = true;
   for (size_t c = 0; c < chans_.size(); ++c) {
     HOCCL_TRY(advance(static_cast<int>(c), progressed));
     if (chans_[c].step < sched_->channels[c].steps.size()) all = false;
   }
-  // Memory lent to receivers by reference must stay as it is until they
+  // Memory sent to receivers by reference must stay as it is until they
   // have read it: the call ends only when they have released every slot.
   if (all)
     for (SendConn* sc : directSends_)
       if (!sc->drained()) return Status();
   if (all) {
-    for (uint64_t a : lent_) HOCCL_TSAN_ACQUIRE(a);  // the receivers' reads
+    for (uint64_t a : byRef_) HOCCL_TSAN_ACQUIRE(a);  // the receivers' reads
     finish();
   }
   return Status();
@@ -393,11 +397,11 @@ void CollTask::finish() {
 
 std::string CollTask::describeWait() const {
   std::string out;
-  if (board_ && !done_)
-    return boardNext_ < 0 ? std::string("not yet posted to the shared-memory board")
-                          : "waiting for rank " + std::to_string(boardNext_) +
-                                "'s input on the shared-memory board (board call #" + std::to_string(call_.boardSeq) +
-                                ")";
+  if (oneShot_ && !done_)
+    return oneShotNext_ < 0 ? std::string("not yet posted to its shared-memory one-shot slot")
+                            : "waiting for rank " + std::to_string(oneShotNext_) +
+                                  "'s input in its shared-memory one-shot slot (one-shot call #" +
+                                  std::to_string(call_.oneShotSeq) + ")";
   for (size_t c = 0; c < chans_.size(); ++c) {
     const ChannelState& cs = chans_[c];
     const auto& steps = sched_->channels[c].steps;
@@ -414,7 +418,7 @@ std::string CollTask::describeWait() const {
     if (cs.waitPeer >= 0) out += " " + std::to_string(cs.waitPeer);
     out += cs.step == 0 ? ", no step completed yet" : ", last completed step " + std::to_string(cs.step - 1);
   }
-  // Every step done, but memory lent by reference is not read yet: the call
+  // Every step done, but memory sent by reference is not read yet: the call
   // waits for the receiver (whose receive may never have been posted).
   if (out.empty() && !done_)
     for (SendConn* sc : directSends_) {
@@ -424,7 +428,7 @@ std::string CollTask::describeWait() const {
       for (const PeerPart& p : call_.parts)
         if (p.send && p.peer == peer) bytes += p.count * dtypeSize(p.dtype);
       out += std::string(out.empty() ? "" : "; ") + "every step done; waiting for rank " + std::to_string(peer) +
-             " to read what this rank lent it by reference";
+             " to read what this rank sent it by reference";
       if (bytes) out += " (" + std::to_string(bytes) + " bytes)";
       out += ": its matching receive has not run";
     }
@@ -433,7 +437,7 @@ std::string CollTask::describeWait() const {
 
 std::vector<int> CollTask::waitingOn() const {
   std::vector<int> peers;
-  if (board_ && !done_ && boardNext_ >= 0) peers.push_back(boardNext_);
+  if (oneShot_ && !done_ && oneShotNext_ >= 0) peers.push_back(oneShotNext_);
   for (size_t c = 0; c < chans_.size(); ++c)
     if (chans_[c].waitPeer >= 0) peers.push_back(chans_[c].waitPeer);
   if (peers.empty() && !done_)

@@ -80,9 +80,9 @@ struct CollCall {
   RedOp op = RedOp::Sum;
   int root = 0;
   uint64_t opSeq = 0;
-  // A board call's number among its communicator's board calls (from 1);
-  // for any other call, the number the next board call will take.
-  uint64_t boardSeq = 0;
+  // A oneshot_shm call's number among its communicator's oneshot_shm
+  // calls (from 1); for any other call, the number the next one will take.
+  uint64_t oneShotSeq = 0;
   // PreMulSum: this rank's scalar, one element of dtype, read from
   // scalarAt when the call runs if that is set, else kept in scalar.
   const void* scalarAt = nullptr;
@@ -117,11 +117,11 @@ inline CallSignature signatureOf(const CollCall& c) { return {c.opSeq, c.count, 
 Status collectiveMismatch(int rank, const CallSignature& mine, int peer, const CallSignature& theirs,
                           const char* where);
 
-// Bytes a call puts on a rank's board slot (all-reduce, broadcast, reduce:
+// Bytes a call puts in a rank's one-shot slot (all-reduce, broadcast, reduce:
 // the buffer; all-gather: the send buffer; reduce-scatter: the whole send
 // buffer); 0 for calls that never go there. A broadcast's non-roots post no
 // payload, but the decision takes the root's bytes on every rank.
-uint64_t boardInputBytes(const ScheduleKey& key, size_t esize);
+uint64_t oneShotShmInputBytes(const ScheduleKey& key, size_t esize);
 
 class CollTask {
  public:
@@ -143,10 +143,10 @@ class CollTask {
   const CollCall& call() const { return call_; }
   int channelCount() const { return static_cast<int>(chans_.size()); }
   // A stalled call's check (now and then, not every poll) that the rank it
-  // waits on did not run this call the other way: on the board while this
-  // one uses connections, or over connections while this one is on the
-  // board. An error names both calls.
-  Status crossCheckBoard() const;
+  // waits on did not run this call the other way: one-shot over shared
+  // memory while this one uses connections, or over connections while this
+  // one runs one-shot over shared memory. An error names both calls.
+  Status crossCheckOneShotShm() const;
   // Where the task waits now: "channel 0 step 3 (recvReduceSend): waiting to
   // receive from rank 1; last completed step 2".
   std::string describeWait() const;
@@ -201,9 +201,10 @@ class CollTask {
                       const char* where) const;
   Status directFailure(int peer) const;
   void finish();
-  // The board (schedule onBoard; board.cc): post this rank's input once,
-  // then take each rank's in rank order as it appears.
-  Status boardProgress(bool* progressed);
+  // One-shot over shared memory (Schedule::oneShotShm; oneshot_shm.cc):
+  // post this rank's input once, then take each rank's in rank order as it
+  // appears.
+  Status oneShotShmProgress(bool* progressed);
 
   const CollCall& call_;
   const Schedule* sched_;
@@ -213,15 +214,15 @@ class CollTask {
   uint64_t sliceElems_;
   bool checkCalls_;
   size_t directMinBytes_;
-  int cma_;  // HOCCL_CMA: which slices may be lent to another process
+  int cma_;  // HOCCL_CMA: which slices may go by reference to another process
   ChannelStates chans_;
   ScratchPool::Lease scratch_;
   Status setupError_;  // scratch could not be allocated: progress() returns it
   std::vector<SendConn*> directSends_;  // connections that carried references
-  std::vector<uint64_t> lent_;          // addresses lent (ThreadSanitizer annotations)
-  Board* board_ = nullptr;               // a board call's
-  int boardNext_ = -1;                   // the rank whose input it takes next (-1: not posted yet)
-  const void* boardFirst_ = nullptr;     // rank 0's input, until rank 1's arrives
+  std::vector<uint64_t> byRef_;          // addresses sent by reference (ThreadSanitizer annotations)
+  OneShotSlots* oneShot_ = nullptr;      // a oneshot_shm call's
+  int oneShotNext_ = -1;                 // the rank whose input it takes next (-1: not posted yet)
+  const void* oneShotFirst_ = nullptr;   // rank 0's input, until rank 1's arrives
   bool done_ = false;
 };
 

@@ -292,7 +292,7 @@ class HostExecutor : public Executor {
           bool fromPeer = false;  // a peer's notice: already told to everyone
           st = deadPeer(*o, t, &fromPeer);
           if (!st.ok()) return fail(o, st, !fromPeer);
-          st = t.crossCheckBoard();
+          st = t.crossCheckOneShotShm();
           if (!st.ok()) return fail(o, st, true);
           st = o->crossCheckCall(t.call(), t.waitingOn());
           if (!st.ok()) return fail(o, st, true);

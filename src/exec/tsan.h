@@ -1,7 +1,7 @@
 // ThreadSanitizer cannot see that two mappings of one shared segment are
 // the same memory, so it misses the release/acquire through the slot
-// counters when a slot lends a buffer by reference (kSlotDirect). These
-// annotations state that edge explicitly, keyed by the lent address; they
+// counters when a slot carries a buffer by reference (kSlotDirect). These
+// annotations state that edge explicitly, keyed by the address sent; they
 // compile to nothing outside TSan builds.
 #pragma once
 

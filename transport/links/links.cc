@@ -94,9 +94,9 @@ Links::~Links() {
   shm_.reset();
 }
 
-Status Links::connect(const std::vector<EdgeRequest>& edges) {
-  std::vector<EdgeRequest> local, remote;
-  for (const EdgeRequest& e : edges) (isLocal_[e.peer] ? local : remote).push_back(e);
+Status Links::connect(const std::vector<ConnRequest>& requests) {
+  std::vector<ConnRequest> local, remote;
+  for (const ConnRequest& e : requests) (isLocal_[e.peer] ? local : remote).push_back(e);
   if (!local.empty()) HOCCL_TRY(shm_->connect(*oob_, local));
   if (!remote.empty()) {
     if (!net_) return errorf(hocclInternalError, "rank %d: no network transport to reach rank %d", rank_, remote[0].peer);

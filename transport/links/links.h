@@ -1,6 +1,6 @@
 // The connections of one communicator's rank: owns the shared-memory
 // domain (peers on this node) and, when any peer is on another node, the
-// network domain, and routes each edge to one of them; and opens the
+// network domain, and routes each connection to one of them; and opens the
 // device path's connections (transport/p2p). The communicator sees the
 // transports only through this class, transport/connection.h and
 // transport/device_connection.h.
@@ -69,11 +69,11 @@ class Links : public Connections {
   RecvConn* recvConn(int peer, int channel) override {
     return isLocal_[peer] ? shm_->recvConn(peer, channel) : net_ ? net_->recvConn(peer, channel) : nullptr;
   }
-  Board* board() override { return shm_ ? shm_->board() : nullptr; }
-  // Sets up the connections in `edges` that do not exist yet, each over
+  OneShotSlots* oneShotSlots() override { return shm_ ? shm_->oneShotSlots() : nullptr; }
+  // Sets up the connections in `requests` that do not exist yet, each over
   // shared memory or the network depending on where the peer is
   // (collective with the peers named).
-  Status connect(const std::vector<EdgeRequest>& edges);
+  Status connect(const std::vector<ConnRequest>& requests);
   // The device executor's connections (collective: every rank's executor
   // opens them once): p2p to ranks of this host, the network proxy
   // (transport/net/net_device.h) to the others. NVML's answers about GPU

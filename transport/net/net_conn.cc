@@ -159,12 +159,12 @@ NetDomain::~NetDomain() {
 }
 
 Status connectNetComms(NetTransport& net, int dev, OutOfBand& oob, uint32_t tagBase,
-                       const std::vector<EdgeRequest>& edges, double timeoutSec, std::vector<NetCommMade>* made) {
+                       const std::vector<ConnRequest>& requests, double timeoutSec, std::vector<NetCommMade>* made) {
   made->clear();
   Deadline dl = Deadline::in(timeoutSec);
   // 1. Receivers listen and hand their address to the sender.
   struct Listening {
-    EdgeRequest e;
+    ConnRequest e;
     void* lc;
   };
   std::vector<Listening> listening;
@@ -172,7 +172,7 @@ Status connectNetComms(NetTransport& net, int dev, OutOfBand& oob, uint32_t tagB
     for (Listening& l : listening)
       if (l.lc) net.closeListen(l.lc);
   };
-  for (const EdgeRequest& e : edges) {
+  for (const ConnRequest& e : requests) {
     if (e.send) continue;
     char handle[kNetHandleBytes];
     void* lc = nullptr;
@@ -186,12 +186,12 @@ Status connectNetComms(NetTransport& net, int dev, OutOfBand& oob, uint32_t tagB
   }
   // 2. Senders get the handles.
   struct Connecting {
-    EdgeRequest e;
+    ConnRequest e;
     std::string handle;  // the transport keeps its progress in it
     bool done;
   };
   std::vector<Connecting> connecting;
-  for (const EdgeRequest& e : edges) {
+  for (const ConnRequest& e : requests) {
     if (!e.send) continue;
     std::string handle;
     Status st = oob.recv(e.peer, tagBase | static_cast<uint32_t>(e.channel), &handle);
@@ -251,9 +251,9 @@ Status connectNetComms(NetTransport& net, int dev, OutOfBand& oob, uint32_t tagB
   return st;
 }
 
-Status NetDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges) {
-  std::vector<EdgeRequest> missing;
-  for (const EdgeRequest& e : edges)
+Status NetDomain::connect(OutOfBand& oob, const std::vector<ConnRequest>& requests) {
+  std::vector<ConnRequest> missing;
+  for (const ConnRequest& e : requests)
     if (!(e.send ? sends_.count({e.peer, e.channel}) : recvs_.count({e.peer, e.channel}))) missing.push_back(e);
   std::vector<NetCommMade> made;
   // What was made before a failure is kept (a peer may have kept its end):

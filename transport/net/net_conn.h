@@ -27,18 +27,18 @@ struct NetDomainOptions {
 
 // One network connection made by connectNetComms: `e.send` says which end.
 struct NetCommMade {
-  EdgeRequest e;
+  ConnRequest e;
   void* comm;  // a sendComm or a recvComm of the transport
 };
 
-// Makes the transport's connections for `edges`, pairwise over `oob`: the
+// Makes the transport's connections for `requests`, pairwise over `oob`: the
 // receiver of each listens and sends its handle (tag tagBase | channel),
 // the sender connects, the receiver accepts; connects and accepts progress
 // together. Asks oob.whileWaiting about a silent peer every 0.1 s; gives
 // up after timeoutSec. *made lists what was made, also on failure (the
 // peer may keep its end of those): the caller owns those comms.
 Status connectNetComms(NetTransport& net, int dev, OutOfBand& oob, uint32_t tagBase,
-                       const std::vector<EdgeRequest>& edges, double timeoutSec, std::vector<NetCommMade>* made);
+                       const std::vector<ConnRequest>& requests, double timeoutSec, std::vector<NetCommMade>* made);
 
 class NetDomain {
  public:
@@ -53,10 +53,10 @@ class NetDomain {
                        std::unique_ptr<NetDomain>* out, std::string* chosen);
   ~NetDomain();
 
-  // Sets up the missing connections in `edges` (pairwise over `oob`: the
+  // Sets up the missing connections in `requests` (pairwise over `oob`: the
   // receiver listens and sends its handle, the sender connects, the
   // receiver accepts). Idempotent.
-  Status connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges);
+  Status connect(OutOfBand& oob, const std::vector<ConnRequest>& requests);
   SendConn* sendConn(int peer, int channel);
   RecvConn* recvConn(int peer, int channel);
   NetTransport& transport() { return *net_; }

@@ -507,14 +507,14 @@ NetDeviceConnections::~NetDeviceConnections() = default;
 
 Status NetDeviceConnections::connect(const std::vector<DeviceEdge>& edges) {
   const int rank = o_.oob->rank();
-  std::vector<EdgeRequest> want;
+  std::vector<ConnRequest> want;
   for (const DeviceEdge& e : edges) {
     if (proxy_->find(e)) continue;
     if (uint32_t(e.link) > kMaxLink)
       return errorf(hocclInternalError, "device buffers: link %d of edge %d->%d is beyond the network proxy's tags",
                     e.link, e.from, e.to);
-    if (e.from == rank) want.push_back(EdgeRequest{e.to, e.link, true});
-    else if (e.to == rank) want.push_back(EdgeRequest{e.from, e.link, false});
+    if (e.from == rank) want.push_back(ConnRequest{e.to, e.link, true});
+    else if (e.to == rank) want.push_back(ConnRequest{e.from, e.link, false});
   }
   if (want.empty()) return Status();
   std::vector<NetCommMade> made;

@@ -22,11 +22,11 @@
 namespace hoccl {
 namespace {
 
-constexpr uint32_t kEdgeMagic = 0x45434f48;  // "HOCE"
+constexpr uint32_t kConnMagic = 0x45434f48;  // "HOCE"
 constexpr uint32_t kTagShmReady = 0x20000000;
-constexpr size_t kEdgeHeaderBytes = 4096;
+constexpr size_t kConnHeaderBytes = 4096;
 
-struct EdgeHeader {
+struct ConnHeader {
   alignas(64) std::atomic<uint64_t> head;  // slots posted (sender)
   alignas(64) std::atomic<uint64_t> tail;  // slots released (receiver)
   alignas(64) uint32_t magic;
@@ -36,7 +36,7 @@ struct EdgeHeader {
   int32_t receiver;
   uint32_t directOk;  // DirectPath: how the receiver can read the sender's memory
 };
-static_assert(sizeof(EdgeHeader) <= kEdgeHeaderBytes);
+static_assert(sizeof(ConnHeader) <= kConnHeaderBytes);
 
 constexpr uint64_t kProbeValue = 0x484f43434d413031ull;  // "HOCCMA01"
 
@@ -140,20 +140,20 @@ void ringIfSleeping(ControlBlock* cb) {
 
 class ShmSend : public SendConn {
  public:
-  ShmSend(EdgeHeader* e, ControlBlock* peerCtl, int peer)
+  ShmSend(ConnHeader* e, ControlBlock* peerCtl, int peer)
       : e_(e), peerCtl_(peerCtl), peer_(peer), head_(e->head.load(std::memory_order_relaxed)) {}
   bool tryAcquire(SlotHeader** header, void** payload) override {
     if (head_ - tailCache_ >= e_->slots) {
       tailCache_ = e_->tail.load(std::memory_order_acquire);
       if (head_ - tailCache_ >= e_->slots) return false;
     }
-    char* slot = reinterpret_cast<char*>(e_) + kEdgeHeaderBytes + (head_ % e_->slots) * slotStride(e_->slotBytes);
+    char* slot = reinterpret_cast<char*>(e_) + kConnHeaderBytes + (head_ % e_->slots) * slotStride(e_->slotBytes);
     *header = reinterpret_cast<SlotHeader*>(slot);
     *payload = slot + sizeof(SlotHeader);
     return true;
   }
   void post() override {
-    SlotHeader* h = reinterpret_cast<SlotHeader*>(reinterpret_cast<char*>(e_) + kEdgeHeaderBytes +
+    SlotHeader* h = reinterpret_cast<SlotHeader*>(reinterpret_cast<char*>(e_) + kConnHeaderBytes +
                                                   (head_ % e_->slots) * slotStride(e_->slotBytes));
     // A small payload rides in the header's line: the receiver reads one
     // line, and the payload line stays in this core's cache.
@@ -168,7 +168,7 @@ class ShmSend : public SendConn {
   bool drained() const override { return e_->tail.load(std::memory_order_acquire) == head_; }
 
  private:
-  EdgeHeader* e_;
+  ConnHeader* e_;
   ControlBlock* peerCtl_;
   int peer_;
   uint64_t head_;
@@ -177,10 +177,10 @@ class ShmSend : public SendConn {
 
 class ShmRecv : public RecvConn {
  public:
-  ShmRecv(EdgeHeader* e, ControlBlock* peerCtl, int peer)
+  ShmRecv(ConnHeader* e, ControlBlock* peerCtl, int peer)
       : e_(e), peerCtl_(peerCtl), peer_(peer), tail_(e->tail.load(std::memory_order_relaxed)) {}
   bool tryPeek(const SlotHeader** header, const void** payload) override {
-    const char* slot = reinterpret_cast<const char*>(e_) + kEdgeHeaderBytes +
+    const char* slot = reinterpret_cast<const char*>(e_) + kConnHeaderBytes +
                        (tail_ % e_->slots) * slotStride(e_->slotBytes);
     const auto* h = reinterpret_cast<const SlotHeader*>(slot);
     if (__atomic_load_n(stampOf(h), __ATOMIC_ACQUIRE) != tail_ + 1) return false;
@@ -208,30 +208,30 @@ class ShmRecv : public RecvConn {
   }
 
  private:
-  EdgeHeader* e_;
+  ConnHeader* e_;
   ControlBlock* peerCtl_;
   int peer_;
   uint64_t tail_;
 };
 
-class ShmBoard : public Board {
+class ShmOneShotSlots : public OneShotSlots {
  public:
   // byRank[r]: rank r's control block (this rank's own included).
-  ShmBoard(std::vector<ControlBlock*> byRank, int self) : byRank_(std::move(byRank)), self_(byRank_[self]) {
+  ShmOneShotSlots(std::vector<ControlBlock*> byRank, int self) : byRank_(std::move(byRank)), self_(byRank_[self]) {
     for (ControlBlock* cb : byRank_)
       if (cb != self_) peers_.push_back(cb);
   }
-  size_t capacity() const override { return kBoardBytes; }
-  void* slot(uint64_t seq) override { return self_->board[seq % 2].data; }
-  void post(uint64_t seq, const BoardNote& note) override {
-    BoardSlot& s = self_->board[seq % 2];
+  size_t capacity() const override { return kOneShotBytes; }
+  void* slot(uint64_t seq) override { return self_->oneShot[seq % 2].data; }
+  void post(uint64_t seq, const OneShotNote& note) override {
+    OneShotSlot& s = self_->oneShot[seq % 2];
     s.note = note;
     s.seq.store(seq, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence for every peer's doorbell
     for (ControlBlock* cb : peers_) ringIfSleeping(cb);
   }
-  const void* peek(int rank, uint64_t seq, BoardNote* note) override {
-    const BoardSlot& s = byRank_[rank]->board[seq % 2];
+  const void* peek(int rank, uint64_t seq, OneShotNote* note) override {
+    const OneShotSlot& s = byRank_[rank]->oneShot[seq % 2];
     if (s.seq.load(std::memory_order_acquire) != seq) return nullptr;
     *note = s.note;
     return s.data;
@@ -351,10 +351,10 @@ Status ShmDomain::create(OutOfBand& oob, const ShmOptions& opt, const std::vecto
   Status bst = st.ok() ? oob.barrier() : st;
   shm_unlink(myName.c_str());
   HOCCL_TRY(bst);
-  if (d->controls_.size() == static_cast<size_t>(oob.nranks())) {  // every rank is here: a board
+  if (d->controls_.size() == static_cast<size_t>(oob.nranks())) {  // every rank is here: one-shot slots
     std::vector<ControlBlock*> byRank(oob.nranks());
     for (auto& [r, cb] : d->controls_) byRank[r] = cb;
-    d->board_ = std::make_unique<ShmBoard>(std::move(byRank), opt.rank);
+    d->oneShot_ = std::make_unique<ShmOneShotSlots>(std::move(byRank), opt.rank);
   }
   *out = std::move(d);
   return Status();
@@ -372,12 +372,12 @@ ControlBlock* ShmDomain::control(int rank) {
   return it == controls_.end() ? nullptr : it->second;
 }
 
-Status ShmDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges) {
-  size_t bytes = kEdgeHeaderBytes + static_cast<size_t>(opt_.slots) * slotStride(opt_.slotBytes);
+Status ShmDomain::connect(OutOfBand& oob, const std::vector<ConnRequest>& requests) {
+  size_t bytes = kConnHeaderBytes + static_cast<size_t>(opt_.slots) * slotStride(opt_.slotBytes);
   // Receivers create their segments first (no waiting), then senders wait
   // for each receiver's "ready": no pair can wait on each other.
   size_t fetched = 0;  // incoming connections this rank reads with process_vm_readv
-  for (const EdgeRequest& e : edges) {
+  for (const ConnRequest& e : requests) {
     if (e.send || recvs_.count({e.peer, e.channel})) continue;
     ControlBlock* peerCtl = control(e.peer);
     if (!peerCtl)
@@ -386,8 +386,8 @@ Status ShmDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
     void* addr = nullptr;
     HOCCL_TRY(createSegment(name, bytes, &addr));
     mappings_.push_back({addr, bytes});
-    auto* h = new (addr) EdgeHeader();
-    h->magic = kEdgeMagic;
+    auto* h = new (addr) ConnHeader();
+    h->magic = kConnMagic;
     h->slots = static_cast<uint32_t>(opt_.slots);
     h->slotBytes = opt_.slotBytes;
     h->sender = e.peer;
@@ -397,7 +397,7 @@ Status ShmDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
     recvs_[{e.peer, e.channel}] = std::make_unique<ShmRecv>(h, peerCtl, e.peer);
     HOCCL_TRY(oob.send(e.peer, kTagShmReady | static_cast<uint32_t>(e.channel), name.data(), name.size()));
   }
-  for (const EdgeRequest& e : edges) {
+  for (const ConnRequest& e : requests) {
     if (!e.send || sends_.count({e.peer, e.channel})) continue;
     ControlBlock* peerCtl = control(e.peer);
     if (!peerCtl)
@@ -409,8 +409,8 @@ Status ShmDomain::connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges)
     shm_unlink(name.c_str());
     HOCCL_TRY(st.context("connecting to local rank " + std::to_string(e.peer)));
     mappings_.push_back({addr, bytes});
-    auto* h = static_cast<EdgeHeader*>(addr);
-    if (h->magic != kEdgeMagic || h->slots != static_cast<uint32_t>(opt_.slots) ||
+    auto* h = static_cast<ConnHeader*>(addr);
+    if (h->magic != kConnMagic || h->slots != static_cast<uint32_t>(opt_.slots) ||
         h->slotBytes != opt_.slotBytes || h->sender != opt_.rank || h->receiver != e.peer)
       return errorf(hocclInternalError, "shared segment %s does not match this connection", name.c_str());
     sends_[{e.peer, e.channel}] = std::make_unique<ShmSend>(h, peerCtl, e.peer);

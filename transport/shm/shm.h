@@ -26,15 +26,15 @@
 
 namespace hoccl {
 
-// A rank's board slot (Board in connection.h): the note and the first 32
+// A rank's one-shot slot (OneShotSlots in connection.h): the note and the first 32
 // payload bytes share the line that `seq` publishes.
-constexpr size_t kBoardBytes = 512;
-struct BoardSlot {
-  alignas(64) std::atomic<uint64_t> seq;  // the board call it holds; written last
-  BoardNote note;
-  uint8_t data[kBoardBytes];
+constexpr size_t kOneShotBytes = 512;
+struct OneShotSlot {
+  alignas(64) std::atomic<uint64_t> seq;  // the one-shot call it holds; written last
+  OneShotNote note;
+  uint8_t data[kOneShotBytes];
 };
-static_assert(offsetof(BoardSlot, data) == 32, "the note and 32 payload bytes in seq's line");
+static_assert(offsetof(OneShotSlot, data) == 32, "the note and 32 payload bytes in seq's line");
 
 struct ControlBlock {
   alignas(64) std::atomic<uint32_t> doorbell;
@@ -52,7 +52,7 @@ struct ControlBlock {
   // address space, and a known value a peer reads there.
   uint64_t selfAddress;
   uint64_t probeValue;
-  BoardSlot board[2];  // board call b in board[b % 2]
+  OneShotSlot oneShot[2];  // one-shot call b in oneShot[b % 2]
 };
 
 // Wakes the owner of `cb` if it sleeps (announced in `sleepers`); call it
@@ -97,8 +97,8 @@ class ShmDomain {
   ~ShmDomain();
 
   ControlBlock* self() { return self_; }
-  // The ranks' board slots; for a communicator whose ranks are all local.
-  Board* board() { return board_.get(); }
+  // The ranks' one-shot slots; for a communicator whose ranks are all local.
+  OneShotSlots* oneShotSlots() { return oneShot_.get(); }
   Doorbell& doorbell() { return *doorbell_; }
   ControlBlock* control(int rank);  // nullptr if `rank` is not on this node
   // Whether this process can see `rank`'s pid (checked at init, when every
@@ -115,9 +115,9 @@ class ShmDomain {
   // load, for the progress loop's every pass.
   bool abortFlagged() const { return self_ && self_->aborted.load(std::memory_order_acquire) == 1; }
 
-  // Sets up the missing connections in `edges` (pairwise with the peers,
+  // Sets up the missing connections in `requests` (pairwise with the peers,
   // over `oob`). Idempotent.
-  Status connect(OutOfBand& oob, const std::vector<EdgeRequest>& edges);
+  Status connect(OutOfBand& oob, const std::vector<ConnRequest>& requests);
   SendConn* sendConn(int peer, int channel);
   RecvConn* recvConn(int peer, int channel);
 
@@ -142,7 +142,7 @@ class ShmDomain {
   std::vector<Mapping> mappings_;
   std::map<std::pair<int, int>, std::unique_ptr<SendConn>> sends_;
   std::map<std::pair<int, int>, std::unique_ptr<RecvConn>> recvs_;
-  std::unique_ptr<Board> board_;
+  std::unique_ptr<OneShotSlots> oneShot_;
 };
 
 }  // namespace hoccl

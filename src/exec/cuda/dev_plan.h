@@ -63,7 +63,7 @@ struct DevConn {
 };
 static_assert(sizeof(DevConn) == 8, "DevConn layout");
 
-enum DevStepFlags : uint8_t { kStepReduce = 1, kStepStable = 2 };
+enum DevStepFlags : uint8_t { kStepReduce = 1, kStepZeroCopy = 2 };
 
 // A Step, with its peers as indexes into the channel's connections.
 struct DevStep {

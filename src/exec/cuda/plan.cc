@@ -76,7 +76,7 @@ Status flattenSchedule(const Schedule& s, DevPlan* out) {
       d.dstPart = st.dst.part;
       d.srcBuf = uint8_t(st.src.buf);
       d.dstBuf = uint8_t(st.dst.buf);
-      d.flags = uint8_t((st.reduce ? kStepReduce : 0) | (st.stable ? kStepStable : 0));
+      d.flags = uint8_t((st.reduce ? kStepReduce : 0) | (st.zeroCopyEligible ? kStepZeroCopy : 0));
       const int r = connIndex(&p.conns, ch, st.recvPeer, false);
       ch.nconns = uint32_t(p.conns.size() - ch.firstConn);
       const int w = connIndex(&p.conns, ch, st.sendPeer, true);
@@ -125,7 +125,7 @@ Status readPlanImage(const uint8_t* data, size_t size, DevPlan* out) {
       return bad("channel " + std::to_string(c) + "'s steps or connections lie outside the image");
     for (uint32_t i = 0; i < ch.nsteps; ++i) {
       const DevStep& d = p.steps[ch.firstStep + i];
-      if (!knownBuf(d.srcBuf) || !knownBuf(d.dstBuf) || (d.flags & ~uint8_t(kStepReduce | kStepStable)))
+      if (!knownBuf(d.srcBuf) || !knownBuf(d.dstBuf) || (d.flags & ~uint8_t(kStepReduce | kStepZeroCopy)))
         return bad(where(c, i) + ": unknown buffer or flag");
       if (d.recvConn >= int32_t(ch.nconns) || d.sendConn >= int32_t(ch.nconns) || d.recvConn < -1 ||
           d.sendConn < -1)
@@ -168,7 +168,7 @@ Schedule unflattenPlan(const DevPlan& p) {
       st.recvPeer = d.recvConn >= 0 ? p.conns[ch.firstConn + d.recvConn].peer : -1;
       st.sendPeer = d.sendConn >= 0 ? p.conns[ch.firstConn + d.sendConn].peer : -1;
       st.reduce = d.flags & kStepReduce;
-      st.stable = d.flags & kStepStable;
+      st.zeroCopyEligible = d.flags & kStepZeroCopy;
       st.src = Slice{Buf(d.srcBuf), d.srcOff, d.srcPart};
       st.dst = Slice{Buf(d.dstBuf), d.dstOff, d.dstPart};
       st.count = d.count;

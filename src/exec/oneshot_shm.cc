@@ -1,10 +1,11 @@
-// One-shot calls on the board (transport/connection.h, Board): a small
+// One-shot calls over shared memory (oneshot_shm; transport/connection.h,
+// OneShotSlots): a small
 // all-reduce, all-gather, reduce-scatter, broadcast or reduce of a
 // communicator whose ranks all share memory writes this rank's input to its
-// board slot once (a broadcast: the root's only), then takes every rank's
+// one-shot slot once (a broadcast: the root's only), then takes every rank's
 // input straight from its slot, in rank order, so every rank reduces the
 // same values in the same order and all get the same bits. Every rank
-// waits for every rank's post, the board's rule for reusing slots (a
+// waits for every rank's post, the slots' rule for reusing them (a
 // reduce's non-roots and a broadcast's root read only the notes). No
 // schedule steps, no per-peer copies, no releases.
 #include <cstring>
@@ -13,7 +14,7 @@
 
 namespace hoccl {
 
-uint64_t boardInputBytes(const ScheduleKey& key, size_t esize) {
+uint64_t oneShotShmInputBytes(const ScheduleKey& key, size_t esize) {
   switch (key.coll) {
     case CollKind::AllReduce:
     case CollKind::AllGather:
@@ -24,47 +25,47 @@ uint64_t boardInputBytes(const ScheduleKey& key, size_t esize) {
   }
 }
 
-Status CollTask::crossCheckBoard() const {
-  if (board_) {
+Status CollTask::crossCheckOneShotShm() const {
+  if (oneShot_) {
     // A message for this very call, or a point-to-point one, waiting on a
     // connection from the rank this one waits for: that rank made another
     // call (a collective over connections would have read it too).
-    if (done_ || boardNext_ < 0) return Status();
-    RecvConn* rc = links_->recvConn(boardNext_, 0);
+    if (done_ || oneShotNext_ < 0) return Status();
+    RecvConn* rc = links_->recvConn(oneShotNext_, 0);
     const SlotHeader* h = nullptr;
     const void* payload = nullptr;
     if (!rc || !rc->tryPeek(&h, &payload) ||
         (h->opSeq != call_.opSeq && h->coll != static_cast<uint8_t>(CollKind::SendRecv)))
       return Status();
-    Status st = checkHeader(*h, h->bytes, boardNext_);
+    Status st = checkHeader(*h, h->bytes, oneShotNext_);
     if (!st.ok()) return st;
     return errorf(hocclInvalidUsage,
-                  "collective mismatch: rank %d ran %s (call #%llu) on the shared-memory board, but rank %d sent it a "
-                  "message for that call over a connection: the ranks disagree about the call",
+                  "collective mismatch: rank %d ran %s (call #%llu) one-shot over shared memory, but rank %d sent it "
+                  "a message for that call over a connection: the ranks disagree about the call",
                   sched_->key.rank, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
-                  static_cast<unsigned long long>(call_.opSeq), boardNext_);
+                  static_cast<unsigned long long>(call_.opSeq), oneShotNext_);
   }
   // A call over connections: a rank it waits for that posted this very
-  // call on the board.
-  Board* board = links_->board();
-  if (!board || done_ || call_.coll == CollKind::SendRecv) return Status();
+  // call in its one-shot slot.
+  OneShotSlots* slots = links_->oneShotSlots();
+  if (!slots || done_ || call_.coll == CollKind::SendRecv) return Status();
   for (int peer : waitingOn()) {
-    BoardNote note;
-    if (board->peek(peer, call_.boardSeq, &note) && note.opSeq == call_.opSeq)
+    OneShotNote note;
+    if (slots->peek(peer, call_.oneShotSeq, &note) && note.opSeq == call_.opSeq)
       return callMismatch(peer, static_cast<CollKind>(note.coll), note.count, static_cast<DType>(note.dtype),
-                          static_cast<RedOp>(note.op), note.root, note.opSeq, " (on the shared-memory board)");
+                          static_cast<RedOp>(note.op), note.root, note.opSeq, " (one-shot over shared memory)");
   }
   return Status();
 }
 
-Status CollTask::boardProgress(bool* progressed) {
+Status CollTask::oneShotShmProgress(bool* progressed) {
   const ScheduleKey& k = sched_->key;
-  const uint64_t seq = call_.boardSeq;
+  const uint64_t seq = call_.oneShotSeq;
   // A broadcast's non-roots post only their note.
-  const uint64_t inBytes = k.coll == CollKind::Broadcast && k.rank != call_.root ? 0 : boardInputBytes(k, esize_);
-  if (boardNext_ < 0) {
-    if (inBytes) memcpy(board_->slot(seq), call_.sendbuff, inBytes);
-    BoardNote note;
+  const uint64_t inBytes = k.coll == CollKind::Broadcast && k.rank != call_.root ? 0 : oneShotShmInputBytes(k, esize_);
+  if (oneShotNext_ < 0) {
+    if (inBytes) memcpy(oneShot_->slot(seq), call_.sendbuff, inBytes);
+    OneShotNote note;
     note.opSeq = call_.opSeq;
     note.count = static_cast<uint32_t>(call_.count);
     note.bytes = static_cast<uint32_t>(inBytes);
@@ -72,8 +73,8 @@ Status CollTask::boardProgress(bool* progressed) {
     note.coll = static_cast<uint8_t>(call_.coll);
     note.dtype = static_cast<uint8_t>(call_.dtype);
     note.op = static_cast<uint8_t>(call_.op);
-    board_->post(seq, note);
-    boardNext_ = 0;
+    oneShot_->post(seq, note);
+    oneShotNext_ = 0;
     *progressed = true;
   }
   const RedOp op = call_.op == RedOp::PreMulSum ? RedOp::Sum : call_.op;  // inputs were scaled before
@@ -84,10 +85,10 @@ Status CollTask::boardProgress(bool* progressed) {
   char* out = static_cast<char*>(call_.recvbuff);
   // A reduce's output is the root's only.
   const bool writes = k.coll == CollKind::Reduce ? k.rank == call_.root : true;
-  for (; boardNext_ < k.nranks; ++boardNext_) {
-    const int r = boardNext_;
-    BoardNote note;
-    const char* in = static_cast<const char*>(board_->peek(r, seq, &note));
+  for (; oneShotNext_ < k.nranks; ++oneShotNext_) {
+    const int r = oneShotNext_;
+    OneShotNote note;
+    const char* in = static_cast<const char*>(oneShot_->peek(r, seq, &note));
     if (!in) return Status();
     if (note.opSeq != call_.opSeq || note.coll != static_cast<uint8_t>(call_.coll) || note.count != call_.count ||
         note.dtype != static_cast<uint8_t>(call_.dtype) || note.op != static_cast<uint8_t>(call_.op) ||
@@ -103,9 +104,9 @@ Status CollTask::boardProgress(bool* progressed) {
     } else if (k.coll == CollKind::AllGather) {
       memcpy(out + r * outBytes, in, outBytes);
     } else if (r == 0) {
-      boardFirst_ = in + from;  // stays: its owner rewrites it at board call seq + 2 at the earliest
+      oneShotFirst_ = in + from;  // stays: its owner rewrites it at one-shot call seq + 2 at the earliest
     } else {
-      reduce(out, r == 1 ? boardFirst_ : out, in + from, n);
+      reduce(out, r == 1 ? oneShotFirst_ : out, in + from, n);
     }
   }
   finish();

@@ -1,13 +1,13 @@
-// The `stable` contract. The executor sends a slice of a step marked
-// `stable` as a reference to the sender's memory (where the connection
+// The zero-copy contract. The executor sends a slice of a step marked
+// `zeroCopyEligible` as a reference to the sender's memory (where the connection
 // allows it and the slice is at least HOCCL_DIRECT_BYTES): the receiving
 // step reads the value straight from there when it runs (mapped, or copied
 // out of another process), and the sender goes on with its later steps
-// without waiting; only the end of the call waits until every lent slot is
-// released. So a value lent at step S and consumed by step R of another
+// without waiting; only the end of the call waits until every slot sent by
+// reference is released. So a value sent by reference at step S and consumed by step R of another
 // rank must not change between S and the end of R:
-//   - S's value must live in the sender's buffers (lentValue: the src of a
-//     step that receives and reduces nothing, lent before its copy to dst,
+//   - S's value must live in the sender's buffers (sentValue: the src of a
+//     step that receives and reduces nothing, sent before its copy to dst,
 //     else its dst; otherwise it is built in the send slot);
 //   - every step W of the sender that writes memory overlapping it must be
 //     complete before S starts, or start only after R is complete.
@@ -20,7 +20,7 @@
 // finished. With those orders every check below is exact for the
 // executor, so the verifier may model a reference by a copy made at S.
 //
-// markStableValues marks only values nothing writes after S at all, so
+// markZeroCopyEligible marks only values nothing writes after S at all, so
 // with it there is nothing to order. Anything else (a buggy or smarter
 // marking) is checked against happens-before, computed in passes of 64
 // tracked steps over the run's order.
@@ -39,14 +39,14 @@ struct Span {
 };
 
 struct Conflict {
-  uint32_t lend, write, consume;
-  int rank, lendCh, writeCh;
-  size_t lendStep, writeStep;
+  uint32_t send, write, consume;  // the step sending by reference, a write, the receiving step
+  int rank, sendCh, writeCh;
+  size_t sendStep, writeStep;
 };
 
-class StableCheck {
+class ZeroCopyCheck {
  public:
-  StableCheck(const std::vector<Schedule>& s, const std::vector<std::array<View, 4>>& v, const Trace& t)
+  ZeroCopyCheck(const std::vector<Schedule>& s, const std::vector<std::array<View, 4>>& v, const Trace& t)
       : sch_(s), views_(v), t_(t) {
     for (int r = 0; r < static_cast<int>(s.size()); ++r)
       for (int c = 0; c < static_cast<int>(s[r].channels.size()); ++c)
@@ -80,7 +80,7 @@ class StableCheck {
     return {v.store, v.base + sl.offset, v.base + sl.offset + n};
   }
 
-  // Lent values of rank r, and the writes of r that are not trivially
+  // Values rank r sends by reference, and the writes of r that are not trivially
   // ordered before them (earlier on the same channel).
   void collect(int r) {
     struct Write {
@@ -105,20 +105,20 @@ class StableCheck {
     for (int c = 0; c < static_cast<int>(chs.size()); ++c)
       for (size_t i = 0; i < chs[c].steps.size(); ++i) {
         const Step& s = chs[c].steps[i];
-        if (!s.stable) continue;
+        if (!s.zeroCopyEligible) continue;
         if (s.sendPeer < 0) {
-          err_ = where(r, c, i) + ": marked stable but sends nothing";
+          err_ = where(r, c, i) + ": marked zero-copy eligible but sends nothing";
           return;
         }
-        const Slice* value = lentValue(s);
+        const Slice* value = sentValue(s);
         if (!value) {
-          err_ = where(r, c, i) + ": marked stable, but its value is built in the send slot, not in this "
-                                  "rank's buffers, so it cannot be lent by reference";
+          err_ = where(r, c, i) + ": marked zero-copy eligible, but its value is built in the send slot, not "
+                                  "in this rank's buffers, so it cannot be sent by reference";
           return;
         }
         if (s.count == 0) continue;
         const Span v = span(r, *value, s.count);
-        const uint32_t lend = t_.first[r][c] + static_cast<uint32_t>(i);
+        const uint32_t send = t_.first[r][c] + static_cast<uint32_t>(i);
         // Writes overlapping v begin in (v.begin - longest, v.end).
         Write lo{{v.store, v.begin > longest ? v.begin - longest : 0, 0}, 0, 0};
         for (auto it = std::lower_bound(writes.begin(), writes.end(), lo, before);
@@ -128,10 +128,11 @@ class StableCheck {
             // The step's own copy: harmless when it lands exactly on the
             // value or the value is that copy (dst).
             if (value == &s.dst || (it->sp.begin == v.begin && it->sp.store == v.store)) continue;
-            err_ = where(r, c, i) + ": marked stable, but its own copy to dst overwrites part of the src it lends";
+            err_ = where(r, c, i) +
+                   ": marked zero-copy eligible, but its own copy to dst overwrites part of the src it sends";
             return;
           }
-          conflicts_.push_back({lend, t_.first[r][it->c] + static_cast<uint32_t>(it->i), t_.receiver[lend], r, c,
+          conflicts_.push_back({send, t_.first[r][it->c] + static_cast<uint32_t>(it->i), t_.receiver[send], r, c,
                                 it->c, i, it->i});
         }
       }
@@ -159,15 +160,15 @@ class StableCheck {
     for (size_t k = from; k < to; ++k) {
       const Conflict& x = conflicts_[k];
       const uint64_t b = uint64_t{1} << (2 * (k - from));
-      if (startMask(x.lend) & b) continue;            // written before the value was lent
+      if (startMask(x.send) & b) continue;            // written before the value was sent
       if (startMask(x.write) & (b << 1)) continue;    // written after the receiver consumed it
-      const Step& s = step(x.rank, x.lendCh, x.lendStep);
-      const Slice& v = *lentValue(s);
+      const Step& s = step(x.rank, x.sendCh, x.sendStep);
+      const Slice& v = *sentValue(s);
       err_ = cat(where(x.rank, x.writeCh, x.writeStep), " may overwrite ", bufName(v.buf), "[", v.offset, "+",
-                 s.count, "], which ", where(x.rank, x.lendCh, x.lendStep), " lends by reference (stable) to rank ",
+                 s.count, "], which ", where(x.rank, x.sendCh, x.sendStep), " sends by reference (zero-copy) to rank ",
                  s.sendPeer, ", before ",
                  x.consume == Trace::kNone ? std::string("anyone") : whereId(x.consume),
-                 " has consumed it: nothing orders the write after that step or before the lending one");
+                 " has consumed it: nothing orders the write after that step or before the sending one");
       return;
     }
   }
@@ -205,9 +206,9 @@ class StableCheck {
 
 }  // namespace
 
-std::string checkStable(const std::vector<Schedule>& sch, const std::vector<std::array<View, 4>>& views,
-                        const Trace& trace) {
-  return StableCheck(sch, views, trace).run();
+std::string checkZeroCopy(const std::vector<Schedule>& sch, const std::vector<std::array<View, 4>>& views,
+                          const Trace& trace) {
+  return ZeroCopyCheck(sch, views, trace).run();
 }
 
 }  // namespace verify

@@ -1,5 +1,6 @@
-// The board (one-shot all-reduce, all-gather, reduce-scatter, broadcast
-// and reduce of a few hundred bytes on one node, src/exec/board.cc): it
+// One-shot over shared memory (oneshot_shm, formerly "the board": one-shot
+// all-reduce, all-gather, reduce-scatter, broadcast and reduce of a few
+// hundred bytes on one node, src/exec/oneshot_shm.cc): it
 // takes the calls it should, gets the right answers in and out of place,
 // keeps its order with calls that go over connections (grouped on one
 // rank, not on another), works across processes, and turns a peer that
@@ -52,7 +53,7 @@ void smallCalls(hocclComm_t comm, int rank, int nranks, size_t count) {
   }
 }
 
-uint64_t boardCalls(hocclComm_t comm) { return comm->boardSeq; }
+uint64_t oneShotShmCalls(hocclComm_t comm) { return comm->oneShotSeq; }
 
 // From `root`: a broadcast out of place (non-roots pass no send buffer)
 // and one in place, a sum reduce (non-roots pass no receive buffer) and an
@@ -87,67 +88,67 @@ void rootedCalls(hocclComm_t comm, int rank, int nranks, int root, size_t count)
   }
 }
 
-TEST(Board, SmallCallsRunThereLargeOnesDoNot) {
+TEST(OneShotShm, SmallCallsRunThereLargeOnesDoNot) {
   std::string err;
   ASSERT_TRUE(runThreads(4, [](hocclComm_t comm, int rank) {
     smallCalls(comm, rank, 4, 1);
-    smallCalls(comm, rank, 4, 30);  // reduce-scatter: 480 bytes, still on the board
-    EXPECT_EQ(boardCalls(comm), 8u);
-    smallCalls(comm, rank, 4, 40);  // all-gather 160 B and all-reduce on the board; reduce-scatter 640 B is not
-    EXPECT_EQ(boardCalls(comm), 11u);
+    smallCalls(comm, rank, 4, 30);  // reduce-scatter: 480 bytes, still one-shot over shared memory
+    EXPECT_EQ(oneShotShmCalls(comm), 8u);
+    smallCalls(comm, rank, 4, 40);  // all-gather 160 B and all-reduce there; reduce-scatter 640 B is not
+    EXPECT_EQ(oneShotShmCalls(comm), 11u);
     smallCalls(comm, rank, 4, 1000);  // none
-    EXPECT_EQ(boardCalls(comm), 11u);
+    EXPECT_EQ(oneShotShmCalls(comm), 11u);
   }, &err)) << err;
 }
 
-TEST(Board, AcrossProcesses) {
+TEST(OneShotShm, AcrossProcesses) {
   std::string err;
   ASSERT_TRUE(spawn(inProcesses(3, 60), [](hocclComm_t comm, int rank) {
     for (int i = 0; i < 50; ++i) smallCalls(comm, rank, 3, 1 + i % 13);
-    EXPECT_EQ(boardCalls(comm), 200u);
+    EXPECT_EQ(oneShotShmCalls(comm), 200u);
   }, &err)) << err;
 }
 
-TEST(Board, BroadcastAndReduceRunThereFromEveryRoot) {
+TEST(OneShotShm, BroadcastAndReduceRunThereFromEveryRoot) {
   std::string err;
   ASSERT_TRUE(runThreads(4, [](hocclComm_t comm, int rank) {
     for (int root = 0; root < 4; ++root) rootedCalls(comm, rank, 4, root, 1 + root * 40);  // 4-484 bytes
-    EXPECT_EQ(boardCalls(comm), 16u);
+    EXPECT_EQ(oneShotShmCalls(comm), 16u);
     rootedCalls(comm, rank, 4, 2, 200);  // 800 bytes: over connections
-    EXPECT_EQ(boardCalls(comm), 16u);
+    EXPECT_EQ(oneShotShmCalls(comm), 16u);
   }, &err)) << err;
 }
 
 // Calls of every kind in turn from changing roots, across processes: a
-// broadcast's root reads no payload, so only the board's rule that every
+// broadcast's root reads no payload, so only the slots' rule that every
 // rank waits for every post keeps a fast root from rewriting a slot a slow
 // rank still reads.
-TEST(Board, RootedAndUnrootedCallsInTurnAcrossProcesses) {
+TEST(OneShotShm, RootedAndUnrootedCallsInTurnAcrossProcesses) {
   std::string err;
   ASSERT_TRUE(spawn(inProcesses(3, 60), [](hocclComm_t comm, int rank) {
     for (int i = 0; i < 40; ++i) {
       rootedCalls(comm, rank, 3, i % 3, 1 + i % 17);
       smallCalls(comm, rank, 3, 1 + i % 5);
     }
-    EXPECT_EQ(boardCalls(comm), 320u);
+    EXPECT_EQ(oneShotShmCalls(comm), 320u);
   }, &err)) << err;
 }
 
-TEST(Board, AForcedAlgorithmKeepsCallsOffIt) {
+TEST(OneShotShm, AForcedAlgorithmKeepsCallsOffIt) {
   Options o;
   o.ranks = 3;
   o.algorithm = "ring";
   std::string err;
   ASSERT_TRUE(spawn(o, [](hocclComm_t comm, int rank) {
     smallCalls(comm, rank, 3, 5);
-    EXPECT_EQ(boardCalls(comm), 0u);
+    EXPECT_EQ(oneShotShmCalls(comm), 0u);
   }, &err)) << err;
 }
 
-// One rank groups board calls with a call over connections; the other
+// One rank groups oneshot_shm calls with a call over connections; the other
 // makes the same calls one by one. The group's calls on one communicator
 // run in order, as the other rank's do.
-TEST(Board, GroupedOnOneRankOneByOneOnTheOther) {
+TEST(OneShotShm, GroupedOnOneRankOneByOneOnTheOther) {
   std::string err;
   ASSERT_TRUE(runThreads(2, [](hocclComm_t comm, int rank) {
     const size_t counts[] = {3, 4000, 5, 7, 2};
@@ -164,13 +165,13 @@ TEST(Board, GroupedOnOneRankOneByOneOnTheOther) {
     }
     for (auto& b : bufs)
       for (float v : b) ASSERT_EQ(v, 3.0f);
-    EXPECT_EQ(boardCalls(comm), 4u);
+    EXPECT_EQ(oneShotShmCalls(comm), 4u);
   }, &err)) << err;
 }
 
-// Rank 0's call fits the board, rank 1's does not (or is another
+// Rank 0's call fits the one-shot slots, rank 1's does not (or is another
 // collective): each side sees the other's call and says so.
-void expectBoardMismatch(bool otherIsBroadcast) {
+void expectOneShotShmMismatch(bool otherIsBroadcast) {
   std::string err;
   ASSERT_TRUE(spawn(inProcesses(2, 60), [&](hocclComm_t comm, int rank) {
     std::vector<float> buf(4096, 1.0f);
@@ -185,13 +186,13 @@ void expectBoardMismatch(bool otherIsBroadcast) {
   }, &err)) << err;
 }
 
-TEST(Board, APeerOverConnectionsIsAMismatch) { expectBoardMismatch(false); }
-TEST(Board, APeerInAnotherCollectiveIsAMismatch) { expectBoardMismatch(true); }
+TEST(OneShotShm, APeerOverConnectionsIsAMismatch) { expectOneShotShmMismatch(false); }
+TEST(OneShotShm, APeerInAnotherCollectiveIsAMismatch) { expectOneShotShmMismatch(true); }
 
-// A broadcast's root on the board, its peer over connections (a larger
+// A broadcast's root one-shot over shared memory, its peer over connections (a larger
 // count): the peer, which waits for the root's message, finds the root's
-// call on the board; the root learns it from the peer's abort.
-TEST(Board, ABroadcastPeerOverConnectionsIsAMismatch) {
+// call one-shot; the root learns it from the peer's abort.
+TEST(OneShotShm, ABroadcastPeerOverConnectionsIsAMismatch) {
   std::string err;
   ASSERT_TRUE(spawn(inProcesses(2, 60), [&](hocclComm_t comm, int rank) {
     std::vector<float> buf(4096, 1.0f);
@@ -208,8 +209,8 @@ TEST(Board, ABroadcastPeerOverConnectionsIsAMismatch) {
 namespace {
 
 // A rank that never makes the call: the others time out naming it and the
-// board; one whose process ends: the others say it exited.
-TEST(Board, AMissingOrDeadPeerIsNamed) {
+// one-shot slot it waits on; one whose process ends: the others say it exited.
+TEST(OneShotShm, AMissingOrDeadPeerIsNamed) {
   for (bool dies : {false, true}) {
     Options o = inProcesses(3, 60);
     o.timeoutSec = 0.5;
@@ -225,7 +226,7 @@ TEST(Board, AMissingOrDeadPeerIsNamed) {
       std::string msg = hocclGetLastError(comm);
       const std::vector<const char*> wants =
           dies ? std::vector<const char*>{"rank 2", "exited"}
-               : std::vector<const char*>{"0.5 s (hocclConfig_t.timeoutMs)", "rank 2's input on the shared-memory board"};
+               : std::vector<const char*>{"0.5 s (hocclConfig_t.timeoutMs)", "rank 2's input in its shared-memory one-shot slot"};
       for (const char* want : wants) EXPECT_NE(msg.find(want), std::string::npos) << msg;
     }, &err)) << err;
   }

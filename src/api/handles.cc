@@ -1,11 +1,11 @@
-// The registry of live communicators: every entry point checks that the
-// handle it was given is one, and a call marks the communicator in use so
+// The handle table: the communicators that are live in this process. Every
+// entry point checks that the handle it was given is one, and a call marks the communicator in use so
 // that hocclCommAbort on another thread waits for it before freeing.
 //
-// Both happen on every call, so they have a path without the registry's
+// Both happen on every call, so they have a path without the table's
 // lock and without atomic read-modify-writes:
-// - Each thread remembers the last communicator it found in the registry
-//   and the registry's removal count then. While nothing has been removed
+// - Each thread remembers the last communicator it found in the table
+//   and the table's removal count then. While nothing has been removed
 //   since, that communicator is still live.
 // - A thread marks a communicator in use by writing it into one of its
 //   hazard slots (a word only that thread writes) before it checks the
@@ -34,26 +34,26 @@
 namespace hoccl {
 namespace {
 
-std::mutex registryMutex;
+std::mutex handlesMutex;
 // Each live communicator with the process that made it: one inherited by a
 // fork()ed child lives on in the parent, and its shared memory and
 // connections are the parent's, so the child is refused it by name.
-std::map<hocclComm*, pid_t>& registry() {
+std::map<hocclComm*, pid_t>& liveHandles() {
   static std::map<hocclComm*, pid_t> live;
   return live;
 }
 std::atomic<uint64_t> removals{0};  // communicators removed so far
 std::atomic<pid_t> thisProcess{0};  // getpid(), kept here: the slow path asks often
 
-// A fork() while another thread holds the registry would leave it locked in
+// A fork() while another thread holds the table's lock would leave it locked in
 // the child; and the forking thread's "known live" answer must not carry
-// over (the child's first use of a communicator asks the registry).
-void beforeFork() { registryMutex.lock(); }
-void afterForkInParent() { registryMutex.unlock(); }
+// over (the child's first use of a communicator asks the table).
+void beforeFork() { handlesMutex.lock(); }
+void afterForkInParent() { handlesMutex.unlock(); }
 void afterForkInChild() {
   thisProcess.store(getpid(), std::memory_order_relaxed);
   removals.fetch_add(1, std::memory_order_relaxed);
-  registryMutex.unlock();
+  handlesMutex.unlock();
 }
 
 // membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) registered for this process:
@@ -117,10 +117,10 @@ HOCCL_THREAD_LOCAL unsigned slotsUsed = 0;  // bit i: slot i holds a communicato
 HOCCL_THREAD_LOCAL hocclComm* knownLive = nullptr;
 HOCCL_THREAD_LOCAL uint64_t knownRemovals = ~uint64_t{0};
 
-Status checkLive(hocclComm* comm, const char* fn) {  // under registryMutex
+Status checkLive(hocclComm* comm, const char* fn) {  // under handlesMutex
   if (!comm) return errorf(hocclInvalidArgument, "%s: comm is NULL", fn);
-  auto it = registry().find(comm);
-  if (it == registry().end())
+  auto it = liveHandles().find(comm);
+  if (it == liveHandles().end())
     return errorf(hocclInvalidUsage, "%s: comm %p is not a live communicator (destroyed, aborted or never created)",
                   fn, static_cast<void*>(comm));
   if (it->second != thisProcess.load(std::memory_order_relaxed))
@@ -142,16 +142,16 @@ bool inAnySlot(hocclComm* comm) {
 
 void registerComm(hocclComm* comm) {
   decideFences();
-  static uint64_t registered = 0;  // under registryMutex
-  std::lock_guard<std::mutex> lock(registryMutex);
+  static uint64_t registered = 0;  // under handlesMutex
+  std::lock_guard<std::mutex> lock(handlesMutex);
   comm->serial = ++registered;
-  registry()[comm] = thisProcess.load(std::memory_order_relaxed);
+  liveHandles()[comm] = thisProcess.load(std::memory_order_relaxed);
 }
 
 bool unregisterComm(hocclComm* comm) {
   {
-    std::lock_guard<std::mutex> lock(registryMutex);
-    if (!registry().erase(comm)) return false;
+    std::lock_guard<std::mutex> lock(handlesMutex);
+    if (!liveHandles().erase(comm)) return false;
     removals.fetch_add(1, std::memory_order_relaxed);
   }
   heavyFence();  // from here on, every thread that enters comm sees the new count
@@ -168,7 +168,7 @@ bool waitUnused(hocclComm* comm, double seconds) {
 }
 
 Status checkComm(hocclComm* comm, const char* fn) {
-  std::lock_guard<std::mutex> lock(registryMutex);
+  std::lock_guard<std::mutex> lock(handlesMutex);
   return checkLive(comm, fn);
 }
 
@@ -187,8 +187,8 @@ __attribute__((noinline)) Status enterSlowly(hocclComm* comm, CommUse* use, cons
     }
   }
   if (i >= 0) {
-    // Ask the registry, holding the slot so that the answer stays true.
-    std::lock_guard<std::mutex> lock(registryMutex);
+    // Ask the table, holding the slot so that the answer stays true.
+    std::lock_guard<std::mutex> lock(handlesMutex);
     Status st = checkLive(comm, fn);
     if (!st.ok()) {
       h->slot[i].store(nullptr, std::memory_order_release);
@@ -202,7 +202,7 @@ __attribute__((noinline)) Status enterSlowly(hocclComm* comm, CommUse* use, cons
     return Status();
   }
   // Every slot taken (a group over many communicators): count it instead.
-  std::lock_guard<std::mutex> lock(registryMutex);
+  std::lock_guard<std::mutex> lock(handlesMutex);
   HOCCL_TRY(checkLive(comm, fn));
   comm->inFlight.fetch_add(1);
   use->comm = comm;

@@ -1,6 +1,6 @@
 // The verifier's checks of what buildExecutable adds to a builder's
 // schedule: zero-count sync messages pair up like any other message, and a
-// value marked `stable` (sent by reference) is never overwritten before the
+// value marked `zeroCopyEligible` (sent by reference) is never overwritten before the
 // receiving step has completed, whatever the timing.
 #include <gtest/gtest.h>
 
@@ -70,15 +70,15 @@ TEST(ZeroCount, StepKinds) {
   EXPECT_STREQ(stepKindName(reduce), "invalid");
 }
 
-// ------------------------------------------------------------ stable values
+// --------------------------------------------------------- zero-copy values
 
 // Broadcast of 4 elements from rank 0 to rank 1, in place unless said.
-// Rank 0 copies its input to its output and sends it (stable: it lends its
-// input by reference), then writes its output again, which in place is the
-// lent input; `order` says what orders that write after rank 1's receive:
+// Rank 0 copies its input to its output and sends it (zero-copy: it sends
+// its input by reference), then writes its output again, which in place is
+// that input; `order` says what orders that write after rank 1's receive:
 // 0 nothing, 1 an empty message from rank 1, 2 a dependency on the sending
 // step only, 3 a dependency on the step that receives rank 1's message.
-std::vector<Schedule> lendThenWrite(int order, bool stable = true, bool inPlace = true) {
+std::vector<Schedule> sendByRefThenWrite(int order, bool zeroCopy = true, bool inPlace = true) {
   std::vector<Schedule> all(2);
   for (int r = 0; r < 2; ++r) {
     all[r].key = makeKey(CollKind::Broadcast, 2, 4);
@@ -88,7 +88,7 @@ std::vector<Schedule> lendThenWrite(int order, bool stable = true, bool inPlace 
   }
   std::vector<Step>& root = all[0].channels[0].steps;
   root.push_back(makeStep(-1, 1, false, {Buf::Input, 0}, {Buf::Output, 0}, 4));
-  root.back().stable = stable;
+  root.back().zeroCopyEligible = zeroCopy;
   all[1].channels[0].steps.push_back(makeStep(0, -1, false, {}, {Buf::Output, 0}, 4));
   Step rewrite = makeStep(-1, -1, false, {Buf::Input, 0}, {Buf::Output, 0}, 4);
   if (order == 1 || order == 3) {
@@ -105,64 +105,65 @@ std::vector<Schedule> lendThenWrite(int order, bool stable = true, bool inPlace 
   return all;
 }
 
-TEST(Stable, OverwriteBeforeTheReceiverConsumedIsCaught) {
-  expectError(lendThenWrite(0),
-              "rank 0 ch 0 step 1 (copy n 4) may overwrite Input[0+4], which rank 0 ch 0 step 0 (copySend n 4) lends "
-              "by reference (stable) to rank 1, before rank 1 ch 0 step 0 (recv n 4) has consumed it");
-  expectError(lendThenWrite(2), "rank 0 ch 1 step 0 (copy n 4) may overwrite Input[0+4]");
+TEST(ZeroCopy, OverwriteBeforeTheReceiverConsumedIsCaught) {
+  expectError(sendByRefThenWrite(0),
+              "rank 0 ch 0 step 1 (copy n 4) may overwrite Input[0+4], which rank 0 ch 0 step 0 (copySend n 4) sends "
+              "by reference (zero-copy) to rank 1, before rank 1 ch 0 step 0 (recv n 4) has consumed it");
+  expectError(sendByRefThenWrite(2), "rank 0 ch 1 step 0 (copy n 4) may overwrite Input[0+4]");
   // Not sent by reference: the value is copied when sent.
-  EXPECT_TRUE(verifySchedules(lendThenWrite(0, false)).ok);
-  // Out of place a copySend lends its input, not the copy it makes, so
-  // writing the output again does not touch the lent value.
-  EXPECT_TRUE(verifySchedules(lendThenWrite(0, true, false)).ok);
+  EXPECT_TRUE(verifySchedules(sendByRefThenWrite(0, false)).ok);
+  // Out of place a copySend sends its input by reference, not the copy it
+  // makes, so writing the output again does not touch that value.
+  EXPECT_TRUE(verifySchedules(sendByRefThenWrite(0, true, false)).ok);
 }
 
-// A copySend lends src before its own copy to dst, so that copy must not
+// A copySend sends src by reference before its own copy to dst, so that copy must not
 // land on part of src; landing exactly on it (in-place all-gather's own
 // block) is harmless.
-TEST(Stable, OwnCopyOverPartOfTheLentSourceIsNotStable) {
+TEST(ZeroCopy, OwnCopyOverPartOfTheSourceSentIsNotEligible) {
   Schedule s;
   s.key = makeKey(CollKind::AllGather, 2, 4);
   s.key.inPlace = true;  // rank 0's Input is Output[0, 4)
   s.channels.resize(1);
   s.channels[0].steps.push_back(makeStep(-1, 1, false, {Buf::Input, 0}, {Buf::Output, 2}, 4));
-  markStableValues(&s);
-  EXPECT_FALSE(s.channels[0].steps[0].stable);
+  markZeroCopyEligible(&s);
+  EXPECT_FALSE(s.channels[0].steps[0].zeroCopyEligible);
   s.channels[0].steps[0].dst = {Buf::Output, 0};
-  markStableValues(&s);
-  EXPECT_TRUE(s.channels[0].steps[0].stable);
+  markZeroCopyEligible(&s);
+  EXPECT_TRUE(s.channels[0].steps[0].zeroCopyEligible);
   s.key.inPlace = false;  // apart
   s.channels[0].steps[0].dst = {Buf::Output, 2};
-  markStableValues(&s);
-  EXPECT_TRUE(s.channels[0].steps[0].stable);
+  markZeroCopyEligible(&s);
+  EXPECT_TRUE(s.channels[0].steps[0].zeroCopyEligible);
 }
 
-TEST(Stable, OverwriteAfterTheReceiverConsumedIsAccepted) {
+TEST(ZeroCopy, OverwriteAfterTheReceiverConsumedIsAccepted) {
   for (int order : {1, 3}) {
-    const VerifyResult res = verifySchedules(lendThenWrite(order));
+    const VerifyResult res = verifySchedules(sendByRefThenWrite(order));
     EXPECT_TRUE(res.ok) << order << ": " << res.error;
   }
 }
 
-TEST(Stable, ValueMustLiveInTheSendersBuffers) {
+TEST(ZeroCopy, ValueMustLiveInTheSendersBuffers) {
   const AlgoInfo& ring = algorithmInfo(AlgoId::Ring);
   std::vector<Schedule> all = executables(ring, makeKey(CollKind::AllReduce, 3, 9), false);
   Step& middle = all[1].channels[0].steps[1];
   ASSERT_STREQ(stepKindName(middle), "recvReduceSend");
-  EXPECT_FALSE(middle.stable);
-  middle.stable = true;
-  expectError(all, "rank 1 ch 0 step 1 (recvReduceSend n 3): marked stable, but its value is built in the send slot");
+  EXPECT_FALSE(middle.zeroCopyEligible);
+  middle.zeroCopyEligible = true;
+  expectError(all, "rank 1 ch 0 step 1 (recvReduceSend n 3): marked zero-copy eligible, but its value is built in "
+                   "the send slot");
   all = executables(ring, makeKey(CollKind::AllReduce, 3, 9), false);
   Step& last = all[2].channels[0].steps.back();
   ASSERT_EQ(last.sendPeer, -1);
-  last.stable = true;
-  expectError(all, "marked stable but sends nothing");
+  last.zeroCopyEligible = true;
+  expectError(all, "marked zero-copy eligible but sends nothing");
 }
 
-// Where markStableValues marks a value, nothing writes it later: its marks
-// pass the exact check, and so does marking nothing. Two nodes of three
+// Where markZeroCopyEligible marks a value, nothing writes it later: its
+// marks pass the exact check, and so does marking nothing. Two nodes of three
 // ranks, so that HO-Ring runs its three phases on three channels.
-TEST(Stable, MarkedValuesOfEveryAlgorithmPass) {
+TEST(ZeroCopy, MarkedValuesOfEveryAlgorithmPass) {
   auto nodes = std::make_shared<Grouping>();
   nodes->groupOf = {0, 0, 0, 1, 1, 1};
   for (const AlgoInfo& algo : allAlgorithms()) {
@@ -175,13 +176,13 @@ TEST(Stable, MarkedValuesOfEveryAlgorithmPass) {
       int marked = 0;
       for (const Schedule& s : all)
         for (const Channel& c : s.channels)
-          for (const Step& st : c.steps) marked += st.stable;
+          for (const Step& st : c.steps) marked += st.zeroCopyEligible;
       EXPECT_GT(marked, 0) << algo.name;
       VerifyResult res = verifySchedules(all);
       EXPECT_TRUE(res.ok) << algo.name << ": " << res.error;
       for (Schedule& s : all)
         for (Channel& c : s.channels)
-          for (Step& st : c.steps) st.stable = false;
+          for (Step& st : c.steps) st.zeroCopyEligible = false;
       res = verifySchedules(all);
       EXPECT_TRUE(res.ok) << algo.name << ": " << res.error;
     }
