@@ -249,17 +249,7 @@ TEST_F(CudaDeviceTest, ACallCapturedIntoAGraphKeepsTheCaptureRules) {
   const std::vector<void*>& streams = ranks.streams;
   const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 5000, false, 0};
   ASSERT_TRUE(ranks.world.run([&](hocclComm_t comm, int rank) {
-    for (int round = 0; round < 2; ++round) {  // the first sets the schedule up under capture
-      Buffers b(fake.get(), c, n, rank);
-      fake->setCapture(streams[rank], cuda::kCaptureStatusActive);
-      ASSERT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclSuccess) << hocclGetLastError(comm);
-      EXPECT_EQ(fake->captureStatus(streams[rank]), cuda::kCaptureStatusActive) << "the call broke the capture";
-      fake->setCapture(streams[rank], cuda::kCaptureStatusNone);
-      ASSERT_EQ(callApi(c, b.host.in(), b.host.out(), comm, nullptr), hocclSuccess);
-      ASSERT_TRUE(fake->sync(streams[rank]));
-      EXPECT_TRUE(b.same()) << "round " << round << " rank " << rank;
-      runAndCompare(fake.get(), c, comm, rank, n, streams[rank]);  // outside the capture, after it
-    }
+    runCapturedAndCompare(fake.get(), c, comm, rank, n, streams[rank]);
   }));
 }
 

@@ -151,17 +151,7 @@ TEST_F(CudaDeviceNetTest, ACallCapturedIntoAGraphRunsAcrossHosts) {
     std::vector<void*> streams = {fake->createStream(), fake->createStream()};
     const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 70000, false, 0};
     ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
-      for (int round = 0; round < 2; ++round) {
-        Buffers b(fake.get(), c, 2, rank);
-        fake->setCapture(streams[rank], cuda::kCaptureStatusActive);
-        ASSERT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclSuccess) << hocclGetLastError(comm);
-        EXPECT_EQ(fake->captureStatus(streams[rank]), cuda::kCaptureStatusActive) << "the call broke the capture";
-        fake->setCapture(streams[rank], cuda::kCaptureStatusNone);
-        ASSERT_EQ(callApi(c, b.host.in(), b.host.out(), comm, nullptr), hocclSuccess);
-        ASSERT_TRUE(fake->sync(streams[rank]));
-        EXPECT_TRUE(b.same()) << "round " << round << " rank " << rank;
-        runAndCompare(fake.get(), c, comm, rank, 2, streams[rank]);
-      }
+      runCapturedAndCompare(fake.get(), c, comm, rank, 2, streams[rank]);
     }));
   }
 }

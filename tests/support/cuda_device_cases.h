@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hoccl.h"
+#include "base/cuda_device_api.h"
 #include "base/log.h"
 #include "src/exec/dataops.h"
 #include "src/tune/tuner.h"
@@ -125,6 +126,25 @@ inline void runAndCompare(FakeCuda* fake, const Case& c, hocclComm_t comm, int r
   ASSERT_EQ(hocclCommGetAsyncError(comm, &async), hocclSuccess);
   ASSERT_EQ(async, hocclSuccess) << describe(c) << ": " << hocclGetLastError(comm);
   EXPECT_TRUE(b.same()) << describe(c) << " rank " << rank << ": device and host results differ";
+}
+
+// `c` captured into a CUDA graph on `stream` (the fake runs captured work
+// at once, as one replay would), twice: the first capture also sets the
+// schedule up. The capture must survive the call and the result match the
+// host's; after each, the call runs again outside any capture.
+inline void runCapturedAndCompare(FakeCuda* fake, const Case& c, hocclComm_t comm, int rank, int nranks,
+                                  void* stream) {
+  for (int round = 0; round < 2; ++round) {
+    Buffers b(fake, c, nranks, rank);
+    fake->setCapture(stream, cuda::kCaptureStatusActive);
+    ASSERT_EQ(callApi(c, b.devIn(), b.devOut(), comm, stream), hocclSuccess) << hocclGetLastError(comm);
+    EXPECT_EQ(fake->captureStatus(stream), cuda::kCaptureStatusActive) << "the call broke the capture";
+    fake->setCapture(stream, cuda::kCaptureStatusNone);
+    ASSERT_EQ(callApi(c, b.host.in(), b.host.out(), comm, nullptr), hocclSuccess);
+    ASSERT_TRUE(fake->sync(stream));
+    EXPECT_TRUE(b.same()) << "round " << round << " rank " << rank;
+    runAndCompare(fake, c, comm, rank, nranks, stream);  // outside the capture, after it
+  }
 }
 
 // Communicators of `n` ranks as threads, made by hocclCommInitRank.
