@@ -67,6 +67,7 @@ const Verbs* loadVerbs(std::string* why) {
       failure = "libibverbs.so.1 lacks " + missing;
       return;
     }
+    v.regDmabufMr = reinterpret_cast<decltype(v.regDmabufMr)>(dlsym(lib, "ibv_reg_dmabuf_mr"));
     loaded = &verbs;
   });
   if (!loaded && why) *why = failure;

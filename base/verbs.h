@@ -38,6 +38,9 @@ struct Verbs {
   int (*modifyQp)(ibv_qp*, ibv_qp_attr*, int);
   int (*destroyQp)(ibv_qp*);
   const char* (*wcStatusStr)(ibv_wc_status);
+  // Optional (rdma-core 34 and later; null when the library lacks it):
+  // registering a dma-buf, GPU memory the NIC reads and writes directly.
+  ibv_mr* (*regDmabufMr)(ibv_pd*, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
 
   // What verbs.h's inline ibv_query_port does: the extended context's op
   // when the provider has one, else the compat symbol.

@@ -127,6 +127,10 @@ case " $parts " in *" device "*)
     failed=1
   fi
   [ -n "$proxied" ] || { echo "FAILED: no device connection went through the network proxy over IB"; failed=1; }
+  # rxe registers no dma-buf: the probe must say so, and the proxy take
+  # host-pinned slots.
+  grep -q "does not register dma-bufs" "$logs/devallreduce0.err" ||
+    { echo "FAILED: the dma-buf probe did not report rxe's refusal"; failed=1; }
   grep -q "Out of bounds values : 0 OK" "$logs/devallreduce0.out" || { echo "FAILED: device #wrong is not 0"; failed=1; }
   [ $rc = 0 ] && [ -n "$proxied" ] && ran=$((ran + 1))
   echo "=== all_reduce_perf --buffers device: $(took "$t") s" ;;

@@ -34,6 +34,10 @@ struct NetProperties {
   int maxComms = 65536;
   int maxRecvs = 1;         // grouped receives per irecv
   size_t maxP2pBytes = size_t(1) << 31;
+  // Why the network proxy cannot let this device read and write GPU memory
+  // directly (GPUDirect RDMA), for its log: the transport's or the
+  // device's reason ("" never: hoccl does not register GPU memory yet).
+  std::string gdrWhy = "this transport does not register GPU memory";
 };
 
 // Called by a transport's progress thread whenever a request completes or a

@@ -497,6 +497,8 @@ Status NetDeviceConnections::open(const DeviceConnOptions& o, NetChoice choice, 
   HOCCL_TRY(createNetTransport(choice, &net, &how).context("device buffers: the network proxy's transport"));
   const int dev = localIndex % std::max(1, net->devices());
   c->netName_ = how + ", device " + std::to_string(dev);
+  NetProperties props;
+  c->gdrWhy_ = net->getProperties(dev, &props).ok() ? props.gdrWhy : "its properties are unknown";
   c->proxy_->start(std::move(net), dev);
   *out = std::move(c);
   return Status();
@@ -529,8 +531,8 @@ Status NetDeviceConnections::connect(const std::vector<DeviceEdge>& edges) {
       (void)(m.e.send ? proxy_->net().closeSend(m.comm) : proxy_->net().closeRecv(m.comm));
       continue;
     }
-    HINFO(kSubNet, "device buffers: %s: %s, %s (HOCCL_NET_DEVICE_PATH=%s)", h->describe(rank).c_str(),
-          netName_.c_str(), pathName(path), o_.settings.netPath.c_str());
+    HINFO(kSubNet, "device buffers: %s: %s, %s (HOCCL_NET_DEVICE_PATH=%s; no GPUDirect RDMA: %s)",
+          h->describe(rank).c_str(), netName_.c_str(), pathName(path), o_.settings.netPath.c_str(), gdrWhy_.c_str());
     proxy_->add(std::move(h));
   }
   HOCCL_TRY(st);

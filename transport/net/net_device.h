@@ -69,6 +69,7 @@ class NetDeviceConnections final : public DeviceConnections {
   explicit NetDeviceConnections(const DeviceConnOptions& o);
   DeviceConnOptions o_;
   std::string netName_;
+  std::string gdrWhy_;  // why the NIC does not reach GPU memory here (NetProperties::gdrWhy)
   std::unique_ptr<NetProxy> proxy_;
 };
 

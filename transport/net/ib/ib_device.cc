@@ -152,9 +152,10 @@ Status openDevices(const Verbs& v, const IbNetOptions& opt, std::vector<std::uni
       std::string link = "/sys/class/infiniband/" + hca + "/device";
       if (realpath(link.c_str(), real)) dev->pciPath = real;
       dev->speedMbps = portMbps(dev->attr.active_speed, dev->attr.active_width);
-      HINFO(kSubNet, "IB: using %s (%s, GID %d %s %s, MTU %d, %d Mbit/s)", dev->name.c_str(),
+      probeDmabuf(v, dev.get());
+      HINFO(kSubNet, "IB: using %s (%s, GID %d %s %s, MTU %d, %d Mbit/s; dma-buf: %s)", dev->name.c_str(),
             ethernet ? "RoCE" : "InfiniBand", dev->gidIndex, dev->gidType.c_str(), gidText(dev->gid.raw).c_str(),
-            128 << dev->attr.active_mtu, dev->speedMbps);
+            128 << dev->attr.active_mtu, dev->speedMbps, dev->dmabuf ? "yes" : ("no, " + dev->dmabufWhy).c_str());
       out->push_back(std::move(dev));
     }
   }
@@ -165,6 +166,26 @@ Status openDevices(const Verbs& v, const IbNetOptions& opt, std::vector<std::uni
     return errorf(hocclSystemError, "no usable RDMA port: %s", all.empty() ? "none found" : all.c_str());
   }
   return Status();
+}
+
+void probeDmabuf(const Verbs& v, Device* d) {
+  d->dmabuf = false;
+  if (!v.regDmabufMr) {
+    d->dmabufWhy = "libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than 34)";
+    return;
+  }
+  errno = 0;
+  ibv_mr* mr = v.regDmabufMr(d->pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+  const int err = errno;
+  if (mr) {  // a provider that registered fd -1: not one to trust
+    v.deregMr(mr);
+    d->dmabufWhy = "ibv_reg_dmabuf_mr accepted an invalid fd";
+  } else if (err == EBADF) {
+    d->dmabuf = true;
+    d->dmabufWhy.clear();
+  } else {
+    d->dmabufWhy = std::string("the provider does not register dma-bufs (ibv_reg_dmabuf_mr: ") + strerror(err) + ")";
+  }
 }
 
 void closeDevice(const Verbs& v, Device* d) {

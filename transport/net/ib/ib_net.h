@@ -116,8 +116,17 @@ struct Device {
   uint64_t guid = 0;
   std::string pciPath;
   int speedMbps = 0;
+  // Whether the device registers dma-bufs (GPUDirect RDMA without
+  // nvidia_peermem), as probeDmabuf found; if not, why.
+  bool dmabuf = false;
+  std::string dmabufWhy;
   MrCache mrs;
 };
+
+// Asks the provider whether it registers dma-bufs, as NCCL's IB plugin
+// does: ibv_reg_dmabuf_mr with fd -1 fails with EBADF where it does and
+// with EOPNOTSUPP (or EPROTONOSUPPORT) where it does not (rxe).
+void probeDmabuf(const Verbs& v, Device* d);
 
 // Opens every active port `opt` allows; on none, says why (no library, no
 // device, all ports down, the rule matched nothing, no usable GID).

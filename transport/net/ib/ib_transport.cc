@@ -72,6 +72,7 @@ Status IbTransport::getProperties(int dev, NetProperties* p) const {
   p->pciPath = d.pciPath;
   p->guid = d.guid;
   p->ptrSupport = kPtrHost;
+  p->gdrWhy = d.dmabuf ? "the device registers dma-bufs, but hoccl's proxy does not use them yet" : d.dmabufWhy;
   p->regIsGlobal = 1;
   p->speedMbps = d.speedMbps;
   p->maxRecvs = 1;

@@ -66,6 +66,7 @@ class SocketTransport : public NetTransport, private SocketPump {
     *p = NetProperties();
     p->name = ifname;
     p->ptrSupport = kPtrHost;
+    p->gdrWhy = "TCP sockets send from and receive into host memory";
     p->speedMbps = readSpeedMbps(ifname);
     p->maxRecvs = kMaxRecvs;
     p->maxP2pBytes = size_t(1) << 30;
