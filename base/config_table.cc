@@ -481,8 +481,8 @@ std::vector<SettingDecl> makeTable() {
        field<std::string>(&S::netDevicePath, oneOf({"auto", "host", "copy"})), kPerRank},
       {"HOCCL_PROXY_SPIN_US", "200",
        "Device buffers across hosts: microseconds the network proxy keeps polling after it last moved a "
-       "message; after that it looks every 20 us while a launch of its communicator runs, and sleeps "
-       "otherwise.",
+       "message; after that, while a launch of its communicator runs, it looks again after 20 us, "
+       "doubling the delay up to HOCCL_PROXY_IDLE_US while nothing moves, and sleeps otherwise.",
        field<double>(&S::proxySpinUs, microseconds()), kPerRank},
       {"HOCCL_PROXY_IDLE_US", "1000",
        "Device buffers across hosts: the longest the network proxy sleeps between looks at its "

@@ -22,8 +22,10 @@ namespace {
 constexpr uint32_t kTagDevNet = 0x70000000;  // | link: a receive half's listen handle
 constexpr uint32_t kMaxLink = 0x00ffffff;
 constexpr size_t kFrameHeader = sizeof(DevSlotHeader);
-// How often the proxy looks at its connections while a launch runs and
-// nothing moved for HOCCL_PROXY_SPIN_US.
+// How soon the proxy looks at its connections again while a launch runs
+// and nothing moved for HOCCL_PROXY_SPIN_US; the delay doubles while
+// nothing moves, up to HOCCL_PROXY_IDLE_US (every look is a system call,
+// and a rank's processes share the cores with the proxies of its host).
 constexpr int64_t kPendingPollUs = 20;
 
 enum class Path { Host, Copy };
@@ -415,6 +417,7 @@ void NetProxy::run() {
   const auto idle = std::chrono::microseconds(int64_t(std::max(1.0, o_.settings.proxyIdleUs)));
   double lastMoved = nowSec(), lastHealth = lastMoved, lastWatch = lastMoved;
   bool watchFailed = false;
+  int64_t backoffUs = kPendingPollUs;  // the next look's delay while a launch runs and nothing moves
   for (;;) {
     uint64_t seen;
     {
@@ -445,6 +448,7 @@ void NetProxy::run() {
     }
     if (moved) {
       lastMoved = now;
+      backoffUs = kPendingPollUs;
       continue;
     }
     if (now - lastMoved < spinSec) {
@@ -456,9 +460,10 @@ void NetProxy::run() {
     // waits for a slow peer costs that much more), and at once when the
     // transport completes something or the executor launches.
     const bool pending = o_.launchPending && o_.launchPending();
+    const auto wait = pending ? std::min(idle, std::chrono::microseconds(backoffUs)) : idle;
+    if (pending) backoffUs = std::min<int64_t>(backoffUs * 2, idle.count());
     std::unique_lock<std::mutex> l(sleepMu_);
-    cv_.wait_for(l, pending ? std::min(idle, std::chrono::microseconds(kPendingPollUs)) : idle,
-                 [&] { return stop_ || wakes_ != seen; });
+    cv_.wait_for(l, wait, [&] { return stop_ || wakes_ != seen; });
   }
 }
 

@@ -29,10 +29,11 @@
 // The proxy is one thread per communicator's device connections (NCCL's
 // choice: a communicator's aborts, timeouts and teardown stay its own). It
 // spins for HOCCL_PROXY_SPIN_US after it last moved something; then, while
-// a launch of its communicator may run, it looks every 20 us, and
-// otherwise sleeps; the transport completing a request or the executor
-// launching wakes it at once. Asleep, it looks every HOCCL_PROXY_IDLE_US
-// (how long a replayed graph's first message can wait for it).
+// a launch of its communicator may run, it looks again after 20 us, then
+// 40, 80, ... up to HOCCL_PROXY_IDLE_US while nothing moves, and otherwise
+// sleeps; the transport completing a request or the executor launching
+// wakes it at once. Asleep, it looks every HOCCL_PROXY_IDLE_US (how long a
+// replayed graph's first message can wait for it).
 #pragma once
 
 #include <memory>
