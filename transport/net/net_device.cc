@@ -154,6 +154,14 @@ class NetProxy {
   bool progressRecv(Half& h);
   void fail(Half& h, const std::string& what, const Status& st);
   void lost(Half& h, const std::string& what, const Status& st);
+  // The copy path: whether message k's copy has ended (kCudaSuccess) or
+  // still runs (kCudaErrorNotReady); any other answer fails the half,
+  // naming `what`.
+  int copyEnded(Half& h, uint64_t k, const char* what) {
+    const int rc = api_.eventQuery(h.events[k % kDevSlots]);
+    if (rc != kCudaSuccess && rc != kCudaErrorNotReady) fail(h, what, cuCheck(rc, "cuEventQuery(network proxy)"));
+    return rc;
+  }
   void release(Half& h);
 
   DeviceConnOptions o_;
@@ -301,12 +309,9 @@ bool NetProxy::progressSend(Half& h) {
   while (h.sent < h.staged) {
     const uint64_t k = h.sent;
     if (h.path == Path::Copy) {
-      const int rc = api_.eventQuery(h.events[k % kDevSlots]);
+      const int rc = copyEnded(h, k, "copying a message out of GPU memory");
       if (rc == kCudaErrorNotReady) break;
-      if (rc != kCudaSuccess) {
-        fail(h, "copying a message out of GPU memory", cuCheck(rc, "cuEventQuery(network proxy)"));
-        return moved;
-      }
+      if (rc != kCudaSuccess) return moved;
     }
     DevSlotHeader hd;
     std::memcpy(&hd, h.frame(k), kFrameHeader);
@@ -389,12 +394,9 @@ bool NetProxy::progressRecv(Half& h) {
   while (h.published < h.received) {
     const uint64_t k = h.published;
     if (h.path == Path::Copy) {
-      const int rc = api_.eventQuery(h.events[k % kDevSlots]);
+      const int rc = copyEnded(h, k, "copying a message into GPU memory");
       if (rc == kCudaErrorNotReady) break;
-      if (rc != kCudaSuccess) {
-        fail(h, "copying a message into GPU memory", cuCheck(rc, "cuEventQuery(network proxy)"));
-        return moved;
-      }
+      if (rc != kCudaSuccess) return moved;
     }
     std::memcpy(&h.mem->header[k % kDevSlots], h.frame(k), kFrameHeader);
     storeRelease(&h.mem->tail, ++h.published);
