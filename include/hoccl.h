@@ -161,6 +161,19 @@ HOCCL_API hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks,
  * rank in comm; color HOCCL_SPLIT_NOCOLOR returns *newcomm = NULL. */
 HOCCL_API hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm,
                                        hocclConfig_t* config);
+/* A communicator of the ranks `ranks[0..nranks)` of comm (distinct, in the
+ * new communicator's rank order: ranks[i] becomes rank i), made from comm
+ * without a new unique id, as MPI_Comm_create_group: only the listed ranks
+ * call it, each with the same list, and the caller must be among them.
+ * Ranks of comm that are not listed take no part and may be busy, hung or
+ * gone. Ranks that take part in several such calls make them in the same
+ * order (else they fail, naming both ranks). config as hocclCommSplit's
+ * (NULL: comm's settings). Errors: hocclInvalidArgument for a NULL pointer,
+ * nranks < 1 or > comm's size, a rank out of range or listed twice, or a
+ * caller not listed; a member that differs in list or order gets
+ * hocclInvalidUsage; a member that never calls, comm's timeout. */
+HOCCL_API hocclResult_t hocclCommCreateGroup(hocclComm_t comm, const int* ranks, int nranks, hocclComm_t* newcomm,
+                                             hocclConfig_t* config);
 HOCCL_API hocclResult_t hocclCommFinalize(hocclComm_t comm);
 /* Destroy frees comm once no call on another thread uses it (waiting up to
  * 1 s; a communicator still in use after that is leaked, with a warning).

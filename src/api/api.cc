@@ -377,6 +377,46 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
   return hocclSuccess;
 }
 
+hocclResult_t hocclCommCreateGroup(hocclComm_t comm, const int* ranks, int nranks, hocclComm_t* newcomm,
+                                   hocclConfig_t* config) {
+  const char* what = "hocclCommCreateGroup";
+  CommUse use;
+  Status st = enterComm(comm, &use, what);
+  if (st.ok() && !newcomm) st = errorf(hocclInvalidArgument, "%s: newcomm is NULL", what);
+  if (st.ok() && !ranks) st = errorf(hocclInvalidArgument, "%s: ranks is NULL", what);
+  if (st.ok() && comm->initPending.load(std::memory_order_acquire))
+    st = errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress", what);
+  if (st.ok() && (nranks < 1 || nranks > comm->nranks))
+    st = errorf(hocclInvalidArgument, "%s: nranks %d must lie in 1..%d (the communicator's size)", what, nranks,
+                comm->nranks);
+  std::vector<int> members;
+  if (st.ok()) {
+    std::vector<bool> seen(comm->nranks, false);
+    bool self = false;
+    for (int i = 0; i < nranks && st.ok(); ++i) {
+      const int r = ranks[i];
+      if (r < 0 || r >= comm->nranks)
+        st = errorf(hocclInvalidArgument, "%s: ranks[%d] = %d is out of range [0, %d)", what, i, r, comm->nranks);
+      else if (seen[r])
+        st = errorf(hocclInvalidArgument, "%s: rank %d is listed twice", what, r);
+      else
+        seen[r] = true;
+      self = self || r == comm->rank;
+      members.push_back(r);
+    }
+    if (st.ok() && !self)
+      st = errorf(hocclInvalidArgument, "%s: the calling rank %d is not in ranks (only members call it)", what,
+                  comm->rank);
+  }
+  if (!st.ok()) return report(use.comm, st);
+  hocclComm* c = nullptr;
+  st = commCreateGroup(comm, members, config, &c);
+  if (!st.ok()) return report(comm, st);
+  registerComm(c);
+  *newcomm = c;
+  return hocclSuccess;
+}
+
 hocclResult_t hocclCommFinalize(hocclComm_t comm) {
   // Host calls complete before they return: nothing is left to flush.
   return report(nullptr, checkComm(comm, "hocclCommFinalize"));

@@ -54,6 +54,9 @@ struct hocclComm : public hoccl::TaskOwner {
   int nranks = 1;
   uint64_t commHash = 0;
   int splitCount = 0;
+  // hocclCommCreateGroup calls so far per member list (by its hash): the
+  // members of one list count alike, whatever else each rank created.
+  std::map<uint64_t, uint64_t> groupCounts;
   hoccl::Settings settings;
   std::string hostId;
   std::unique_ptr<hoccl::Bootstrap> boot;
@@ -254,6 +257,10 @@ int probesMeasuredForTesting();
 // unique id). On error the caller frees c.
 Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config, hocclComm* c);
 Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out);
+// hocclCommCreateGroup: collective over `members` (distinct parent ranks,
+// in the new communicator's rank order; this rank among them) only.
+Status commCreateGroup(hocclComm* parent, const std::vector<int>& members, const hocclConfig_t* config,
+                       hocclComm** out);
 void commFree(hocclComm* comm);
 
 // One validated call of the C API, with the key of its schedule.
