@@ -120,8 +120,9 @@ hoccl_dependency_switch(HOCCL_GLOO "Gloo for the peer benchmark gloo_perf")
 # The PyTorch process-group backend (bindings/torch) is built for the torch of
 # one interpreter, HOCCL_TORCH_PYTHON: by default /usr/bin/python3, whose
 # modules Debian's python3-torch installs (a python3 earlier on PATH, from
-# pyenv or a venv, usually lacks torch). It needs torch 1.13 (the c10d
-# ProcessGroup API of that release), its headers (libtorch-dev) and pybind11.
+# pyenv or a venv, usually lacks torch). It needs torch 1.13 (a c10d
+# ProcessGroup) or 2.x (a c10d Backend; bindings/torch/torch_compat.h), its
+# headers (libtorch-dev) and pybind11.
 hoccl_dependency_switch(HOCCL_BUILD_TORCH "the PyTorch process-group backend (bindings/torch)")
 set(HOCCL_HAVE_TORCH OFF)
 set(HOCCL_TORCH_DETAIL "")
@@ -176,8 +177,8 @@ print(int(importlib.util.find_spec("pytest") is not None))
     foreach(_lib torch torch_cpu c10 torch_python)
       find_library(HOCCL_TORCH_LIB_${_lib} ${_lib} HINTS ${_libdirs})
     endforeach()
-    if(NOT HOCCL_TORCH_VERSION MATCHES "^1\\.13\\.")
-      set(HOCCL_TORCH_DETAIL "torch ${HOCCL_TORCH_VERSION}, but the backend is written for 1.13")
+    if(NOT HOCCL_TORCH_VERSION MATCHES "^(1\\.13|2)\\.")
+      set(HOCCL_TORCH_DETAIL "torch ${HOCCL_TORCH_VERSION}, but the backend is written for 1.13 and 2.x")
     elseif(NOT HOCCL_PYBIND11_INCLUDE_DIR)
       set(HOCCL_TORCH_DETAIL "torch ${HOCCL_TORCH_VERSION} without pybind11 headers")
     elseif(NOT EXISTS "${HOCCL_TORCH_PYTHON_INCLUDE}/Python.h")
@@ -200,7 +201,7 @@ endif()
 if(HOCCL_HAVE_TORCH)
   hoccl_report("PyTorch backend " HOCCL_BUILD_TORCH ON "${HOCCL_TORCH_DETAIL}" "")
 else()
-  hoccl_report("PyTorch backend " HOCCL_BUILD_TORCH OFF "" "torch 1.13 for the backend (${HOCCL_TORCH_DETAIL})")
+  hoccl_report("PyTorch backend " HOCCL_BUILD_TORCH OFF "" "torch 1.13 or 2.x for the backend (${HOCCL_TORCH_DETAIL})")
   if(NOT HOCCL_BUILD_TORCH STREQUAL "OFF")
     message(STATUS "hoccl:   (${HOCCL_TORCH_DETAIL})")
   endif()

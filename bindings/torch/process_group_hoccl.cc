@@ -18,9 +18,18 @@ namespace hoccl_torch {
 
 using c10d::OpType;
 
+namespace {
+// The op type of a coalesced call's Work (torch 1.13 has no COALESCED).
+#if HOCCL_TORCH2
+constexpr OpType kCoalescedOp = OpType::COALESCED;
+#else
+constexpr OpType kCoalescedOp = OpType::UNKNOWN;
+#endif
+}  // namespace
+
 ProcessGroupHoccl::ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                      double timeoutSec, std::string groupName, std::string algorithm)
-    : ProcessGroup(rank, size), groupName_(std::move(groupName)), algorithm_(std::move(algorithm)) {
+    : BaseGroup(rank, size), groupName_(std::move(groupName)), algorithm_(std::move(algorithm)) {
   // hoccl takes whole milliseconds: at least 1 (NaN too), at most what an
   // int holds (24 days; torch's default is 30 minutes).
   const double ms = std::ceil(timeoutSec * 1000);
@@ -60,7 +69,7 @@ int commSize(hocclComm_t comm) {
 }  // namespace
 
 ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int timeoutMs, std::string groupName, std::string algorithm)
-    : ProcessGroup(commRank(comm), commSize(comm)),
+    : BaseGroup(commRank(comm), commSize(comm)),
       comm_(comm),
       timeoutMs_(timeoutMs),
       groupName_(std::move(groupName)),
@@ -82,6 +91,30 @@ c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::split(int color, int ke
   work->wait();  // rethrows the task's error
   if (!*made) return {};
   return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs_, groupName, algorithm_);
+}
+
+c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::createGroup(const std::vector<int>& ranks, double timeoutSec,
+                                                                     const std::string& groupName,
+                                                                     const std::string& algorithm) {
+  int timeoutMs = timeoutMs_;
+  if (timeoutSec > 0) {
+    const double ms = std::ceil(timeoutSec * 1000);
+    timeoutMs = ms >= INT_MAX ? INT_MAX : std::max(1, static_cast<int>(ms));
+  }
+  auto made = std::make_shared<hocclComm_t>(nullptr);
+  auto name = std::make_shared<std::string>(groupName);
+  auto algo = std::make_shared<std::string>(algorithm.empty() ? algorithm_ : algorithm);
+  auto list = std::make_shared<std::vector<int>>(ranks);
+  auto work = enqueue(OpType::UNKNOWN, {}, [this, timeoutMs, made, name, algo, list] {
+    hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+    config.timeoutMs = timeoutMs;
+    config.commName = name->c_str();
+    if (!algo->empty()) config.algorithm = algo->c_str();
+    check(hocclCommCreateGroup(comm_, list->data(), static_cast<int>(list->size()), made.get(), &config),
+          "hocclCommCreateGroup");
+  });
+  work->wait();  // rethrows the task's error
+  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs, groupName, *algo);
 }
 
 std::vector<int> ProcessGroupHoccl::nodeInfo() const {
@@ -237,7 +270,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_allgather_base(at::Tensor& ou
   checkSameType(input, output, m);
   if (output.numel() != size_ * input.numel())
     fail(m + ": the output has " + std::to_string(output.numel()) + " elements; expected " +
-         std::to_string(size_) + " x " + std::to_string(input.numel()));
+         std::to_string(size_) + " x " + std::to_string(input.numel()) +
+         " (the input's); uneven sizes are not supported (all_gather with a list of tensors takes them)");
   Elem e = elemOf(input, m);
   at::Tensor in = input, out = output;
   return enqueue(OpType::_ALLGATHER_BASE, {out}, [this, in, out, e]() mutable {
@@ -313,7 +347,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tenso
   checkSameType(input, output, m);
   if (input.numel() != size_ * output.numel())
     fail(m + ": the input has " + std::to_string(input.numel()) + " elements; expected " +
-         std::to_string(size_) + " x " + std::to_string(output.numel()));
+         std::to_string(size_) + " x " + std::to_string(output.numel()) +
+         " (the output's); uneven sizes are not supported (reduce_scatter with a list of tensors takes them)");
   Elem e = elemOf(input, m);
   RedOp op = redOpOf(opts.reduceOp, input, m);
   at::Tensor in = input, out = output;
@@ -323,6 +358,108 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tenso
     check(hocclReduceScatter(din.data_ptr(), dout.data_ptr(), countOf(dout), e.type, h.op, comm_, nullptr),
           "hocclReduceScatter");
     copyBack(out, dout);
+  }, opts.timeout);
+}
+
+namespace {
+
+// The pairs of a coalesced all-gather or reduce-scatter: as many outputs as
+// inputs, each pair of one dtype, the larger `size` times the smaller.
+// Returns whether all pairs share one dtype.
+bool checkCoalesced(const std::vector<at::Tensor>& small, const std::vector<at::Tensor>& large, int size,
+                    const std::string& m, const char* smallName, const char* largeName) {
+  if (small.empty() || small.size() != large.size())
+    fail(m + ": needs as many outputs as inputs, at least one (got " + std::to_string(large.size()) + " and " +
+         std::to_string(small.size()) + ")");
+  bool oneType = true;
+  for (size_t i = 0; i < small.size(); ++i) {
+    checkTensor(small[i], m);
+    checkTensor(large[i], m);
+    checkSameType(small[i], large[i], m);
+    oneType = oneType && small[i].scalar_type() == small[0].scalar_type();
+    if (large[i].numel() != size * small[i].numel())
+      fail(m + ": " + largeName + " " + std::to_string(i) + " has " + std::to_string(large[i].numel()) +
+           " elements; expected " + std::to_string(size) + " x " + std::to_string(small[i].numel()) + " (its " +
+           smallName + "'s); uneven sizes are not supported");
+  }
+  return oneType;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                                  std::vector<at::Tensor>& inputs,
+                                                                                  const c10d::AllgatherOptions& opts) {
+  const std::string m = "allgather_into_tensor_coalesced";
+  const bool oneType = checkCoalesced(inputs, outputs, size_, m, "input", "output");
+  std::vector<Elem> elems;
+  for (const auto& t : inputs) elems.push_back(elemOf(t, m));
+  std::vector<at::Tensor> ins = inputs, outs = outputs;
+  return enqueue(kCoalescedOp, outs, [this, ins, outs, elems, oneType]() mutable {
+    if (!oneType) {  // one call per pair
+      for (size_t i = 0; i < ins.size(); ++i) {
+        at::Tensor din = dense(ins[i]), dout = dense(outs[i]);
+        check(hocclAllGather(din.data_ptr(), dout.data_ptr(), countOf(din), elems[i].type, comm_, nullptr),
+              "hocclAllGather");
+        copyBack(outs[i], dout);
+      }
+      return;
+    }
+    // One all-gather of the inputs laid end to end: rank r's block of the
+    // result holds every input of rank r, in order.
+    at::Tensor flat = concat(ins);
+    const int64_t total = flat.numel();
+    at::Tensor all = at::empty({size_ * total}, flat.options());
+    check(hocclAllGather(flat.data_ptr(), all.data_ptr(), countOf(flat), elems[0].type, comm_, nullptr),
+          "hocclAllGather (coalesced)");
+    at::Tensor byRank = all.view({size_, total});
+    int64_t off = 0;
+    for (auto& o : outs) {
+      const int64_t n = o.numel() / size_;
+      o.copy_(byRank.narrow(1, off, n).reshape(o.sizes()));
+      off += n;
+    }
+  }, opts.timeout);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  const std::string m = "reduce_scatter_tensor_coalesced";
+  const bool oneType = checkCoalesced(outputs, inputs, size_, m, "output", "input");
+  std::vector<Elem> elems;
+  std::vector<RedOp> ops;
+  for (const auto& t : outputs) {
+    elems.push_back(elemOf(t, m));
+    ops.push_back(redOpOf(opts.reduceOp, t, m));
+  }
+  std::vector<at::Tensor> ins = inputs, outs = outputs;
+  return enqueue(kCoalescedOp, outs, [this, ins, outs, elems, ops, oneType]() mutable {
+    if (!oneType) {
+      for (size_t i = 0; i < ins.size(); ++i) {
+        at::Tensor din = dense(ins[i]), dout = dense(outs[i]);
+        CallOp h(ops[i], elems[i].type, comm_, checker());
+        check(hocclReduceScatter(din.data_ptr(), dout.data_ptr(), countOf(dout), elems[i].type, h.op, comm_,
+                                 nullptr),
+              "hocclReduceScatter");
+        copyBack(outs[i], dout);
+      }
+      return;
+    }
+    // Block r of the packed input holds block r of every input, in order;
+    // one reduce-scatter leaves this rank's blocks of every output end to end.
+    std::vector<at::Tensor> byRank;
+    for (const auto& t : ins) byRank.push_back(t.reshape({size_, t.numel() / size_}));
+    at::Tensor packed = at::cat(byRank, 1).contiguous();
+    const int64_t total = packed.numel() / size_;
+    at::Tensor mine = at::empty({total}, packed.options());
+    CallOp h(ops[0], elems[0].type, comm_, checker());
+    check(hocclReduceScatter(packed.data_ptr(), mine.data_ptr(), countOf(mine), elems[0].type, h.op, comm_, nullptr),
+          "hocclReduceScatter (coalesced)");
+    int64_t off = 0;
+    for (auto& o : outs) {
+      o.copy_(mine.narrow(0, off, o.numel()).view(o.sizes()));
+      off += o.numel();
+    }
   }, opts.timeout);
 }
 
@@ -559,9 +696,10 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
   using hoccl_torch::ProcessGroupHoccl;
   m.doc() = "hoccl's c10d process group (import hoccl_torch, not this module)";
-  // The base class is torch's binding of c10d::ProcessGroup.
   py::module::import("torch.distributed");
-  py::class_<ProcessGroupHoccl, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupHoccl>>(m, "ProcessGroupHoccl")
+  // The base class is torch's binding of c10d::ProcessGroup (1.13) or
+  // c10d::Backend (2.x).
+  py::class_<ProcessGroupHoccl, hoccl_torch::BaseGroup, c10::intrusive_ptr<ProcessGroupHoccl>>(m, "ProcessGroupHoccl")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeoutSec,
                        std::string groupName, std::string algorithm) {
              return c10::make_intrusive<ProcessGroupHoccl>(store, rank, size, timeoutSec, std::move(groupName),
@@ -576,6 +714,28 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>(),
            "hocclCommSplit in program order: ranks with one color form a new group, ordered by key "
            "(None for a negative color); every rank of this group must call it")
+      .def("_create_group", &ProcessGroupHoccl::createGroup, py::arg("ranks"), py::arg("timeout_sec"),
+           py::arg("group_name"), py::arg("algorithm") = "", py::call_guard<py::gil_scoped_release>(),
+           "hocclCommCreateGroup in program order: a new group of the listed group ranks (in its rank order); "
+           "only they call it")
+      .def("shutdown", &ProcessGroupHoccl::shutdown, py::call_guard<py::gil_scoped_release>(),
+           "finish queued work, then hocclCommDestroy; later calls raise")
+      .def("_allgather_into_tensor_coalesced",
+           [](ProcessGroupHoccl& pg, std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs) {
+             return pg.allgather_into_tensor_coalesced(outputs, inputs, c10d::AllgatherOptions());
+           },
+           py::arg("outputs"), py::arg("inputs"), py::call_guard<py::gil_scoped_release>())
+      .def("_reduce_scatter_tensor_coalesced",
+           [](ProcessGroupHoccl& pg, std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
+              const c10d::ReduceOp& op) {
+             c10d::ReduceScatterOptions opts;
+             opts.reduceOp = op;
+             return pg.reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+           },
+           py::arg("outputs"), py::arg("inputs"), py::arg("op") = c10d::ReduceOp(c10d::ReduceOp::SUM),
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly_static("torch_api", [](py::object) { return HOCCL_TORCH2 ? 2 : 1; },
+                                    "2: built as a c10d::Backend (torch 2.x); 1: as a c10d::ProcessGroup (1.13)")
       .def("_node_info", &ProcessGroupHoccl::nodeInfo,
            "hocclCommNodeInfo: [node, nnodes, local_rank, local_ranks]");
   m.def("_stop_all_workers", &ProcessGroupHoccl::stopAllWorkers, py::call_guard<py::gil_scoped_release>(),

@@ -1,5 +1,6 @@
-// ProcessGroupHoccl: a c10d::ProcessGroup (PyTorch 1.13) that runs
-// torch.distributed's collectives through hoccl's public C API (hoccl.h).
+// ProcessGroupHoccl: torch.distributed's collectives through hoccl's public
+// C API (hoccl.h), as a c10d::ProcessGroup for torch 1.13 and a
+// c10d::Backend for torch 2.x (torch_compat.h: one source for both).
 //
 // Execution (work_queue.cc): every call validates its arguments on the
 // caller's thread (unsupported dtypes, ops and methods raise at once), then
@@ -13,11 +14,15 @@
 // (c10d's options, Work.wait(timeout)) aborts the communicator when it
 // passes, as ProcessGroupNCCL's Work.wait(timeout) does.
 //
-// Devices: only CPU tensors today. The worker is the "CPU executor": a CUDA
-// executor would enqueue the same hoccl calls on a stream (hocclStream_t)
-// after an event recorded on the caller's current stream, and complete the
-// Work from a stream callback; the argument checks and the mapping of
-// methods to hoccl calls stay as they are.
+// Groups: a subgroup (new_group, DeviceMesh) is made from its parent's
+// communicator by hocclCommCreateGroup (only its members take part) or
+// hocclCommSplit (every rank of the parent), never by a new rendezvous.
+//
+// Devices: the backend registers for CPU tensors. A CUDA executor would
+// enqueue the same hoccl calls on a stream (hocclStream_t) after an event
+// recorded on the caller's current stream, and complete the Work from a
+// stream callback; the argument checks and the mapping of methods to hoccl
+// calls stay as they are.
 #pragma once
 
 #include <hoccl.h>
@@ -35,10 +40,10 @@
 #include <thread>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "torch_compat.h"
 
 namespace hoccl_torch {
 
@@ -83,7 +88,7 @@ class HocclWork : public c10d::Work {
   uint64_t seq_;
 };
 
-class ProcessGroupHoccl : public c10d::ProcessGroup {
+class ProcessGroupHoccl : public BaseGroup {
  public:
   // Rendezvous through `store`: group rank 0 creates the unique id and
   // publishes it; every rank then joins the communicator. `timeoutSec`,
@@ -125,6 +130,25 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
                                                 const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& opts) override;
+  // Several all-gathers (outputs[i]: size x inputs[i]) or reduce-scatters
+  // (inputs[i]: size x outputs[i]) as one hoccl call when the tensors share
+  // a dtype (packed rank-major), else one hoccl group: what FSDP and
+  // torch's _coalescing_manager call (torch 2.x).
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts)
+      HOCCL_TORCH2_OVERRIDE;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts)
+      HOCCL_TORCH2_OVERRIDE;
+#if HOCCL_TORCH2
+  // _coalescing_manager's bracket: the calls between them run in order as
+  // always; endCoalescing's Work completes when they all have, and fails
+  // if one of them failed.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#endif
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplits,
                                                std::vector<int64_t>& inputSplits,
@@ -140,12 +164,23 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   // other work (every rank of the group calls it): ranks with the same color
   // form the new group, ordered by key then by rank. Null for color < 0.
   c10::intrusive_ptr<ProcessGroupHoccl> split(int color, int key, const std::string& groupName);
+  // hocclCommCreateGroup on this group's communicator, in program order
+  // with its other work: only the ranks listed call it (group ranks, in the
+  // new group's rank order), as torch calls a backend's creator for
+  // new_group and DeviceMesh. `timeoutSec` (<= 0: this group's) bounds the
+  // new group's calls.
+  c10::intrusive_ptr<ProcessGroupHoccl> createGroup(const std::vector<int>& ranks, double timeoutSec,
+                                                    const std::string& groupName, const std::string& algorithm);
   // hocclCommNodeInfo: {node, nnodes, localRank, localRanks}.
   std::vector<int> nodeInfo() const;
 
   // hocclCommAbort: queued and running work fails at once, the peers are
   // told, and every later call raises.
   void abort();
+  // Lets queued work finish, then destroys the communicator
+  // (hocclCommDestroy); later calls raise. The orderly end of a group, as
+  // ProcessGroupNCCL's shutdown.
+  void shutdown();
   // The hoccl communicator's rank and size, and its timeout in seconds.
   double timeoutSec() const { return timeoutMs_ / 1000.0; }
   // Lets queued work finish and ends the worker thread (later calls run
@@ -200,6 +235,10 @@ class ProcessGroupHoccl : public c10d::ProcessGroup {
   uint64_t nextSeq_ = 1;
   bool stop_ = false;
   bool aborted_ = false;
+  bool shutDown_ = false;        // shutdown() ran
+  uint64_t coalescingFrom_ = 0;  // the first task of the block startCoalescing opened
+  uint64_t lastFailedSeq_ = 0;   // the newest task that failed, and why
+  std::string lastFailedWhat_;
   std::string timeoutError_;  // why a per-call timeout aborted the group ("" if none did)
   // The watchdog enforces per-call timeouts (started with the first one):
   // it aborts the communicator when a task passes its deadline, the running

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include "torch_compat.h"
 
 #include <hoccl.h>
 
@@ -94,10 +95,10 @@ inline RedOp redOpOf(const c10d::ReduceOp& reduceOp, const at::Tensor& t, const 
                       "(make it with torch.distributed._make_nccl_premul_sum)");
       auto real = c10::toRealValueType(t.scalar_type());
       at::Tensor f;
-      if (sup->tensor_factors.empty()) {
+      const at::Tensor given = premulFactorTensor(*sup);
+      if (!given.defined()) {
         f = at::scalar_tensor(sup->double_factor, at::TensorOptions().dtype(real));
       } else {
-        const at::Tensor& given = sup->tensor_factors[0];
         if (given.numel() != 1 || !given.device().is_cpu() || given.is_complex())
           fail(method + ": PREMUL_SUM's factor must be one real number on the CPU");
         f = given.detach().to(real).reshape({});

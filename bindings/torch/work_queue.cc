@@ -108,6 +108,43 @@ void ProcessGroupHoccl::stopAllWorkers() {
   for (ProcessGroupHoccl* pg : liveGroups()) pg->stopWorker();
 }
 
+void ProcessGroupHoccl::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    shutDown_ = true;
+  }
+  stopWorker();  // queued work finishes first
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (comm_ && !aborted_) {
+    if (failed_)
+      hocclCommAbort(comm_);
+    else
+      hocclCommDestroy(comm_);
+  }
+  comm_ = nullptr;
+}
+
+#if HOCCL_TORCH2
+void ProcessGroupHoccl::startCoalescing() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  coalescingFrom_ = nextSeq_;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::endCoalescing() {
+  uint64_t from;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    from = coalescingFrom_;
+  }
+  // Runs after every call of the block (the worker keeps program order).
+  return enqueue(OpType::COALESCED, {}, [this, from] {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (lastFailedSeq_ >= from)
+      throw std::runtime_error("hoccl: a call of the coalesced block failed: " + lastFailedWhat_);
+  });
+}
+#endif
+
 void ProcessGroupHoccl::abort() {
   hocclComm_t comm;
   {
@@ -177,11 +214,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vect
   auto deadline = std::chrono::steady_clock::time_point::max();
   if (timeout.count() > 0) deadline = std::chrono::steady_clock::now() + timeout;  // kUnsetTimeout is -1
   c10::intrusive_ptr<HocclWork> work;
-  bool stopped;
+  bool stopped, shut;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     work = c10::make_intrusive<HocclWork>(rank_, type, std::move(outputs), state_, nextSeq_++);
     stopped = stop_;
+    shut = shutDown_;
     if (!stopped) {
       queue_.push_back(Task{work, std::move(fn), p2p, deadline, timeout});
       if (deadline != std::chrono::steady_clock::time_point::max() && !watchdog_.joinable())
@@ -190,7 +228,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(OpType type, std::vect
   }
   if (stopped) {  // no worker any more (the process is exiting): fail, never wait
     work->complete(std::make_exception_ptr(
-        std::runtime_error("hoccl: the process group's worker has stopped (interpreter exit); it runs no more collectives")));
+        std::runtime_error(shut ? "hoccl: the process group was shut down; it runs no more collectives"
+                                     : "hoccl: the process group's worker has stopped (interpreter exit); it runs no "
+                                       "more collectives")));
     return work;
   }
   state_->cv.notify_all();  // the worker, and the watchdog, wait on it
@@ -267,6 +307,17 @@ void ProcessGroupHoccl::workerLoop() {
       // The call failed because a timeout aborted the group: say so.
       if (error && !aborted && !timeoutError_.empty())
         error = std::make_exception_ptr(std::runtime_error(timeoutMessage(timeoutError_)));
+    }
+    if (error) {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      lastFailedSeq_ = batch.back().work->seq();
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        lastFailedWhat_ = e.what();
+      } catch (...) {
+        lastFailedWhat_ = "an unknown error";
+      }
     }
     for (auto& t : batch) t.fn = nullptr;  // drop the tensors the tasks held before completing
     for (auto& t : batch) t.work->complete(error);

@@ -435,7 +435,7 @@ void Bootstrap::sendShort(uint32_t tag, const void* data, size_t bytes, const st
   // call, which holds mu_: the call check's notices go below only.)
   std::vector<bool> told(nranks(), false);
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-  if (viaExisting) lock.try_lock();
+  if (viaExisting) (void)lock.try_lock();  // owns_lock() below says whether it did
   for (int r = 0; lock.owns_lock() && r < nranks(); ++r) {
     if (r == rank_ || r >= static_cast<int>(tell.size()) || !tell[r]) continue;
     for (const Socket* s : {&out_[r], &in_[r]})

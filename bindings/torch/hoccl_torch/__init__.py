@@ -72,9 +72,15 @@ from ._C import ProcessGroupHoccl, _stop_all_workers, hoccl_version
 # taking the GIL, and the process would abort.
 atexit.register(_stop_all_workers)
 
-__all__ = ["ProcessGroupHoccl", "Options", "abort", "node_groups", "hoccl_version"]
+__all__ = ["ProcessGroupHoccl", "Options", "abort", "shutdown", "backend_of", "node_groups", "hoccl_version",
+           "TORCH2"]
 
 BACKEND = "hoccl"
+
+
+# torch 2.x: the extension is a c10d::Backend, which torch wraps in a
+# ProcessGroup per device type; torch 1.13: it is the ProcessGroup.
+TORCH2 = ProcessGroupHoccl.torch_api >= 2
 
 
 class Options:
@@ -88,11 +94,41 @@ class Options:
         self.algorithm = algorithm
 
 
+def backend_of(group=None):
+    """The ProcessGroupHoccl behind a process group (default: the default
+    group), or None if the group is not a hoccl group."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if isinstance(pg, ProcessGroupHoccl):
+        return pg
+    if TORCH2:
+        try:
+            b = pg._get_backend(torch.device("cpu"))
+        except RuntimeError:
+            return None
+        return b if isinstance(b, ProcessGroupHoccl) else None
+    return None
+
+
+def _world_backend():
+    """The default group's ProcessGroupHoccl, or None (no default group
+    yet, or it is not hoccl's)."""
+    if not dist.is_initialized():
+        return None
+    return backend_of(dist.distributed_c10d._get_default_group())
+
+
 def _create(backend_opts, pg_options):
     algorithm = getattr(pg_options, "algorithm", None) or ""
     timeout = backend_opts.timeout
     if isinstance(timeout, datetime.timedelta):
         timeout = timeout.total_seconds()
+    members = list(getattr(backend_opts, "global_ranks_in_group", None) or [])
+    world = _world_backend()
+    if world is not None and members:
+        # A subgroup (new_group, DeviceMesh): made from the world's
+        # communicator by its members alone (hocclCommCreateGroup), no
+        # rendezvous. The default group's ranks are the global ranks.
+        return world._create_group(members, float(timeout), str(backend_opts.group_id), algorithm)
     return ProcessGroupHoccl(backend_opts.store, backend_opts.group_rank, backend_opts.group_size,
                              float(timeout), str(backend_opts.group_id), algorithm)
 
@@ -100,28 +136,72 @@ def _create(backend_opts, pg_options):
 def _register():
     # register_backend asserts on a second registration (a reload, or
     # another copy of this package): register once.
-    if BACKEND.upper() not in dist.Backend._plugins:
+    if BACKEND.upper() in dist.Backend._plugins:
+        return
+    if TORCH2:
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+    else:
         dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+
+
+def _hoccl_backend(group, what):
+    b = backend_of(group)
+    if b is None:
+        raise RuntimeError(f"hoccl: {what}: the group is not a hoccl process group")
+    return b
 
 
 def abort(group=None):
     """hocclCommAbort on a hoccl process group (default: the default group):
     running and queued work fails, the peers are told, later calls raise."""
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    if not isinstance(pg, ProcessGroupHoccl):
-        raise RuntimeError("hoccl: abort: the group is not a hoccl process group")
-    pg.abort()
+    _hoccl_backend(group, "abort").abort()
 
 
-def _register_group(pg, parent, members, name):
-    """Enters pg (its ranks: global ranks `members`, in group-rank order)
-    in torch.distributed's bookkeeping as new_group does, so that it works
-    as ``group=`` in torch.distributed's calls and in destroy_process_group."""
+def shutdown(group=None):
+    """Finishes a hoccl group's queued work, then destroys its communicator
+    (hocclCommDestroy); later calls on it raise. destroy_process_group does
+    this too once the group is no longer referenced."""
+    _hoccl_backend(group, "shutdown").shutdown()
+
+
+def _world_state():
+    """torch.distributed's group tables: (pg_map, pg_names, pg_group_ranks)."""
     c10d = dist.distributed_c10d
-    store = c10d._pg_map[parent][1]
-    c10d._pg_map[pg] = (dist.Backend(BACKEND), store)
-    c10d._pg_names[pg] = name
-    c10d._pg_group_ranks[pg] = {g: i for i, g in enumerate(members)}
+    if hasattr(c10d, "_world"):
+        w = c10d._world
+        return w.pg_map, w.pg_names, w.pg_group_ranks
+    return c10d._pg_map, c10d._pg_names, c10d._pg_group_ranks
+
+
+def _register_group(backend, parent, members, name):
+    """Enters a ProcessGroupHoccl (its ranks: global ranks `members`, in
+    group-rank order) in torch.distributed's bookkeeping as new_group does,
+    so that it works as ``group=`` in torch.distributed's calls and in
+    destroy_process_group. Returns the group to pass as ``group=``."""
+    c10d = dist.distributed_c10d
+    pg_map, pg_names, pg_group_ranks = _world_state()
+    store = pg_map[parent][1]
+    pg = backend
+    if TORCH2:
+        # Wrapped in a ProcessGroup for the CPU, as torch wraps what a
+        # backend's creator returns.
+        PG = c10d.ProcessGroup
+        prefix = c10d.PrefixStore(f"{name}/", store)
+        pg = PG(prefix, backend.rank(), backend.size())
+        pg._set_default_backend(PG.BackendType.CUSTOM)
+        pg._register_backend(torch.device("cpu"), PG.BackendType.CUSTOM, backend)
+        pg._set_group_name(name)
+        pg._set_group_desc(name)
+        c10d._register_process_group(name, pg)
+        c10d._world.pg_backend_config[pg] = "cpu:" + BACKEND
+        tag = f"ptd:{name}"
+        c10d._world.tags_to_pg.setdefault("", []).append(pg)
+        c10d._world.tags_to_pg.setdefault(tag, []).append(pg)
+        c10d._world.pg_to_tag[pg] = tag
+    pg_map[pg] = (dist.Backend(BACKEND), store)
+    pg_names[pg] = name
+    pg_group_ranks[pg] = {g: i for i, g in enumerate(members)}
+    return pg
 
 
 def node_groups(group=None):
@@ -140,26 +220,25 @@ def _node_groups(group):
     """node_groups, plus every rank's [node, local index, ranks on its node]
     in group-rank order."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    if not isinstance(pg, ProcessGroupHoccl):
-        raise RuntimeError("hoccl: node_groups: the group is not a hoccl process group")
-    c10d = dist.distributed_c10d
-    to_global = {i: g for g, i in c10d._pg_group_ranks[pg].items()}
-    node, nnodes, local_rank, local_ranks = pg._node_info()
+    b = _hoccl_backend(pg, "node_groups")
+    _, pg_names, pg_group_ranks = _world_state()
+    to_global = {i: g for g, i in pg_group_ranks[pg].items()}
+    node, nnodes, local_rank, local_ranks = b._node_info()
     # Every rank's place, to name the members of both groups.
     mine = torch.tensor([node, local_rank, local_ranks], dtype=torch.int64)
-    everyone = torch.empty(3 * pg.size(), dtype=torch.int64)
-    pg._allgather_base(everyone, mine).wait()
+    everyone = torch.empty(3 * b.size(), dtype=torch.int64)
+    b._allgather_base(everyone, mine).wait()
     where = everyone.view(-1, 3).tolist()
-    base = c10d._pg_names.get(pg, "") or "default"
+    base = pg_names.get(pg, "") or "default"
     intra_name = f"{base}/node{node}"
     rail_name = f"{base}/rail{local_rank}"
-    intra = pg._split(node, pg.rank(), intra_name)
-    rail = pg._split(local_rank, node, rail_name)
-    intra_members = [to_global[i] for i in range(pg.size()) if where[i][0] == node]
-    rail_members = [to_global[i] for i in sorted((i for i in range(pg.size()) if where[i][1] == local_rank),
+    intra = b._split(node, b.rank(), intra_name)
+    rail = b._split(local_rank, node, rail_name)
+    intra_members = [to_global[i] for i in range(b.size()) if where[i][0] == node]
+    rail_members = [to_global[i] for i in sorted((i for i in range(b.size()) if where[i][1] == local_rank),
                                                  key=lambda i: where[i][0])]
-    _register_group(intra, pg, intra_members, intra_name)
-    _register_group(rail, pg, rail_members, rail_name)
+    intra = _register_group(intra, pg, intra_members, intra_name)
+    rail = _register_group(rail, pg, rail_members, rail_name)
     return intra, rail, where
 
 

@@ -69,10 +69,10 @@ class ParoGroups:
     group at once (it splits the group)."""
 
     def __init__(self, group):
-        from . import _node_groups
+        from . import _node_groups, _world_state, backend_of
         pg = group if group is not None else dist.distributed_c10d._get_default_group()
         self.intra, self.rail, where = _node_groups(pg)  # raises for a group that is not hoccl's
-        self.node, self.nnodes, self.local, self.nlocal = pg._node_info()
+        self.node, self.nnodes, self.local, self.nlocal = backend_of(pg)._node_info()
         if any(w[2] != self.nlocal for w in where):
             counts = sorted({w[2] for w in where})
             raise RuntimeError(f"hoccl paro: every node must have the same number of ranks (found {counts})")
@@ -82,7 +82,7 @@ class ParoGroups:
         # global shard's place in the flat buffers is local index first
         # (block local * N + node), so G collectives permute blocks.
         self.world = pg
-        self.world_root = {i: g for g, i in dist.distributed_c10d._pg_group_ranks[pg].items()}[0]
+        self.world_root = {i: g for g, i in _world_state()[2][pg].items()}[0]
         self.rank_block = torch.tensor([w[1] * self.nnodes + w[0] for w in where], dtype=torch.int64)
         self.identity = bool(torch.equal(self.rank_block, torch.arange(self.n)))
         self.sizes = {"intra": self.nlocal, "rail": self.nnodes, "world": self.n}
