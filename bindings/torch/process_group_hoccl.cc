@@ -68,12 +68,14 @@ int commSize(hocclComm_t comm) {
 }
 }  // namespace
 
-ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int timeoutMs, std::string groupName, std::string algorithm)
+ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int timeoutMs, std::string groupName, std::string algorithm,
+                                     std::string origin)
     : BaseGroup(commRank(comm), commSize(comm)),
       comm_(comm),
       timeoutMs_(timeoutMs),
       groupName_(std::move(groupName)),
-      algorithm_(std::move(algorithm)) {
+      algorithm_(std::move(algorithm)),
+      origin_(std::move(origin)) {
   startWorker();
 }
 
@@ -90,7 +92,7 @@ c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::split(int color, int ke
   });
   work->wait();  // rethrows the task's error
   if (!*made) return {};
-  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs_, groupName, algorithm_);
+  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs_, groupName, algorithm_, "split");
 }
 
 c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::createGroup(const std::vector<int>& ranks, double timeoutSec,
@@ -114,7 +116,7 @@ c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::createGroup(const std::
           "hocclCommCreateGroup");
   });
   work->wait();  // rethrows the task's error
-  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs, groupName, *algo);
+  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs, groupName, *algo, "create_group");
 }
 
 std::vector<int> ProcessGroupHoccl::nodeInfo() const {
@@ -710,6 +712,8 @@ PYBIND11_MODULE(_C, m) {
       .def("abort", &ProcessGroupHoccl::abort, py::call_guard<py::gil_scoped_release>(),
            "hocclCommAbort: running and queued work fails, the peers are told, later calls raise")
       .def_property_readonly("timeout_sec", &ProcessGroupHoccl::timeoutSec)
+      .def_property_readonly("origin", &ProcessGroupHoccl::origin,
+                             "how the communicator was made: rendezvous, split or create_group")
       .def("_split", &ProcessGroupHoccl::split, py::arg("color"), py::arg("key"), py::arg("group_name"),
            py::call_guard<py::gil_scoped_release>(),
            "hocclCommSplit in program order: ranks with one color form a new group, ordered by key "

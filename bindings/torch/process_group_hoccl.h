@@ -97,8 +97,10 @@ class ProcessGroupHoccl : public BaseGroup {
   // `algorithm` ("" = hoccl's choice, HOCCL_ALGO) is hocclConfig_t.algorithm.
   ProcessGroupHoccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeoutSec,
                     std::string groupName, std::string algorithm);
-  // A group over a communicator made by hocclCommSplit (see split()).
-  ProcessGroupHoccl(hocclComm_t comm, int timeoutMs, std::string groupName, std::string algorithm);
+  // A group over a communicator made from another group's (split(),
+  // createGroup()); `origin` says how ("split", "create_group").
+  ProcessGroupHoccl(hocclComm_t comm, int timeoutMs, std::string groupName, std::string algorithm,
+                    std::string origin);
   // Waits for queued work, then destroys the communicator; one that failed
   // is aborted instead, so its peers learn at once.
   ~ProcessGroupHoccl() override;
@@ -183,6 +185,9 @@ class ProcessGroupHoccl : public BaseGroup {
   void shutdown();
   // The hoccl communicator's rank and size, and its timeout in seconds.
   double timeoutSec() const { return timeoutMs_ / 1000.0; }
+  // How the communicator was made: "rendezvous" (a new unique id through
+  // the store), "split" or "create_group" (from another group's).
+  const std::string& origin() const { return origin_; }
   // Lets queued work finish and ends the worker thread (later calls run
   // nothing and fail). Call without the GIL: the worker may need it.
   void stopWorker();
@@ -229,6 +234,7 @@ class ProcessGroupHoccl : public BaseGroup {
   int timeoutMs_ = 0;  // hocclConfig_t.timeoutMs of the communicator and its splits
   std::string groupName_;
   std::string algorithm_;
+  std::string origin_ = "rendezvous";
 
   std::shared_ptr<QueueState> state_ = std::make_shared<QueueState>();  // its mutex guards what follows
   std::deque<Task> queue_;

@@ -11,7 +11,8 @@ p2p_mismatch (a send and its receive of different sizes), p2p_order
 (isend/irecv posted in orders that deadlock when each runs as it is
 posted), call_timeout (per-call timeouts while a peer stays away),
 node_groups (hoccl_torch.node_groups over emulated nodes), paro
-(paro_scenario.py).
+(paro_scenario.py), mesh (mesh_scenario.py: DeviceMesh, DTensor and tensor
+parallelism, torch 2.x).
 """
 import datetime
 import json
@@ -389,6 +390,82 @@ def new_groups():
 
 
 @check
+def subgroups_come_from_the_world_communicator():
+    # new_group's members make it from the world's communicator
+    # (hocclCommCreateGroup): no rendezvous through the store.
+    world = hoccl_torch.backend_of()
+    if world.origin != "rendezvous":
+        raise AssertionError(f"the default group was made by {world.origin}")
+    members = list(range(N - 1, -1, -2))  # every other rank, last first: group rank 0 is rank N-1
+    g = dist.new_group(members)
+    if RANK in members:
+        b = hoccl_torch.backend_of(g)
+        if b is None or b.origin != "create_group":
+            raise AssertionError(f"new_group made by {b.origin if b else 'another backend'}")
+        if dist.get_rank(g) != sorted(members).index(RANK):
+            raise AssertionError(f"group rank {dist.get_rank(g)} in new_group({members})")
+        t = torch.full((2,), float(RANK + 1))
+        dist.all_reduce(t, group=g)
+        expect(t, sum(r + 1 for r in members), "all_reduce in a group made from the world's communicator")
+        out = torch.empty(len(members))
+        dist.all_gather_into_tensor(out, torch.tensor([float(RANK)]), group=g)
+        expect(out, torch.tensor(sorted(members), dtype=torch.float32), "all_gather_into_tensor in it")
+    dist.barrier()
+
+
+@check
+def shutdown_ends_a_group():
+    g = dist.new_group(list(range(N)))
+    t = torch.ones(3)
+    dist.all_reduce(t, group=g)
+    expect(t, N, "all_reduce before shutdown")
+    hoccl_torch.shutdown(g)
+    expect_raises(lambda: dist.all_reduce(t, group=g), "shut down")
+    dist.all_reduce(t)  # the default group is untouched
+    expect(t, N * N, "all_reduce on the default group after a subgroup's shutdown")
+
+
+@check
+def coalesced_into_tensor():
+    b = hoccl_torch.backend_of()
+    # One dtype: packed into one hoccl call.
+    ins = [torch.full((3,), float(RANK + 1)), torch.arange(2.0) + 10 * RANK]
+    outs = [torch.empty(3 * N), torch.empty(2 * N)]
+    b._allgather_into_tensor_coalesced(outs, ins).wait()
+    expect(outs[0], torch.cat([torch.full((3,), float(r + 1)) for r in range(N)]), "coalesced all-gather 0")
+    expect(outs[1], torch.cat([torch.arange(2.0) + 10 * r for r in range(N)]), "coalesced all-gather 1")
+    ins = [torch.arange(2.0 * N) * (RANK + 1), torch.ones(3 * N).reshape(N, 3)]
+    outs = [torch.empty(2), torch.empty(1, 3)]
+    b._reduce_scatter_tensor_coalesced(outs, ins).wait()
+    expect(outs[0], (torch.arange(2.0) + 2 * RANK) * S, "coalesced reduce-scatter 0")
+    expect(outs[1], torch.full((1, 3), float(N)), "coalesced reduce-scatter 1")
+    # Mixed dtypes: one call per pair.
+    ins = [torch.full((2,), RANK + 1, dtype=torch.int32), torch.full((1,), float(RANK), dtype=torch.float64)]
+    outs = [torch.empty(2 * N, dtype=torch.int32), torch.empty(N, dtype=torch.float64)]
+    b._allgather_into_tensor_coalesced(outs, ins).wait()
+    expect(outs[0], torch.tensor([r + 1 for r in range(N) for _ in range(2)]), "coalesced all-gather, int32")
+    expect(outs[1], torch.arange(float(N)), "coalesced all-gather, float64")
+    expect_raises(lambda: b._allgather_into_tensor_coalesced([torch.empty(N + 1)], [torch.empty(1)]), "uneven")
+    expect_raises(lambda: dist.all_gather_into_tensor(torch.empty(N + 1), torch.empty(1)), "uneven")
+    expect_raises(lambda: dist.reduce_scatter_tensor(torch.empty(1), torch.empty(N + 1)), "uneven")
+    if not hoccl_torch.TORCH2:
+        return
+    # As torch 2.x runs them: _coalescing_manager calls the coalesced
+    # methods; with a device it also brackets them (start/endCoalescing).
+    for device in (None, torch.device("cpu")):
+        o1, o2 = torch.empty(2 * N), torch.empty(N)
+        with dist.distributed_c10d._coalescing_manager(device=device):
+            dist.all_gather_into_tensor(o1, torch.full((2,), float(RANK)))
+            dist.all_gather_into_tensor(o2, torch.full((1,), float(-RANK)))
+        expect(o1, torch.tensor([float(r) for r in range(N) for _ in range(2)]), f"coalescing manager ({device})")
+        expect(o2, -torch.arange(float(N)), f"coalescing manager ({device}), second")
+        r1 = torch.empty(2)
+        with dist.distributed_c10d._coalescing_manager(device=device):
+            dist.reduce_scatter_tensor(r1, torch.ones(2 * N))
+        expect(r1, float(N), f"coalescing manager reduce-scatter ({device})")
+
+
+@check
 def large_and_empty():
     t = torch.full((1 << 20,), float(RANK + 1))
     dist.all_reduce(t)
@@ -688,6 +765,9 @@ def main():
         run_call_timeout(out)
     elif scenario == "node_groups":
         run_node_groups(out)
+    elif scenario == "mesh":
+        import mesh_scenario
+        mesh_scenario.run(out, outdir, RANK)
     elif scenario == "paro":
         import paro_scenario
         paro_scenario.run(out, outdir, RANK)
