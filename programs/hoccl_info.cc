@@ -112,7 +112,9 @@ static int dumpSelection(int argc, char** argv) {
   }
   const Settings& s = env->values();
   const AlgoInfo* forced = s.algo != "auto" ? findAlgorithm(s.algo.c_str()) : nullptr;
-  tune::Tuner t(m, tf.rules, tf.path, forced, s.nchannels);
+  // The one-shot slots a communicator of this machine would have, and
+  // HOCCL_BOARD_BYTES, so the table shows oneshot_shm where it would run.
+  tune::Tuner t(m, tf.rules, tf.path, forced, s.nchannels, tune::SharedSlots::ofMachine(m, s.oneShotShmBytes));
   printf("# selection for %s\n%s", desc.c_str(), t.table(lo, hi, factor).c_str());
   return 0;
 }
