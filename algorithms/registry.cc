@@ -68,7 +68,7 @@ std::vector<AlgoInfo> rows() {
                       "(reduce-scatter) straight to every other, which reduces in rank order; one step of latency, "
                       "for small messages on one node",
        .supports = unrooted, .build = buildOneShot, .cost = oneShotCost, .oneNode = true, .maxChannels = 1},
-      {.name = "oneshot_shm",
+      {.name = "oneshot_shm", .formerName = "board",
        .description = "one-shot over shared memory (formerly called the board): every rank writes its input once "
                       "to its own slot, which every rank reads in place, in rank order; calls of up to 512 B per "
                       "rank on one node (HOCCL_BOARD_BYTES), host buffers only",
@@ -91,7 +91,7 @@ const std::vector<AlgoInfo>& allAlgorithms() {
 const AlgoInfo* findAlgorithm(const char* name) {
   if (name == nullptr) return nullptr;
   for (const AlgoInfo& a : allAlgorithms()) {
-    if (equalsIgnoringCase(a.name, name)) return &a;
+    if (equalsIgnoringCase(a.name, name) || (a.formerName && equalsIgnoringCase(a.formerName, name))) return &a;
   }
   return nullptr;
 }

@@ -29,6 +29,9 @@ enum class AlgoId : int {
 struct AlgoInfo {
   AlgoId id = AlgoId::Ring;  // its row's position (set by allAlgorithms())
   const char* name;         // as accepted by HOCCL_ALGO / --algo
+  // An earlier name findAlgorithm also accepts (null: none), so settings
+  // written before the rename keep working; tools list `name` only.
+  const char* formerName = nullptr;
   const char* description;  // one line for hoccl-info
   bool (*supports)(CollKind coll);
   // The schedule of key.rank; for a collective it does not support it
@@ -66,7 +69,8 @@ struct AlgoInfo {
 };
 
 const std::vector<AlgoInfo>& allAlgorithms();
-const AlgoInfo* findAlgorithm(const char* name);  // case-insensitive; nullptr if unknown
+// Case-insensitive, by name or former name; nullptr if unknown.
+const AlgoInfo* findAlgorithm(const char* name);
 const AlgoInfo& algorithmInfo(AlgoId id);
 std::string algorithmNames();  // "ring, hierarchical, ...", in row order
 

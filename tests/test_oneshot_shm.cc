@@ -189,14 +189,15 @@ TEST(OneShotShm, ForcedItRunsWhereItFitsAndFallsBackSayingWhy) {
 }
 
 // Ranks on two nodes have no slots: a forced oneshot_shm falls back for
-// every call, with the right answers, naming the nodes.
+// every call, with the right answers, naming the nodes. Its former name
+// still forces it.
 TEST(OneShotShm, ForcedAcrossNodesFallsBack) {
   CapturedInfo info;
   Options o;
   o.ranks = 3;
   o.nodeSizes = {2, 1};
   o.net = Net::Socket;
-  o.algorithm = "oneshot_shm";
+  o.algorithm = "board";
   std::string err;
   ASSERT_TRUE(spawn(o, [](hocclComm_t comm, int rank) {
     ASSERT_NE(comm->algo, nullptr);

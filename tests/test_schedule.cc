@@ -254,16 +254,18 @@ TEST(Registry, RingIsRegistered) {
   EXPECT_EQ(findAlgorithm(nullptr), nullptr);
 }
 
-// One-shot over shared memory is a row like the others: forced by name,
-// for the five collectives, with a schedule
+// One-shot over shared memory is a row like the others: forced by name (or
+// by its former name, "board"), for the five collectives, with a schedule
 // that has no steps for the executor to run over the slots instead.
 TEST(Registry, OneShotShmIsARowWithAStepLessSchedule) {
   const AlgoInfo* shm = findAlgorithm("oneshot_shm");
   ASSERT_NE(shm, nullptr);
   EXPECT_EQ(shm->id, AlgoId::OneShotShm);
   EXPECT_EQ(&algorithmInfo(AlgoId::OneShotShm), shm);
+  EXPECT_EQ(findAlgorithm("Board"), shm);
   EXPECT_TRUE(shm->sharedSlotsOnly);
   EXPECT_EQ(shm->maxBytesPerRank, 512u);
+  EXPECT_EQ(algorithmNames().find("board"), std::string::npos) << "former names are not listed";
   for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather, CollKind::Broadcast,
                      CollKind::Reduce}) {
     ASSERT_TRUE(shm->supports(c)) << collName(c);

@@ -327,7 +327,7 @@ TEST(Tuner, OneShotShmNeverRunsOnDeviceBuffers) {
 TEST(Tuner, OneShotShmInTuneFileRules) {
   const Machine one = Machine::rectangular(1, 4, 1, gigabit());
   TuneFile f;
-  ASSERT_TRUE(parseTuneFile("allreduce * oneshot_shm\nallreduce * ring channels=2\nreduce * oneshot_shm\n", "t.conf",
+  ASSERT_TRUE(parseTuneFile("allreduce * oneshot_shm\nallreduce * ring channels=2\nreduce * board\n", "t.conf",
                             LinkModel{}, &f)
                   .ok());
   const Tuner ruled(one, f.rules, f.path, nullptr, 0, slotsOf(0));
@@ -340,7 +340,7 @@ TEST(Tuner, OneShotShmInTuneFileRules) {
   EXPECT_EQ(c.why, "t.conf:2");
   EXPECT_NE(c.fallback.find("t.conf:1 names oneshot_shm: oneshot_shm takes at most 512"), std::string::npos)
       << c.fallback;
-  EXPECT_EQ(ruled.choose(CollKind::Reduce, 8).algo, AlgoId::OneShotShm);
+  EXPECT_EQ(ruled.choose(CollKind::Reduce, 8).algo, AlgoId::OneShotShm) << "board is its former name";
   TuneFile ringOnly;
   ASSERT_TRUE(parseTuneFile("allreduce * ring\n", "r.conf", LinkModel{}, &ringOnly).ok());
   EXPECT_EQ(Tuner(one, ringOnly.rules, ringOnly.path, nullptr, 0, slotsOf(512)).choose(CollKind::AllReduce, 8).algo,
