@@ -178,6 +178,13 @@ TEST(OneShotShm, ForcedItRunsWhereItFitsAndFallsBackSayingWhy) {
     EXPECT_NE(lastAlgorithm(comm), "oneshot_shm");
     rootedCalls(comm, rank, 3, 2, 129);  // 516 bytes
     EXPECT_EQ(oneShotShmCalls(comm), 8u);
+    // All-to-all is pairwise whatever is forced.
+    std::vector<int32_t> mine(3 * 4), theirs(3 * 4, -1);
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = rank * 100 + static_cast<int>(i);
+    ASSERT_EQ(hocclAlltoAll(mine.data(), theirs.data(), 4, hocclInt32, comm, nullptr), hocclSuccess);
+    for (int r = 0; r < 3; ++r)
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(theirs[r * 4 + i], r * 100 + rank * 4 + i);
+    EXPECT_EQ(oneShotShmCalls(comm), 8u);
   }, &err)) << err;
   EXPECT_NE(info.find({"AllReduce of 20 bytes: oneshot_shm", "(HOCCL_ALGO)"}), "") << info.all();
   EXPECT_NE(info.find({"Broadcast of 28 bytes: oneshot_shm", "(HOCCL_ALGO)"}), "") << info.all();
@@ -186,6 +193,8 @@ TEST(OneShotShm, ForcedItRunsWhereItFitsAndFallsBackSayingWhy) {
             "")
       << info.all();
   EXPECT_NE(info.find({"Reduce of 516 bytes: ", "fallback: HOCCL_ALGO=oneshot_shm"}), "") << info.all();
+  EXPECT_NE(info.find({"AllToAll: pairwise exchange (fallback: HOCCL_ALGO=oneshot_shm does not apply"}), "")
+      << info.all();
 }
 
 // Ranks on two nodes have no slots: a forced oneshot_shm falls back for

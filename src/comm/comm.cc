@@ -457,7 +457,8 @@ Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, const Schedule*
     if (it == schedules.end()) {
       if (key0.coll == CollKind::AllToAll && algo && rank == 0 &&
           loggedChoices.insert({static_cast<int>(key0.coll), 64}).second)  // once per communicator
-        HINFO(kSubTune, "AllToAll: pairwise exchange (fallback: HOCCL_ALGO=%s has no all-to-all)", algo->name);
+        HINFO(kSubTune, "AllToAll: pairwise exchange (fallback: HOCCL_ALGO=%s does not apply: every all-to-all "
+              "is pairwise)", algo->name);
       auto sched = key0.coll == CollKind::AllToAll ? pairwiseSchedule(CollCall{}, key0)
                                                    : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
       HOCCL_TRY(connectFor(*sched));

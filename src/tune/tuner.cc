@@ -103,7 +103,7 @@ Choice Tuner::chooseOn(const Machine& m, const std::vector<Machine>& sc, CollKin
   // communicator took small calls off to it before asking the tuner: one
   // copy in and one read of each slot per rank, where the fastest schedule
   // of messages (oneshot) posts and releases a slot per peer; it measured
-  // 1.2-1.6x faster from 8 to 512 B on 4 ranks (results/20261128-board).
+  // 1.3-1.6x faster from 8 to 512 B on 4 ranks (results/20261128-board).
   // HOCCL_BOARD_BYTES=0 hands those calls to the rules and the model.
   const std::string misfit = oneShotShmMisfit(coll, bytes, hostBuffers);
   if (!forced_ && misfit.empty() && oneShotShmBytesPerRank(coll, m.nranks(), bytes) <= slots_.autoBytes)
