@@ -36,6 +36,9 @@ void addSyncSteps(const AlgoInfo& algo, const ScheduleKey& key, Schedule* s) {
 
 Schedule buildExecutable(const AlgoInfo& algo, const ScheduleKey& key, bool syncSteps) {
   Schedule s = algo.build(key);
+  // One-shot over shared memory has no steps to add to: every rank's slot
+  // note carries its call's signature, and every rank reads every note.
+  if (s.oneShotShm) return s;
   if (syncSteps) addSyncSteps(algo, key, &s);
   markZeroCopyEligible(&s);
   return s;

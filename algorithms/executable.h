@@ -11,7 +11,8 @@
 namespace hoccl {
 
 // `syncSteps`: add the sync steps (hoccl does when it checks calls,
-// HOCCL_CHECK_CALLS=1, and there is more than one rank).
+// HOCCL_CHECK_CALLS=1, and there is more than one rank). A schedule with no
+// steps (Schedule::oneShotShm) is returned as built.
 Schedule buildExecutable(const AlgoInfo& algo, const ScheduleKey& key, bool syncSteps);
 
 // A rank whose schedule receives nothing (a broadcast root, the head of a

@@ -10,6 +10,7 @@ CostPlan horingCost(const CostQuery& q);
 CostPlan doublingCost(const CostQuery& q);
 CostPlan leaderDoublingCost(const CostQuery& q);
 CostPlan oneShotCost(const CostQuery& q);
+CostPlan oneShotShmCost(const CostQuery& q);
 
 namespace {
 
@@ -21,6 +22,9 @@ bool unrooted(CollKind c) {
 
 bool allReduceOnly(CollKind c) { return c == CollKind::AllReduce; }
 
+// All but the point-to-point family (all-to-all, send/recv).
+bool notPointToPoint(CollKind c) { return unrooted(c) || c == CollKind::Broadcast || c == CollKind::Reduce; }
+
 bool equalsIgnoringCase(const char* a, const char* b) {
   for (; *a && *b; ++a, ++b) {
     if (std::tolower(static_cast<unsigned char>(*a)) != std::tolower(static_cast<unsigned char>(*b))) {
@@ -30,8 +34,8 @@ bool equalsIgnoringCase(const char* a, const char* b) {
   return *a == *b;
 }
 
-// One row per algorithm; the position is its AlgoId (the first four are
-// named in registry.h, so their order is fixed).
+// One row per algorithm; the position is its AlgoId (named in registry.h,
+// so the order is fixed: a new row goes last).
 std::vector<AlgoInfo> rows() {
   return {
       {.name = "ring",
@@ -64,6 +68,12 @@ std::vector<AlgoInfo> rows() {
                       "(reduce-scatter) straight to every other, which reduces in rank order; one step of latency, "
                       "for small messages on one node",
        .supports = unrooted, .build = buildOneShot, .cost = oneShotCost, .oneNode = true, .maxChannels = 1},
+      {.name = "oneshot_shm", .formerName = "board",
+       .description = "one-shot over shared memory (formerly called the board): every rank writes its input once "
+                      "to its own slot, which every rank reads in place, in rank order; calls of up to 512 B per "
+                      "rank on one node (HOCCL_BOARD_BYTES), host buffers only",
+       .supports = notPointToPoint, .build = buildOneShotShm, .cost = oneShotShmCost, .maxChannels = 1,
+       .sharedSlotsOnly = true, .maxBytesPerRank = 512},
   };
 }
 
@@ -81,7 +91,7 @@ const std::vector<AlgoInfo>& allAlgorithms() {
 const AlgoInfo* findAlgorithm(const char* name) {
   if (name == nullptr) return nullptr;
   for (const AlgoInfo& a : allAlgorithms()) {
-    if (equalsIgnoringCase(a.name, name)) return &a;
+    if (equalsIgnoringCase(a.name, name) || (a.formerName && equalsIgnoringCase(a.formerName, name))) return &a;
   }
   return nullptr;
 }

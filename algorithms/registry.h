@@ -6,6 +6,7 @@
 // adding an algorithm is its file plus its row.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,23 @@
 
 namespace hoccl {
 
-// An algorithm's position in allAlgorithms(); the first four are named.
-enum class AlgoId : int { Ring = 0, Hierarchical = 1, HoRing = 2, Doubling = 3, LeaderDoubling = 4, OneShot = 5 };
+// An algorithm's position in allAlgorithms().
+enum class AlgoId : int {
+  Ring = 0,
+  Hierarchical = 1,
+  HoRing = 2,
+  Doubling = 3,
+  LeaderDoubling = 4,
+  OneShot = 5,
+  OneShotShm = 6,
+};
 
 struct AlgoInfo {
   AlgoId id = AlgoId::Ring;  // its row's position (set by allAlgorithms())
   const char* name;         // as accepted by HOCCL_ALGO / --algo
+  // An earlier name findAlgorithm also accepts (null: none), so settings
+  // written before the rename keep working; tools list `name` only.
+  const char* formerName = nullptr;
   const char* description;  // one line for hoccl-info
   bool (*supports)(CollKind coll);
   // The schedule of key.rank; for a collective it does not support it
@@ -42,10 +54,23 @@ struct AlgoInfo {
   // The collectives the tuner weighs it for (null: all it supports); the
   // others run it when forced (HOCCL_ALGO) or by a tune file's rule.
   bool (*tunerWeighs)(CollKind coll) = nullptr;
+  // Runs only over one-shot slots in shared memory (OneShotSlots,
+  // transport/connection.h), which a communicator has only where all its
+  // ranks share one node; its schedule has no steps (Schedule::oneShotShm)
+  // and every call puts at most maxBytesPerRank bytes of input in each
+  // rank's slot (oneShotShmBytesPerRank). The cost model never ranks it:
+  // the tuner takes it by a rule of its own where it fits and the call is
+  // on host buffers (src/tune/tuner.h), and a forced or ruled choice of it
+  // that does not fit falls back to the model's pick, saying why. The
+  // verifier cannot check a schedule with no steps: tests/test_oneshot_shm.cc
+  // and the collective matrix run it instead.
+  bool sharedSlotsOnly = false;
+  uint64_t maxBytesPerRank = 0;  // 0: no limit
 };
 
 const std::vector<AlgoInfo>& allAlgorithms();
-const AlgoInfo* findAlgorithm(const char* name);  // case-insensitive; nullptr if unknown
+// Case-insensitive, by name or former name; nullptr if unknown.
+const AlgoInfo* findAlgorithm(const char* name);
 const AlgoInfo& algorithmInfo(AlgoId id);
 std::string algorithmNames();  // "ring, hierarchical, ...", in row order
 
@@ -70,6 +95,17 @@ Schedule buildLeaderDoubling(const ScheduleKey& key);
 // one exchange among all ranks, each rank reducing what it receives itself;
 // broadcast and reduce fall back to buildRing.
 Schedule buildOneShot(const ScheduleKey& key);
+
+// One-shot over shared memory (algorithms/oneshot_shm.cc): the schedule
+// with no steps (Schedule::oneShotShm) that the executor runs over the
+// communicator's one-shot slots (src/exec/oneshot_shm.cc), for all-reduce,
+// all-gather, reduce-scatter, broadcast and reduce; the others fall back to
+// buildRing. The bytes each rank puts in its slot for a call of NCCL size
+// `bytes` (tune::Prediction's meaning) on `nranks` ranks: all-gather's send
+// buffer is 1/nranks of it, the other collectives' input is all of it; 0
+// for the collectives it does not run.
+Schedule buildOneShotShm(const ScheduleKey& key);
+uint64_t oneShotShmBytesPerRank(CollKind coll, int nranks, uint64_t bytes);
 
 // The ring's cost plan, which the others fall back to (ring.cc).
 CostPlan ringCost(const CostQuery& q);

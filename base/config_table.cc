@@ -372,10 +372,14 @@ std::vector<SettingDecl> makeTable() {
        field<int>(&S::nchannels, autoOr(integerIn<int>(1, 32), "auto or an integer from 1 to 32"), showAuto),
        kAllRanks},
       {"HOCCL_ALGO", "auto",
-       "Algorithm: auto (the cost model picks per collective and size), or force one by its name in "
-       "hoccl-info --algorithms (ring, hierarchical, horing, doubling, leaderdoubling, oneshot); the communicator checks the name "
-       "against that list. hierarchical and horing group ranks by node and switch; where the forced "
-       "algorithm lacks a collective the ring runs.",
+       "Algorithm: auto (the cost model picks per collective and size, after oneshot_shm takes the calls "
+       "HOCCL_BOARD_BYTES gives it), or force one by its name in hoccl-info --algorithms (ring, "
+       "hierarchical, horing, doubling, leaderdoubling, oneshot, oneshot_shm; board is oneshot_shm's former "
+       "name); the communicator checks the name against that list. hierarchical and horing group ranks by "
+       "node and switch. Where the forced algorithm lacks a collective, or oneshot_shm does not fit a call "
+       "(ranks on several nodes, more than 512 bytes per rank, device buffers), the cost model picks "
+       "instead and the tuner's log line (HOCCL_DEBUG=INFO) says why; forcing any other algorithm turns "
+       "oneshot_shm off.",
        field<std::string>(&S::algo,
                           [](const std::string& v, std::string* out) -> std::string {
                             std::string why = algorithmNameForm(v);
@@ -417,8 +421,10 @@ std::vector<SettingDecl> makeTable() {
        "share one node, putting at most this many bytes in each rank's slot (all-reduce, broadcast, reduce: "
        "the buffer; all-gather: the send buffer; reduce-scatter: the whole send buffer), run one-shot over "
        "shared memory (oneshot_shm, formerly called the board): each rank writes its input to its own slot "
-       "in shared memory once (a broadcast: the root only) and reads every rank's from there. 0 turns it "
-       "off, as does HOCCL_ALGO naming an algorithm; at most 512.",
+       "in shared memory once (a broadcast: the root only) and reads every rank's from there. The tuner "
+       "takes these calls there before anything else under auto; 0 turns that off, as does HOCCL_ALGO naming "
+       "another algorithm; HOCCL_ALGO=oneshot_shm runs every call that fits the 512-byte slots there "
+       "whatever this says. At most 512.",
        field<uint64_t>(&S::oneShotShmBytes, integerIn<uint64_t>(0, 512, "a byte count from 0 to 512 (0 = off)")),
        kAllRanks},
       {"HOCCL_CMA", "auto",

@@ -14,6 +14,7 @@
 #include "src/exec/dataops.h"
 #include "src/topo/nvml.h"
 #include "programs/machine_args.h"
+#include "src/comm/comm_settings.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;
@@ -32,12 +33,11 @@ static void usage() {
 }
 
 // HOCCL_ALGO's problem, if any: the table checks the form of the name, and
-// the registry knows the names (the communicator checks the same list).
+// the registry knows the names (the communicator checks them the same way).
 static std::string algoProblem(const SettingsSnapshot& env) {
   if (!env.problem("HOCCL_ALGO").empty()) return env.problem("HOCCL_ALGO");
-  std::vector<std::string> names = {"auto"};
-  for (const AlgoInfo& a : allAlgorithms()) names.push_back(a.name);
-  std::string why = expectOneOf(env.values().algo, names);
+  std::string algo = env.values().algo;
+  std::string why = checkAlgorithmName(&algo);
   return why.empty() ? "" : invalidSetting("HOCCL_ALGO", env.text("HOCCL_ALGO"), why);
 }
 
@@ -112,7 +112,9 @@ static int dumpSelection(int argc, char** argv) {
   }
   const Settings& s = env->values();
   const AlgoInfo* forced = s.algo != "auto" ? findAlgorithm(s.algo.c_str()) : nullptr;
-  tune::Tuner t(m, tf.rules, tf.path, forced, s.nchannels);
+  // The one-shot slots a communicator of this machine would have, and
+  // HOCCL_BOARD_BYTES, so the table shows oneshot_shm where it would run.
+  tune::Tuner t(m, tf.rules, tf.path, forced, s.nchannels, tune::SharedSlots::ofMachine(m, s.oneShotShmBytes));
   printf("# selection for %s\n%s", desc.c_str(), t.table(lo, hi, factor).c_str());
   return 0;
 }

@@ -152,6 +152,10 @@ int main(int argc, char** argv) {
   }
   const bool runSched = engine == "schedule" || engine == "both" || (engine == "auto" && m.nranks() <= 512);
   const bool runModel = engine == "model" || engine == "both" || (engine == "auto" && m.nranks() > 512);
+  // Schedules of messages only: the tuners have no one-shot slots, so
+  // oneshot_shm (no steps to simulate) is never chosen and its column stays
+  // empty; where a one-node communicator would run it instead (calls of up
+  // to HOCCL_BOARD_BYTES per rank), hoccl-info --dump-selection says so.
   Tuner tuner(m, tf.rules, tf.path, nullptr, 0);
   // Each algorithm forced (HOCCL_ALGO, the benchmarks' --algo): the channels
   // and depth the tuner then picks are what a forced run uses.
@@ -181,6 +185,7 @@ int main(int argc, char** argv) {
           const AlgoInfo& info = allAlgorithms()[a];
           if (!info.supports(c)) continue;
           if (info.grouped && m.nnodes() < 2) continue;
+          if (info.sharedSlotsOnly) continue;  // see the tuners above
           const Choice f = forced[a].choose(c, b);
           const int nch = f.algo == info.id ? f.nchannels : 1;
           const int depth = f.algo == info.id ? f.pipelineChunks : 0;

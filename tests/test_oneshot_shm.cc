@@ -1,16 +1,19 @@
 // One-shot over shared memory (oneshot_shm, formerly "the board": one-shot
 // all-reduce, all-gather, reduce-scatter, broadcast and reduce of a few
 // hundred bytes on one node, src/exec/oneshot_shm.cc): it
-// takes the calls it should, gets the right answers in and out of place,
+// takes the calls it should, under auto and forced by name (falling back,
+// and saying why, where it does not fit), gets the right answers in and out of place,
 // keeps its order with calls that go over connections (grouped on one
 // rank, not on another), works across processes, and turns a peer that
 // called something else into an error on both sides instead of a hang.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "src/comm/comm.h"
 #include "tests/support/harness.h"
 
@@ -54,6 +57,39 @@ void smallCalls(hocclComm_t comm, int rank, int nranks, size_t count) {
 }
 
 uint64_t oneShotShmCalls(hocclComm_t comm) { return comm->oneShotSeq; }
+std::string lastAlgorithm(hocclComm_t comm) { return comm->lastSchedule ? comm->lastSchedule->algorithm : ""; }
+
+// The INFO lines hoccl logs while a test runs (rank 0 names each
+// collective's choice once per size bucket: the tuner's log).
+std::mutex infoMu;
+std::vector<std::string> infoLines;
+void takeInfo(hoccl::LogLevel level, uint32_t, const char*, int, const char* msg) {
+  std::lock_guard<std::mutex> lock(infoMu);
+  if (level == hoccl::LogLevel::Info) infoLines.push_back(msg);
+}
+struct CapturedInfo {
+  CapturedInfo() {
+    infoLines.clear();
+    hoccl::setLogSink(&takeInfo, hoccl::LogLevel::Info);
+  }
+  ~CapturedInfo() { hoccl::setLogSink(nullptr, hoccl::LogLevel::None); }
+  // The line that says all of `parts`, or "" when none does.
+  static std::string find(const std::vector<std::string>& parts) {
+    std::lock_guard<std::mutex> lock(infoMu);
+    for (const std::string& line : infoLines) {
+      bool all = true;
+      for (const std::string& p : parts) all = all && line.find(p) != std::string::npos;
+      if (all) return line;
+    }
+    return "";
+  }
+  static std::string all() {
+    std::lock_guard<std::mutex> lock(infoMu);
+    std::string out;
+    for (const std::string& line : infoLines) out += line + "\n";
+    return out;
+  }
+};
 
 // From `root`: a broadcast out of place (non-roots pass no send buffer)
 // and one in place, a sum reduce (non-roots pass no receive buffer) and an
@@ -99,6 +135,91 @@ TEST(OneShotShm, SmallCallsRunThereLargeOnesDoNot) {
     smallCalls(comm, rank, 4, 1000);  // none
     EXPECT_EQ(oneShotShmCalls(comm), 11u);
   }, &err)) << err;
+}
+
+// Under auto the tuner takes the small calls there and says so; above 512
+// bytes per rank the model picks, as before oneshot_shm was a registry row.
+TEST(OneShotShm, TheTunerChoosesItUnderAuto) {
+  CapturedInfo info;
+  std::string err;
+  ASSERT_TRUE(runThreads(4, [](hocclComm_t comm, int rank) {
+    smallCalls(comm, rank, 4, 2);
+    EXPECT_EQ(oneShotShmCalls(comm), 4u);
+    EXPECT_EQ(lastAlgorithm(comm), "oneshot_shm");
+    smallCalls(comm, rank, 4, 1000);
+    EXPECT_EQ(oneShotShmCalls(comm), 4u);
+    EXPECT_NE(lastAlgorithm(comm), "oneshot_shm");
+  }, &err)) << err;
+  EXPECT_NE(info.find({"AllReduce of 8 bytes: oneshot_shm, 1 channel(s)", "(HOCCL_BOARD_BYTES=512)"}), "")
+      << info.all();
+  EXPECT_EQ(info.find({"AllReduce of 4000 bytes: oneshot_shm"}), "") << info.all();
+  EXPECT_EQ(info.find({" bytes: ", "fallback"}), "") << info.all();
+}
+
+// Forced by name, it runs every call that fits (the rooted ones too), and
+// a call over 512 bytes per rank gets the tuner's choice, with the right
+// answers and one line naming why.
+TEST(OneShotShm, ForcedItRunsWhereItFitsAndFallsBackSayingWhy) {
+  CapturedInfo info;
+  Options o;
+  o.ranks = 3;
+  o.algorithm = "oneshot_shm";
+  std::string err;
+  ASSERT_TRUE(spawn(o, [](hocclComm_t comm, int rank) {
+    ASSERT_NE(comm->algo, nullptr);
+    EXPECT_STREQ(comm->algo->name, "oneshot_shm");
+    smallCalls(comm, rank, 3, 5);
+    EXPECT_EQ(oneShotShmCalls(comm), 4u);
+    EXPECT_EQ(lastAlgorithm(comm), "oneshot_shm");
+    rootedCalls(comm, rank, 3, 1, 7);
+    EXPECT_EQ(oneShotShmCalls(comm), 8u);
+    smallCalls(comm, rank, 3, 200);  // 800 bytes per rank and more: over the slots
+    EXPECT_EQ(oneShotShmCalls(comm), 8u);
+    EXPECT_NE(lastAlgorithm(comm), "oneshot_shm");
+    rootedCalls(comm, rank, 3, 2, 129);  // 516 bytes
+    EXPECT_EQ(oneShotShmCalls(comm), 8u);
+    // All-to-all is pairwise whatever is forced.
+    std::vector<int32_t> mine(3 * 4), theirs(3 * 4, -1);
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = rank * 100 + static_cast<int>(i);
+    ASSERT_EQ(hocclAlltoAll(mine.data(), theirs.data(), 4, hocclInt32, comm, nullptr), hocclSuccess);
+    for (int r = 0; r < 3; ++r)
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(theirs[r * 4 + i], r * 100 + rank * 4 + i);
+    EXPECT_EQ(oneShotShmCalls(comm), 8u);
+  }, &err)) << err;
+  EXPECT_NE(info.find({"AllReduce of 20 bytes: oneshot_shm", "(HOCCL_ALGO)"}), "") << info.all();
+  EXPECT_NE(info.find({"Broadcast of 28 bytes: oneshot_shm", "(HOCCL_ALGO)"}), "") << info.all();
+  EXPECT_NE(info.find({"AllReduce of 800 bytes: ", "fallback: HOCCL_ALGO=oneshot_shm: oneshot_shm takes at most 512 "
+                       "bytes per rank, and this call puts 800 in each rank's slot"}),
+            "")
+      << info.all();
+  EXPECT_NE(info.find({"Reduce of 516 bytes: ", "fallback: HOCCL_ALGO=oneshot_shm"}), "") << info.all();
+  EXPECT_NE(info.find({"AllToAll: pairwise exchange (fallback: HOCCL_ALGO=oneshot_shm does not apply"}), "")
+      << info.all();
+}
+
+// Ranks on two nodes have no slots: a forced oneshot_shm falls back for
+// every call, with the right answers, naming the nodes. Its former name
+// still forces it.
+TEST(OneShotShm, ForcedAcrossNodesFallsBack) {
+  CapturedInfo info;
+  Options o;
+  o.ranks = 3;
+  o.nodeSizes = {2, 1};
+  o.net = Net::Socket;
+  o.algorithm = "board";
+  std::string err;
+  ASSERT_TRUE(spawn(o, [](hocclComm_t comm, int rank) {
+    ASSERT_NE(comm->algo, nullptr);
+    EXPECT_STREQ(comm->algo->name, "oneshot_shm");
+    smallCalls(comm, rank, 3, 5);
+    rootedCalls(comm, rank, 3, 0, 3);
+    EXPECT_EQ(oneShotShmCalls(comm), 0u);
+    EXPECT_NE(lastAlgorithm(comm), "oneshot_shm");
+  }, &err)) << err;
+  EXPECT_NE(info.find({"AllReduce of 20 bytes: ", "fallback: HOCCL_ALGO=oneshot_shm: oneshot_shm needs every rank on "
+                       "one node, and these span 2 nodes"}),
+            "")
+      << info.all();
 }
 
 TEST(OneShotShm, AcrossProcesses) {

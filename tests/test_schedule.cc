@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/executable.h"
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 #include "tests/test_shapes.h"
@@ -251,6 +252,39 @@ TEST(Registry, RingIsRegistered) {
   EXPECT_EQ(findAlgorithm("rings"), nullptr);
   EXPECT_EQ(findAlgorithm(""), nullptr);
   EXPECT_EQ(findAlgorithm(nullptr), nullptr);
+}
+
+// One-shot over shared memory is a row like the others: forced by name (or
+// by its former name, "board"), for the five collectives, with a schedule
+// that has no steps for the executor to run over the slots instead.
+TEST(Registry, OneShotShmIsARowWithAStepLessSchedule) {
+  const AlgoInfo* shm = findAlgorithm("oneshot_shm");
+  ASSERT_NE(shm, nullptr);
+  EXPECT_EQ(shm->id, AlgoId::OneShotShm);
+  EXPECT_EQ(&algorithmInfo(AlgoId::OneShotShm), shm);
+  EXPECT_EQ(findAlgorithm("Board"), shm);
+  EXPECT_TRUE(shm->sharedSlotsOnly);
+  EXPECT_EQ(shm->maxBytesPerRank, 512u);
+  EXPECT_EQ(algorithmNames().find("board"), std::string::npos) << "former names are not listed";
+  for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather, CollKind::Broadcast,
+                     CollKind::Reduce}) {
+    ASSERT_TRUE(shm->supports(c)) << collName(c);
+    const ScheduleKey key = rankKey(c, 4, 2, 16);
+    for (bool sync : {false, true}) {
+      const Schedule s = buildExecutable(*shm, key, sync);
+      EXPECT_TRUE(s.oneShotShm) << collName(c);
+      EXPECT_STREQ(s.algorithm, "oneshot_shm");
+      EXPECT_EQ(s.stepCount(), 0u) << collName(c) << " sync " << sync;
+      EXPECT_EQ(s.key.rank, 2);
+    }
+  }
+  EXPECT_FALSE(shm->supports(CollKind::AllToAll));
+  const Schedule ring = shm->build(rankKey(CollKind::AllToAll, 3, 0, 4));
+  EXPECT_FALSE(ring.oneShotShm);
+  EXPECT_NE(std::string(ring.algorithm).find("ring (fallback: oneshot_shm"), std::string::npos) << ring.algorithm;
+  EXPECT_EQ(oneShotShmBytesPerRank(CollKind::AllGather, 4, 2048), 512u);
+  EXPECT_EQ(oneShotShmBytesPerRank(CollKind::ReduceScatter, 4, 2048), 2048u);
+  EXPECT_EQ(oneShotShmBytesPerRank(CollKind::AllToAll, 4, 2048), 0u);
 }
 
 }  // namespace

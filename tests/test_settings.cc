@@ -507,6 +507,10 @@ TEST(SettingsSnapshot, ConfigOverridesTheSnapshot) {
   config.algorithm = "tree";
   st = commSettings(&config, &s);
   EXPECT_NE(st.message().find("config->algorithm=\"tree\" names no algorithm"), std::string::npos) << st.message();
+  // A former name is taken and spelled as the row's name.
+  config.algorithm = "BOARD";
+  ASSERT_TRUE(commSettings(&config, &s).ok());
+  EXPECT_EQ(s.algo, "oneshot_shm");
 }
 
 // hocclConfig_t.timeoutMs gives a bound that is not a whole number of
@@ -663,6 +667,11 @@ TEST(SettingsSnapshot, AlgorithmNamesComeFromTheRegistry) {
     ScopedEnv env("HOCCL_ALGO", name);
     EXPECT_TRUE(load(&s, &why)) << name << ": " << why;
     EXPECT_EQ(s.algo, name);
+  }
+  {
+    ScopedEnv former("HOCCL_ALGO", "board");  // oneshot_shm's former name
+    EXPECT_TRUE(load(&s, &why)) << why;
+    EXPECT_EQ(s.algo, "oneshot_shm");
   }
   ScopedEnv env("HOCCL_ALGO", "tree");
   ASSERT_FALSE(load(&s, &why));

@@ -181,7 +181,8 @@ TEST(Tuner, DeviceCallsAcrossHostsComeFromTheModel) {
     // No candidate the tuner weighs is predicted faster on the device
     // machine, beyond the 2% by which an earlier candidate keeps its place.
     for (const AlgoInfo& a : allAlgorithms()) {
-      if (!a.supports(CollKind::AllReduce) || a.oneNode) continue;
+      // oneshot_shm is never chosen for device buffers (OneShotShm* below).
+      if (!a.supports(CollKind::AllReduce) || a.oneNode || a.sharedSlotsOnly) continue;
       Tuner forced(m, {}, "", &a, 0);
       const Choice f = forced.chooseForDevice(CollKind::AllReduce, b);
       EXPECT_EQ(f.predictedUs, predict(dm, CollKind::AllReduce, a.id, b, f.nchannels, f.pipelineChunks).us);
@@ -209,6 +210,157 @@ TEST(Tuner, DeviceCallsAcrossHostsComeFromTheModel) {
   Tuner ts(slow, {}, "", nullptr, 0);
   EXPECT_GT(ts.chooseForDevice(CollKind::AllReduce, 8).predictedUs,
             t.chooseForDevice(CollKind::AllReduce, 8).predictedUs * 100);
+}
+
+// ------------------------------------------- oneshot_shm (registry.h)
+
+SharedSlots slotsOf(uint64_t autoBytes) { return SharedSlots{512, autoBytes}; }
+
+// Under auto, a one-node communicator with slots runs oneshot_shm exactly
+// for calls of 1 to HOCCL_BOARD_BYTES bytes per rank, as the communicator
+// did before the row existed: all-gather's bytes per rank are its send
+// buffer (a quarter of the size on 4 ranks), the others' the whole size.
+TEST(Tuner, OneShotShmTakesSmallCallsOfOneNodeUnderAuto) {
+  const Machine one = Machine::rectangular(1, 4, 1, gigabit());
+  const Tuner t(one, {}, "", nullptr, 0, slotsOf(512));
+  for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::Broadcast, CollKind::Reduce}) {
+    const Choice at = t.choose(c, 512);
+    EXPECT_EQ(at.algo, AlgoId::OneShotShm) << collName(c);
+    EXPECT_EQ(at.why, "HOCCL_BOARD_BYTES=512");
+    EXPECT_EQ(at.fallback, "");
+    EXPECT_GT(at.predictedUs, 0) << collName(c);
+    EXPECT_EQ(t.choose(c, 1).algo, AlgoId::OneShotShm) << collName(c);
+    EXPECT_NE(t.choose(c, 513).algo, AlgoId::OneShotShm) << collName(c);
+    EXPECT_EQ(t.choose(c, 513).fallback, "") << "nothing was forced";
+    EXPECT_NE(t.choose(c, 0).algo, AlgoId::OneShotShm) << collName(c);
+  }
+  EXPECT_EQ(t.choose(CollKind::AllGather, 4 * 512).algo, AlgoId::OneShotShm);
+  EXPECT_NE(t.choose(CollKind::AllGather, 4 * 513).algo, AlgoId::OneShotShm);
+  // Smaller HOCCL_BOARD_BYTES, 0 (off), no slots, one rank, two nodes:
+  // the model's picks, which never include it.
+  EXPECT_EQ(Tuner(one, {}, "", nullptr, 0, slotsOf(64)).choose(CollKind::AllReduce, 64).algo, AlgoId::OneShotShm);
+  EXPECT_NE(Tuner(one, {}, "", nullptr, 0, slotsOf(64)).choose(CollKind::AllReduce, 65).algo, AlgoId::OneShotShm);
+  const Machine two = Machine::rectangular(2, 2, 1, gigabit());
+  for (const Tuner& off : {Tuner(one, {}, "", nullptr, 0, slotsOf(0)), Tuner(one, {}, "", nullptr, 0),
+                           Tuner(Machine::rectangular(1, 1, 1, gigabit()), {}, "", nullptr, 0, slotsOf(512)),
+                           Tuner(two, {}, "", nullptr, 0, SharedSlots{0, 512})})
+    for (uint64_t b = 1; b <= (uint64_t(1) << 30); b *= 2)
+      for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather, CollKind::Broadcast,
+                         CollKind::Reduce})
+        EXPECT_NE(off.choose(c, b).algo, AlgoId::OneShotShm) << collName(c) << " " << b;
+  // Under auto nothing else changes: above the slots, the model's pick.
+  const Tuner plain(one, {}, "", nullptr, 0);
+  for (uint64_t b = 1024; b <= 64 * kMiB; b *= 8)
+    EXPECT_EQ(t.choose(CollKind::AllReduce, b).algo, plain.choose(CollKind::AllReduce, b).algo) << b;
+}
+
+// HOCCL_ALGO=oneshot_shm runs every call that fits, whatever
+// HOCCL_BOARD_BYTES says; one that does not fit takes the model's pick and
+// says why; forcing another algorithm keeps calls off it.
+TEST(Tuner, OneShotShmForcedRunsWhereItFitsAndSaysWhyElsewhere) {
+  const AlgoInfo* shm = findAlgorithm("oneshot_shm");
+  ASSERT_NE(shm, nullptr);
+  const Machine one = Machine::rectangular(1, 4, 1, gigabit());
+  const Tuner forced(one, {}, "", shm, 0, slotsOf(0));
+  Choice c = forced.choose(CollKind::Broadcast, 300);
+  EXPECT_EQ(c.algo, AlgoId::OneShotShm);
+  EXPECT_EQ(c.why, "HOCCL_ALGO");
+  EXPECT_EQ(c.nchannels, 1);
+  const Tuner plain(one, {}, "", nullptr, 0);
+  c = forced.choose(CollKind::AllReduce, 4096);
+  EXPECT_EQ(c.algo, plain.choose(CollKind::AllReduce, 4096).algo);
+  EXPECT_EQ(c.why, "model");
+  EXPECT_EQ(c.fallback,
+            "HOCCL_ALGO=oneshot_shm: oneshot_shm takes at most 512 bytes per rank, and this call puts 4096 in each "
+            "rank's slot");
+  EXPECT_NE(c.explained().find("model; fallback: HOCCL_ALGO=oneshot_shm"), std::string::npos) << c.explained();
+  // Across hosts there are no slots.
+  const Machine two = Machine::rectangular(2, 2, 1, gigabit());
+  c = Tuner(two, {}, "", shm, 0, SharedSlots{0, 512}).choose(CollKind::AllReduce, 8);
+  EXPECT_EQ(c.algo, Tuner(two, {}, "", nullptr, 0).choose(CollKind::AllReduce, 8).algo);
+  EXPECT_NE(c.fallback.find("needs every rank on one node, and these span 2 nodes"), std::string::npos) << c.fallback;
+  // One rank, and a call of nothing.
+  EXPECT_NE(Tuner(Machine::rectangular(1, 1, 1, gigabit()), {}, "", shm, 0, slotsOf(512))
+                .choose(CollKind::AllReduce, 8).fallback.find("2 ranks or more"),
+            std::string::npos);
+  EXPECT_NE(forced.choose(CollKind::AllReduce, 0).algo, AlgoId::OneShotShm);
+  // Another algorithm forced: never oneshot_shm, even for a collective it
+  // lacks (oneshot has no broadcast: the model picks, and says so).
+  const Tuner ring(one, {}, "", findAlgorithm("ring"), 0, slotsOf(512));
+  EXPECT_EQ(ring.choose(CollKind::AllReduce, 8).algo, AlgoId::Ring);
+  c = Tuner(one, {}, "", findAlgorithm("oneshot"), 0, slotsOf(512)).choose(CollKind::Broadcast, 8);
+  EXPECT_NE(c.algo, AlgoId::OneShotShm);
+  EXPECT_EQ(c.fallback, "HOCCL_ALGO=oneshot has no Broadcast");
+}
+
+// Device buffers never run oneshot_shm: under auto the device rule picks
+// as it always did; forced, the call falls back and names the reason.
+TEST(Tuner, OneShotShmNeverRunsOnDeviceBuffers) {
+  const Machine one = Machine::rectangular(1, 4, 1, gigabit());
+  const Tuner t(one, {}, "", nullptr, 0, slotsOf(512));
+  EXPECT_EQ(t.choose(CollKind::AllReduce, 8).algo, AlgoId::OneShotShm);
+  Choice c = t.chooseForDevice(CollKind::AllReduce, 8);
+  EXPECT_EQ(c.algo, AlgoId::Doubling);
+  EXPECT_EQ(c.fallback, "");
+  const Tuner forced(one, {}, "", findAlgorithm("oneshot_shm"), 0, slotsOf(512));
+  for (CollKind coll : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather, CollKind::Broadcast,
+                        CollKind::Reduce}) {
+    c = forced.chooseForDevice(coll, 64);
+    EXPECT_NE(c.algo, AlgoId::OneShotShm) << collName(coll);
+    EXPECT_NE(c.fallback.find("host buffers only"), std::string::npos) << c.fallback;
+  }
+  Tuner::hostChoicesOnDeviceForTesting(true);
+  EXPECT_NE(t.chooseForDevice(CollKind::AllReduce, 8).algo, AlgoId::OneShotShm);
+  EXPECT_NE(forced.chooseForDevice(CollKind::AllReduce, 8).algo, AlgoId::OneShotShm);
+  Tuner::hostChoicesOnDeviceForTesting(false);
+  // Across hosts: the device model, with the reason kept.
+  const Machine two = Machine::rectangular(2, 2, 1, gigabit());
+  c = Tuner(two, {}, "", findAlgorithm("oneshot_shm"), 0).chooseForDevice(CollKind::AllReduce, 8);
+  EXPECT_NE(c.algo, AlgoId::OneShotShm);
+  EXPECT_NE(c.why.find("model (device buffers across hosts"), std::string::npos) << c.why;
+  EXPECT_NE(c.fallback, "");
+}
+
+// A tune file's rule may name oneshot_shm: it runs where it fits, and
+// elsewhere the call goes on as if the rule did not match. Rules come after
+// the auto rule, as they came after the communicator's decision before.
+TEST(Tuner, OneShotShmInTuneFileRules) {
+  const Machine one = Machine::rectangular(1, 4, 1, gigabit());
+  TuneFile f;
+  ASSERT_TRUE(parseTuneFile("allreduce * oneshot_shm\nallreduce * ring channels=2\nreduce * board\n", "t.conf",
+                            LinkModel{}, &f)
+                  .ok());
+  const Tuner ruled(one, f.rules, f.path, nullptr, 0, slotsOf(0));
+  Choice c = ruled.choose(CollKind::AllReduce, 64);
+  EXPECT_EQ(c.algo, AlgoId::OneShotShm);
+  EXPECT_EQ(c.why, "t.conf:1");
+  c = ruled.choose(CollKind::AllReduce, 4096);
+  EXPECT_EQ(c.algo, AlgoId::Ring);
+  EXPECT_EQ(c.nchannels, 2);
+  EXPECT_EQ(c.why, "t.conf:2");
+  EXPECT_NE(c.fallback.find("t.conf:1 names oneshot_shm: oneshot_shm takes at most 512"), std::string::npos)
+      << c.fallback;
+  EXPECT_EQ(ruled.choose(CollKind::Reduce, 8).algo, AlgoId::OneShotShm) << "board is its former name";
+  TuneFile ringOnly;
+  ASSERT_TRUE(parseTuneFile("allreduce * ring\n", "r.conf", LinkModel{}, &ringOnly).ok());
+  EXPECT_EQ(Tuner(one, ringOnly.rules, ringOnly.path, nullptr, 0, slotsOf(512)).choose(CollKind::AllReduce, 8).algo,
+            AlgoId::OneShotShm);
+  EXPECT_EQ(Tuner(one, ringOnly.rules, ringOnly.path, nullptr, 0, slotsOf(0)).choose(CollKind::AllReduce, 8).algo,
+            AlgoId::Ring);
+}
+
+// hoccl-info --dump-selection's table names it as the choice, and prices it
+// only where it runs.
+TEST(Tuner, SelectionTableShowsOneShotShm) {
+  const Machine one = Machine::rectangular(1, 4, 1, gigabit());
+  const std::string table = Tuner(one, {}, "", nullptr, 0, SharedSlots::ofMachine(one, 512)).table(256, 1024, 2);
+  // All-reduce: up to 512 B; all-gather: up to 512 B per rank, 2K here.
+  const std::string allReduce = table.substr(0, table.find("# ReduceScatter"));
+  EXPECT_NE(allReduce.find("       256  oneshot_shm"), std::string::npos) << table;
+  EXPECT_NE(allReduce.find("HOCCL_BOARD_BYTES=512"), std::string::npos) << table;
+  EXPECT_EQ(allReduce.find("        1K  oneshot_shm"), std::string::npos) << table;
+  EXPECT_NE(table.find("        1K  oneshot_shm"), std::string::npos) << table;
+  EXPECT_EQ(SharedSlots::ofMachine(Machine::rectangular(2, 2, 1, gigabit()), 512).capacity, 0u);
 }
 
 TEST(Tuner, OneNodeNeverPicksGroupedAlgorithms) {
@@ -483,7 +635,9 @@ TEST(Sim, AgreesWithTheModelOnTheIssueShapes) {
   for (const Machine& m : shapes) {
     for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather}) {
       for (const AlgoInfo& info : allAlgorithms()) {
-        if (!info.supports(c)) continue;
+        // oneshot_shm's schedule has no steps to simulate (and 64 MiB is
+        // far past its slots).
+        if (!info.supports(c) || info.sharedSlotsOnly) continue;
         const AlgoId a = info.id;
         const SimResult s = simulate(m, c, a, 64 * kMiB, 1, 0);
         ASSERT_TRUE(s.ok) << s.error;
@@ -554,6 +708,7 @@ TEST(Sim, EverySchedulesFinishesOnUnevenShapes) {
   m.nodeOf = {0, 0, 0, 0, 1, 1, 2, 2, 2, 2, 2};  // 4 + 2 + 5 ranks
   for (CollKind c : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather}) {
     for (const AlgoInfo& a : allAlgorithms()) {
+      if (a.sharedSlotsOnly) continue;  // no steps to simulate
       const SimResult s = simulate(m, c, a.id, 3 * kMiB + 44, 2, 0);
       EXPECT_TRUE(s.ok) << collName(c) << " " << a.name << ": " << s.error;
       EXPECT_GT(s.us, 0);

@@ -115,7 +115,12 @@ Status makeTuner(hocclComm* c, double ranksPerCore) {
   tune::Machine m = tune::Machine::fromSystem(c->system, links);
   m.links.oversubscription = std::max(1.0, ranksPerCore);
   m.links.shmByReference = nodesAreOneProcess(c->boot->table());
-  c->tuner = std::make_unique<tune::Tuner>(std::move(m), file.rules, file.path, c->algo, c->settings.nchannels);
+  // The one-shot slots exist on every rank or on none (every rank on one
+  // node), and HOCCL_BOARD_BYTES must match: every rank's tuner agrees.
+  tune::SharedSlots slots;
+  if (OneShotSlots* s = c->links->oneShotSlots()) slots.capacity = s->capacity();
+  slots.autoBytes = c->settings.oneShotShmBytes;
+  c->tuner = std::make_unique<tune::Tuner>(std::move(m), file.rules, file.path, c->algo, c->settings.nchannels, slots);
   return Status();
 }
 
@@ -466,8 +471,12 @@ void warnUndelivered(hocclComm* comm) {
 using namespace hoccl;
 
 // The tuner picks the algorithm, channels and pipeline depth for a
-// collective's size; what executes is built by the same function the
-// verifier tests check (algorithms/executable.h).
+// collective's size, one-shot over shared memory included (the rule that
+// takes small calls of a one-node communicator there lives in the tuner,
+// so hoccl-info --dump-selection and this log name it as the choice, and a
+// forced oneshot_shm that does not fit falls back there, saying why); what
+// executes is built by the same function the verifier tests check
+// (algorithms/executable.h).
 Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize, const cuda::DeviceExecutor* device) {
   const uint64_t bytes = (inputCount(key0) > outputCount(key0) ? inputCount(key0) : outputCount(key0)) * esize;
   const tune::Choice choice = device ? tuner->chooseForDevice(key0.coll, bytes) : tuner->choose(key0.coll, bytes);
@@ -492,7 +501,7 @@ Schedule hocclComm::tunedSchedule(const ScheduleKey& key0, size_t esize, const c
   if (rank == 0 && loggedChoices.insert({static_cast<int>(key.coll), bucket}).second) {
     HINFO(kSubTune, "%s of %llu bytes: %s, %d channel(s), pipeline %d, predicted %.1f us (%s)", collName(key.coll),
           static_cast<unsigned long long>(bytes), built.algorithm, key.nchannels, key.pipelineChunks,
-          choice.predictedUs, choice.why.c_str());
+          choice.predictedUs, choice.explained().c_str());
   }
   return built;
 }
@@ -547,39 +556,18 @@ Status hocclComm::prepareCall(const CollCall& call, const ScheduleKey& key, cons
   return Status();
 }
 
-// Small calls of a communicator whose ranks all share memory run one-shot
-// over shared memory (oneshot_shm), unless HOCCL_BOARD_BYTES is 0 or HOCCL_ALGO forces an algorithm
-// (algo).
-// Every input of this decision is the same on every rank (the key and
-// must-match settings), so all ranks of a call decide alike.
-bool hocclComm::oneShotShm(const ScheduleKey& key, size_t esize) const {
-  if (key.nranks < 2 || settings.oneShotShmBytes == 0 || algo) return false;
-  OneShotSlots* slots = links ? links->oneShotSlots() : nullptr;
-  const uint64_t bytes = oneShotShmInputBytes(key, esize);
-  return slots && bytes > 0 && bytes <= settings.oneShotShmBytes && bytes <= slots->capacity();
-}
-
-std::shared_ptr<const Schedule> hocclComm::oneShotShmSchedule(const ScheduleKey& key, size_t esize) {
-  if (key.rank == 0 && loggedChoices.insert({static_cast<int>(key.coll), 64}).second)  // once per collective
-    HINFO(kSubTune, "%s of %llu bytes per rank: oneshot_shm, one-shot over shared memory (HOCCL_BOARD_BYTES=%llu)",
-          collName(key.coll), static_cast<unsigned long long>(oneShotShmInputBytes(key, esize)),
-          static_cast<unsigned long long>(settings.oneShotShmBytes));
-  auto s = std::make_shared<Schedule>();
-  s->key = key;
-  s->algorithm = "oneshot_shm";
-  s->oneShotShm = true;
-  return s;
-}
-
 Status hocclComm::prepare(const ScheduleKey& key0, size_t esize, const Schedule** out,
                           std::shared_ptr<const Schedule>* keep) {
   const ScheduleCacheKey k = cacheKey(key0, esize);
   if (k != lastKey || !lastSchedule) {
     auto it = schedules.find(k);
     if (it == schedules.end()) {
+      if (key0.coll == CollKind::AllToAll && algo && rank == 0 &&
+          loggedChoices.insert({static_cast<int>(key0.coll), 64}).second)  // once per communicator
+        HINFO(kSubTune, "AllToAll: pairwise exchange (fallback: HOCCL_ALGO=%s does not apply: every all-to-all "
+              "is pairwise)", algo->name);
       auto sched = key0.coll == CollKind::AllToAll ? pairwiseSchedule(CollCall{}, key0)
-                   : oneShotShm(key0, esize)              ? oneShotShmSchedule(key0, esize)
-                                                       : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
+                                                   : std::make_shared<const Schedule>(tunedSchedule(key0, esize));
       HOCCL_TRY(connectFor(*sched));
       if (schedules.size() > 256) schedules.clear();
       it = schedules.emplace(k, std::move(sched)).first;

@@ -168,15 +168,12 @@ struct hocclComm : public hoccl::TaskOwner {
   // for the call (and held in lastBuilt until the next).
   hoccl::Status prepareCall(const hoccl::CollCall& call, const hoccl::ScheduleKey& key, const hoccl::Schedule** out,
                             std::shared_ptr<const hoccl::Schedule>* keep);
-  // A collective's schedule as the tuner chooses it (not cached).
+  // A collective's schedule as the tuner chooses it (not cached), one-shot
+  // over shared memory included (a schedule with no steps).
   // device: the executor of a call on device buffers, which sets the
   // channels (DeviceExecutor::channelsFor); null for host buffers.
   hoccl::Schedule tunedSchedule(const hoccl::ScheduleKey& key, size_t esize,
                                 const hoccl::cuda::DeviceExecutor* device = nullptr);
-  // Whether a collective runs one-shot over shared memory (comm.cc), and its
-  // schedule there (no steps).
-  bool oneShotShm(const hoccl::ScheduleKey& key, size_t esize) const;
-  std::shared_ptr<const hoccl::Schedule> oneShotShmSchedule(const hoccl::ScheduleKey& key, size_t esize);
   // Creates the connections `sched` uses that do not exist yet.
   hoccl::Status connectFor(const hoccl::Schedule& sched);
   // Calls whose schedule depends on more than the cache key (a group's

@@ -58,9 +58,16 @@ Status hocclComm::prepareDevice(const CollCall& call, const ScheduleKey& key, st
   const ScheduleCacheKey k = cacheKey(key, esize);
   auto it = deviceSchedules.find(k);
   if (it == deviceSchedules.end() && deviceSchedules.size() >= 256) deviceSchedules.clear();  // as prepare()'s
-  if (it == deviceSchedules.end())
-    it = deviceSchedules.emplace(k, std::make_shared<const Schedule>(tunedSchedule(key, esize, device.get())))
-             .first;
+  if (it == deviceSchedules.end()) {
+    auto sched = std::make_shared<const Schedule>(tunedSchedule(key, esize, device.get()));
+    // The tuner never picks it for device buffers (Tuner::chooseForDevice);
+    // were it to, the kernels would find no steps and leave the output as
+    // it was.
+    if (sched->oneShotShm)
+      return errorf(hocclInternalError, "rank %d: %s on device buffers was given oneshot_shm, which runs on host "
+                    "buffers only", rank, collName(key.coll));
+    it = deviceSchedules.emplace(k, std::move(sched)).first;
+  }
   *out = it->second;
   return Status();
 }

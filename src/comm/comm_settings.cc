@@ -16,6 +16,14 @@ std::vector<std::string> algorithmChoices() {
   return names;
 }
 
+std::string checkAlgorithmName(std::string* algo) {
+  if (const AlgoInfo* a = findAlgorithm(algo->c_str())) {
+    *algo = a->name;
+    return "";
+  }
+  return expectOneOf(*algo, algorithmChoices());
+}
+
 namespace {
 
 // Whether a caller's struct reaches to the end of `field` (callers built
@@ -79,10 +87,9 @@ Status applyConfig(const hocclConfig_t* config, Settings* s) {
   }
   // Callers built against a header without `algorithm` pass a smaller size.
   if (HOCCL_CONFIG_HAS(*config, algorithm) && config->algorithm) {
-    const std::vector<std::string> names = algorithmChoices();
     std::string list;
-    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-    if (!expectOneOf(config->algorithm, names).empty() || !applySetting(s, "HOCCL_ALGO", config->algorithm).empty())
+    for (const std::string& n : algorithmChoices()) list += (list.empty() ? "" : ", ") + n;
+    if (!applySetting(s, "HOCCL_ALGO", config->algorithm).empty() || !checkAlgorithmName(&s->algo).empty())
       return errorf(hocclInvalidArgument, "config->algorithm=\"%s\" names no algorithm (%s)", config->algorithm,
                     list.c_str());
   }
@@ -104,7 +111,7 @@ Status commSettings(const hocclConfig_t* config, Settings* out) {
   if (!snap->error().empty()) return Status(hocclInvalidArgument, snap->error());
   Settings s = snap->values();
   s.timeoutFrom = snap->fromEnvironment("HOCCL_TIMEOUT") ? "HOCCL_TIMEOUT" : "HOCCL_TIMEOUT's default";
-  std::string why = expectOneOf(s.algo, algorithmChoices());
+  std::string why = checkAlgorithmName(&s.algo);
   if (!why.empty()) return Status(hocclInvalidArgument, invalidSetting("HOCCL_ALGO", snap->text("HOCCL_ALGO"), why));
   HOCCL_TRY(applyConfig(config, &s));
   *out = s;

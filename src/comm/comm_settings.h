@@ -29,7 +29,13 @@ Status applyConfig(const hocclConfig_t* config, Settings* s);
 hocclConfig_t copyConfig(const hocclConfig_t& config);
 
 // The names HOCCL_ALGO and config->algorithm accept: auto and every
-// algorithm of the registry.
+// algorithm of the registry (which also takes their former names, such as
+// "board" for oneshot_shm).
 std::vector<std::string> algorithmChoices();
+// Checks an algorithm setting against the registry: "" when it is auto or
+// names a row, which it then spells as the row's name (a former name
+// becomes the current one, so split members compare names and logs show
+// one); otherwise what was expected.
+std::string checkAlgorithmName(std::string* algo);
 
 }  // namespace hoccl

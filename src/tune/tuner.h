@@ -1,8 +1,10 @@
 // The tuner: which algorithm, how many channels and how deep a pipeline for
-// each (collective, size) of a communicator. Rules from a tune file
+// each (collective, size) of a communicator. Under auto, a call small
+// enough for the one-shot slots of a one-node communicator runs
+// oneshot_shm (HOCCL_BOARD_BYTES; SharedSlots); then rules from a tune file
 // (HOCCL_TUNE_FILE) win; HOCCL_ALGO forces the algorithm; otherwise the
 // cost model (model.h) ranks every candidate. Every rank holds the same
-// machine and rules, so every rank picks the same schedule.
+// machine, slots and rules, so every rank picks the same schedule.
 #pragma once
 
 #include <cstdint>
@@ -53,8 +55,23 @@ struct Choice {
   int nchannels = 1;
   int pipelineChunks = 0;  // horing only; 0 = the builder's default
   double predictedUs = 0;
-  std::string why;         // "model", "HOCCL_ALGO", "<file>:<line>", "device rule ..."
+  std::string why;         // "model", "HOCCL_ALGO", "<file>:<line>", "device rule ...", "HOCCL_BOARD_BYTES=..."
   bool byModel = false;    // the cost model picked it (no rule, nothing forced)
+  // Why a forced or ruled algorithm did not run (empty: none did not),
+  // e.g. "HOCCL_ALGO=oneshot_shm: ... span 2 nodes".
+  std::string fallback;
+  std::string explained() const { return fallback.empty() ? why : why + "; fallback: " + fallback; }
+};
+
+// A communicator's one-shot slots (oneshot_shm; registry.h,
+// AlgoInfo::sharedSlotsOnly), the same on every rank.
+struct SharedSlots {
+  uint64_t capacity = 0;   // payload bytes of each rank's slot; 0: none (ranks on several nodes)
+  uint64_t autoBytes = 0;  // HOCCL_BOARD_BYTES: under auto, calls of up to this many bytes per rank run there
+  // What a communicator of `m` would have (tools that describe a machine
+  // without one): slots where every rank is on one node, of the size the
+  // registry row allows.
+  static SharedSlots ofMachine(const Machine& m, uint64_t autoBytes);
 };
 
 // Calls on device buffers: all-reduces up to this many bytes run recursive
@@ -64,16 +81,30 @@ inline constexpr uint64_t kDeviceDoublingMaxBytes = uint64_t(256) << 10;
 class Tuner {
  public:
   // forcedAlgo: nullptr for auto. channels: 0 lets the model choose
-  // (1..maxChannels), else fixed.
+  // (1..maxChannels), else fixed. slots: the communicator's one-shot
+  // slots; without them (the default) oneshot_shm never runs.
   Tuner(Machine machine, std::vector<TuneRule> rules, std::string rulesPath, const AlgoInfo* forcedAlgo,
-        int channels, int maxChannels = 4);
+        int channels, SharedSlots slots = {}, int maxChannels = 4);
 
   // Where the machine's link rates are unknown (Machine::netRateNominal,
   // uplinkRateUnknown), the model weighs each candidate on every machine
   // those rates could make (robustScenarios) and picks the one whose worst
   // ratio to the best of each is least: good over the range, not best at
   // a nominal rate that may not hold.
+  //
+  // One-shot over shared memory (oneshot_shm) is no candidate of the
+  // model: under auto it runs exactly where it fits (see oneShotShmMisfit)
+  // and its bytes per rank are at most slots.autoBytes, before any rule,
+  // as it did when the communicator decided it before asking the tuner.
+  // Forced (HOCCL_ALGO) or named by a rule where it does not fit, the call
+  // takes the choice it would get without that, and Choice::fallback says
+  // why. Forcing any other algorithm turns it off.
   Choice choose(CollKind coll, uint64_t bytes) const;
+  // Why oneshot_shm cannot run a call of `bytes` (NCCL size) on this
+  // communicator, or "" where it can: it needs host buffers, 2 ranks or
+  // more, one-shot slots (every rank on one node) and at most the slots'
+  // capacity and the row's maxBytesPerRank of input per rank.
+  std::string oneShotShmMisfit(CollKind coll, uint64_t bytes, bool hostBuffers) const;
   // The machines the tuner weighs: m_ alone where its rates are known;
   // otherwise node links at their nominal rate and at a tenth of it, and,
   // under several leaves, uplinks not oversubscribed, 2:1 and 4:1.
@@ -86,14 +117,16 @@ class Tuner {
   // kDeviceDoublingMaxBytes, the ring above; reduce-scatter and all-gather
   // by the ring (one-shot was never faster there); broadcast and reduce as
   // the model picks them. predictedUs is 0: the model has no device costs.
+  // Never oneshot_shm: the executor reads and writes its slots with the
+  // CPU (a forced or ruled oneshot_shm falls back, saying so).
   // Across hosts the cost model picks, on the device machine
   // (deviceMachine: GPU links inside a node, the proxy's latency and the
   // PCIe cap on the network), among every algorithm that runs across
   // nodes, HO-Ring's pipeline depth included.
   Choice chooseForDevice(CollKind coll, uint64_t bytes) const;
-  // Tests: chooseForDevice returns choose()'s pick while set, so that a
-  // call on device buffers runs the schedule of the same call on host
-  // buffers and the two can be compared bit for bit.
+  // Tests: chooseForDevice returns choose()'s pick while set (oneshot_shm
+  // aside), so that a call on device buffers runs the schedule of the same
+  // call on host buffers and the two can be compared bit for bit.
   static void hostChoicesOnDeviceForTesting(bool on);
   const Machine& machine() const { return m_; }
 
@@ -104,7 +137,11 @@ class Tuner {
  private:
   // Whether a prediction's steps fit the links' buffers (LinkParams::bufferKB).
   bool stepsFit(const Machine& m, const Prediction& p) const;
-  Choice chooseOn(const Machine& m, const std::vector<Machine>& scenarios, CollKind coll, uint64_t bytes) const;
+  // hostBuffers: oneshot_shm may run (chooseForDevice passes false).
+  Choice chooseOn(const Machine& m, const std::vector<Machine>& scenarios, CollKind coll, uint64_t bytes,
+                  bool hostBuffers) const;
+  // oneshot_shm's choice for a call it fits, said to come from `why`.
+  Choice oneShotShmChoice(const Machine& m, CollKind coll, uint64_t bytes, std::string why) const;
   Machine m_;
   std::vector<Machine> scenarios_;  // m_ first
   // Across hosts: m_ and its scenarios as calls on device buffers see them
@@ -115,6 +152,7 @@ class Tuner {
   std::string rulesPath_;
   const AlgoInfo* forced_;
   int channels_, maxChannels_;
+  SharedSlots slots_;
 };
 
 // See Tuner::scenarios().
