@@ -70,6 +70,9 @@ OUTSIDE = [
         ("HOCCL_NCCL_LIBRARY", "`tools/run-gpu-tests.sh`",
          "the libnccl.so.2 that part (b) runs with hoccl's plugins (default: CUDA's prefix, then the system's)"),
         ("HOCCL_FUZZ_BUILD", "`tools/fuzz.sh`", "the fuzzers' build directory (default `build-fuzz`)"),
+        ("HOCCL_TRIXIE_ROOT", "`tools/torch2-check.sh`",
+         "where the Debian 13 chroot for the torch 2.x check is made and kept (default "
+         "`/var/cache/hoccl-torch2/trixie`)"),
         ("HOCCL_NEWCOMER_CACHE, HOCCL_NEWCOMER_MIRROR, HOCCL_NEWCOMER_EXTRA, HOCCL_NEWCOMER_KEEP",
          "`tools/newcomer-check.sh`",
          "where the base chroot and .debs are kept, the Debian mirror, packages to add, `1` keeps the chroot"),
