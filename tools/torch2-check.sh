@@ -9,6 +9,8 @@
 #   tools/torch2-check.sh            the README's test command (tools/run-tests.sh), the whole suite,
 #                                    the torch backend's under torch 2.x included
 #   tools/torch2-check.sh --torch    only hoccl, the backend and the torch tests (ctest -R torch_)
+#   tools/torch2-check.sh --run CMD  builds as --torch, then runs CMD (bash) in the copied tree there
+#                                    (e.g. the benchmarks under torch 2.x)
 #   tools/torch2-check.sh --shell    a shell in the chroot, in the copied tree
 #
 # Needs root (chroot, mounts) and Debian's archive. The CUDA Toolkit is not
@@ -19,7 +21,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 chroot_dir=${HOCCL_TRIXIE_ROOT:-/var/cache/hoccl-torch2/trixie}
 mode=${1:-all}
-case $mode in all | --torch | --shell) ;; *) echo "usage: tools/torch2-check.sh [--torch|--shell]" >&2; exit 2 ;; esac
+case $mode in all | --torch | --shell | --run) ;; *) echo "usage: tools/torch2-check.sh [--torch|--run CMD|--shell]" >&2; exit 2 ;; esac
+run_cmd=${2:-}
+[ "$mode" != --run ] || [ -n "$run_cmd" ] || { echo "torch2-check: --run needs a command" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "torch2-check: needs root (debootstrap, chroot, mounts)" >&2; exit 1; }
 
 pkgs="build-essential cmake pkg-config ccache git python3 python3-setuptools python3-torch libtorch-dev pybind11-dev python3-pytest
@@ -79,12 +83,15 @@ echo "torch2-check: Debian $(cat "$chroot_dir/etc/debian_version"), GCC $gcc, to
 env="export USE_LIBUV=0 CCACHE_DIR=/var/cache/ccache HOCCL_CMAKE_ARGS='-DHOCCL_BUILD_TORCH=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DHOCCL_DEBUG_INFO=lines'; cd $src"
 case $mode in
   --shell) chroot "$chroot_dir" bash -c "$env; exec bash -i" ;;
-  --torch)
-    chroot "$chroot_dir" bash -c "$env; set -e
-      eval cmake -S . -B build-trixie -DCMAKE_BUILD_TYPE=RelWithDebInfo \$HOCCL_CMAKE_ARGS >/dev/null
-      cmake --build build-trixie -j \$(nproc) --target hoccl hoccl_torch_C hoccl_torch_py hoccl-paro
-      ctest --test-dir build-trixie --output-on-failure -R torch_"
-    echo "torch2-check: the torch tests passed under torch $torch (GCC $gcc)"
+  --torch | --run)
+    build="eval cmake -S . -B build-trixie -DCMAKE_BUILD_TYPE=RelWithDebInfo \$HOCCL_CMAKE_ARGS >/dev/null
+      cmake --build build-trixie -j \$(nproc) --target hoccl hoccl_torch_C hoccl_torch_py hoccl-paro"
+    if [ "$mode" = --run ]; then
+      chroot "$chroot_dir" bash -c "$env; set -e; $build >/dev/null; export PYTHONPATH=$src/build-trixie/bindings/torch/python; $run_cmd"
+    else
+      chroot "$chroot_dir" bash -c "$env; set -e; $build; ctest --test-dir build-trixie --output-on-failure -R torch_"
+      echo "torch2-check: the torch tests passed under torch $torch (GCC $gcc)"
+    fi
     ;;
   all)
     chroot "$chroot_dir" bash -c "$env; tools/run-tests.sh build-trixie"

@@ -1,13 +1,16 @@
-"""DDP step time, hoccl vs gloo, side by side in one run: for each process
-count, ddp_train.py runs once per backend (alternating, same model and
-data), and the table gives each mean step time (slowest rank) and the ratio.
+"""DDP (or tensor-parallel) step time, hoccl vs gloo, side by side in one
+run: for each process count, ddp_train.py (--model tp: tp_train.py, torch
+2.x) runs once per backend (alternating, same model and data), and the
+table gives each mean step time (slowest rank) and the ratio.
 
     PYTHONPATH=build/bindings/torch/python /usr/bin/python3 bindings/torch/examples/bench_ddp.py --nproc 2,4
+    ... bench_ddp.py --model tp --nproc 2,4,8 --cluster 2x2 --floor
 
-Other arguments go to ddp_train.py (--width, --depth, --batch, --steps, ...).
+Other arguments go to the trainer (--width, --depth, --batch, --steps, ...).
 
---floor also runs DDP with no communication at all (ddp_train.py --no-comm:
-the buckets stay local), the step both backends share; the table then
+--floor also runs with no communication at all (ddp_train.py --no-comm:
+the buckets stay local; tp_train.py --no-comm: each rank's shard alone),
+the step both backends share; the table then
 gives each backend's communication time as its step minus that floor.
 --cluster 2x2 also runs on an emulated cluster of 2 nodes x 2 ranks
 (tests/cluster, root; --node-gbit sets its links). --plot FILE draws the
@@ -45,12 +48,15 @@ def last_json(text, what):
     raise SystemExit(f"bench_ddp: {what} printed no result; its output ends with:\n{text[-3000:]}")
 
 
-def run(backend, where, extra, env, node_gbit):
-    """One ddp_train.py run; where is (nodes, ranks per node), nodes 0 = this machine."""
+TRAINERS = {"ddp": "ddp_train.py", "tp": "tp_train.py"}
+
+
+def run(backend, where, extra, env, node_gbit, trainer="ddp_train.py"):
+    """One trainer run; where is (nodes, ranks per node), nodes 0 = this machine."""
     nodes, per_node = where
     args = ["--json", "--print-every", "1000000"] + extra
     args += ["--backend", "hoccl", "--no-comm"] if backend == NO_COMM else ["--backend", backend]
-    train = [sys.executable, os.path.join(HERE, "ddp_train.py")] + args
+    train = [sys.executable, os.path.join(HERE, trainer)] + args
     if nodes == 0:
         out = subprocess.run(train + ["--nproc", str(per_node)], capture_output=True, text=True, env=env)
     else:
@@ -84,7 +90,7 @@ def median(runs):
     return ordered[(len(ordered) - 1) // 2]
 
 
-def plot(path, rows, backends, title):
+def plot(path, rows, backends, title, what="DDP"):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -96,7 +102,7 @@ def plot(path, rows, backends, title):
         bars = ax.bar(xs, ys, width, label="no communication" if b == NO_COMM else b)
         ax.bar_label(bars, labels=[f"{y:.0f}" if y >= 100 else f"{y:.1f}" for y in ys], fontsize=7)
     ax.set_xticks(range(len(rows)), [label(w).replace(" x ", "x") for w, _ in rows], fontsize=8)
-    ax.set_ylabel("DDP step time (ms, slowest rank's mean)")
+    ax.set_ylabel(f"{what} step time (ms, slowest rank's mean)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -110,6 +116,8 @@ def main():
     ap.add_argument("--cluster", default="", help="comma-separated emulated-cluster shapes NODESxRANKS, e.g. 2x2")
     ap.add_argument("--node-gbit", type=float, default=1, help="the emulated cluster's node links (Gbit/s)")
     ap.add_argument("--backends", default="gloo,hoccl")
+    ap.add_argument("--model", choices=sorted(TRAINERS), default="ddp",
+                    help="ddp: data parallel (ddp_train.py); tp: tensor parallel (tp_train.py, torch 2.x)")
     ap.add_argument("--floor", action="store_true", help="also run DDP without communication (the shared floor)")
     ap.add_argument("--repeats", type=int, default=1, help="runs per backend and process count (median)")
     ap.add_argument("--malloc", choices=["keep", "system"], default="keep",
@@ -133,7 +141,7 @@ def main():
         results = {}
         for _ in range(args.repeats):  # alternate the backends, so drift hits both
             for b in backends:
-                results.setdefault(b, []).append(run(b, where, extra, env, args.node_gbit))
+                results.setdefault(b, []).append(run(b, where, extra, env, args.node_gbit, TRAINERS[args.model]))
         res = {b: median(results[b]) for b in backends}
         rows.append((where, res))
         first = res[backends[-1]]
@@ -167,7 +175,8 @@ def main():
             break
     if args.plot:
         first = rows[0][1][backends[-1]]
-        plot(args.plot, rows, backends, f"DDP, {first['params']} parameters, batch {first['batch']}/rank")
+        what = "DDP" if args.model == "ddp" else "tensor-parallel"
+        plot(args.plot, rows, backends, f"{what}, {first['params']} parameters, batch {first['batch']}/rank", what)
 
 
 if __name__ == "__main__":

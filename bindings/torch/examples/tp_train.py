@@ -1,0 +1,131 @@
+"""Trains a small MLP with tensor parallelism (torch 2.x: DeviceMesh and
+parallelize_module) over hoccl (or gloo, to compare) and prints the loss
+and the step time.
+
+    /usr/bin/python3 tp_train.py --nproc 4        # starts 4 processes itself (or run it under torchrun)
+
+Each block is Linear(width, hidden) split by columns and Linear(hidden,
+width) split by rows (ColwiseParallel, RowwiseParallel), so every block
+all-reduces a (batch, width) activation in forward and its gradient in
+backward. Every rank feeds the same batch, as tensor parallelism needs.
+With --json the last line is {"backend", "nproc", "params", "step_ms", ...}.
+--no-comm runs each rank's shard of the same blocks (hidden / nproc wide)
+as a plain module with no collectives: the step without communication
+(the floor both backends share; for timing only).
+"""
+import argparse
+import datetime
+import json
+import os
+import socket
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+import hoccl_torch  # noqa: F401  (registers the "hoccl" backend)
+
+
+class Block(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.up = nn.Linear(width, hidden)
+        self.down = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(x)))
+
+
+def model(width, hidden, depth, seed):
+    torch.manual_seed(seed)
+    return nn.Sequential(*[Block(width, hidden) for _ in range(depth)])
+
+
+def train(rank, world, args):
+    torch.set_num_threads(args.threads)
+    ifname = os.environ.get("HOCCL_SOCKET_IFNAME", "").lstrip("=")
+    if os.environ.get("HOCCL_CLUSTER") and ifname and "," not in ifname:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)
+    dist.init_process_group(args.backend, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
+    if args.hidden % world:
+        raise SystemExit(f"tp_train: --hidden {args.hidden} must be a multiple of the {world} processes")
+    if args.no_comm:
+        net = model(args.width, args.hidden // world, args.depth, seed=0)  # this rank's shard, alone
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = init_device_mesh("cpu", (world,))
+        net = model(args.width, args.hidden, args.depth, seed=0)
+        plan = {}
+        for i in range(args.depth):
+            plan[f"{i}.up"] = ColwiseParallel()
+            plan[f"{i}.down"] = RowwiseParallel()
+        parallelize_module(net, mesh, plan)
+    opt = torch.optim.SGD(net.parameters(), lr=args.lr)
+    gen = torch.Generator().manual_seed(1234)  # the same batches on every rank
+    times = []
+    for step in range(args.warmup + args.steps):
+        x = torch.randn(args.batch, args.width, generator=gen)
+        y = torch.randn(args.batch, args.width, generator=gen)
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(net(x), y)
+        loss.backward()
+        opt.step()
+        dt = time.perf_counter() - t0
+        if step >= args.warmup:
+            times.append(dt)
+        if rank == 0 and (step % args.print_every == 0 or step == args.warmup + args.steps - 1):
+            print(f"[{args.backend} x{world}] step {step:4d}  loss {loss.item():.5f}  step {dt * 1e3:7.2f} ms",
+                  flush=True)
+    mean = torch.tensor([statistics.mean(times)], dtype=torch.float64)
+    dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean is the job's step time
+    params = sum(p.numel() for p in model(args.width, args.hidden, args.depth, seed=0).parameters())
+    if rank == 0:
+        print(f"[{args.backend} x{world}] {params} parameters, {args.steps} steps: mean step "
+              f"{mean.item() * 1e3:.2f} ms (slowest rank)", flush=True)
+        if args.json:
+            print(json.dumps({"backend": "none" if args.no_comm else args.backend, "nproc": world,
+                              "params": params, "batch": args.batch, "steps": args.steps,
+                              "step_ms": mean.item() * 1e3, "median_ms_rank0": statistics.median(times) * 1e3}),
+                  flush=True)
+    dist.destroy_process_group()
+
+
+def spawned(rank, world, args, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    train(rank, world, args)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nproc", type=int, default=4, help="processes to start (ignored under torchrun)")
+    ap.add_argument("--backend", default="hoccl", help="hoccl or gloo")
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=32, help="rows per batch (the same on every rank)")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--no-comm", action="store_true", help="each rank's shard alone, no collectives")
+    ap.add_argument("--print-every", type=int, default=10)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if not hoccl_torch.TORCH2:
+        raise SystemExit(f"tp_train: tensor parallelism needs torch 2.x (DeviceMesh); this is {torch.__version__}")
+    if "RANK" in os.environ:  # started by torchrun (env:// rendezvous)
+        train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(spawned, args=(args.nproc, args, port), nprocs=args.nproc)
+
+
+if __name__ == "__main__":
+    main()
