@@ -14,7 +14,6 @@
 #include "src/exec/dataops.h"
 #include "src/topo/nvml.h"
 #include "programs/machine_args.h"
-#include "src/comm/comm_settings.h"
 #include "transport/net/net.h"
 
 using namespace hoccl;
@@ -36,9 +35,11 @@ static void usage() {
 // the registry knows the names (the communicator checks them the same way).
 static std::string algoProblem(const SettingsSnapshot& env) {
   if (!env.problem("HOCCL_ALGO").empty()) return env.problem("HOCCL_ALGO");
-  std::string algo = env.values().algo;
-  std::string why = checkAlgorithmName(&algo);
-  return why.empty() ? "" : invalidSetting("HOCCL_ALGO", env.text("HOCCL_ALGO"), why);
+  const std::string& algo = env.values().algo;
+  if (algo == "auto" || findAlgorithm(algo.c_str())) return "";  // former names too
+  std::vector<std::string> names = {"auto"};
+  for (const AlgoInfo& a : allAlgorithms()) names.push_back(a.name);
+  return invalidSetting("HOCCL_ALGO", env.text("HOCCL_ALGO"), expectOneOf(algo, names));
 }
 
 // The settings table as a markdown table: what docs/environment.md holds,

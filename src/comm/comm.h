@@ -253,6 +253,16 @@ int probesMeasuredForTesting();
 // Initialises a new communicator `c` (collective over the ranks of the
 // unique id). On error the caller frees c.
 Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config, hocclComm* c);
+// Everything after the bootstrap exists: node grouping, shared memory, the
+// ring connections every ring and chain schedule uses (comm.cc).
+Status finishInit(hocclComm* c);
+// A rank whose setup fails after the bootstrap exists tells every other
+// rank, which would otherwise wait for it until the timeout. One stopped
+// by a peer's notice passes that on: the peer's notice to a third rank may
+// come after this rank has closed the connection that rank waits on.
+// Returns st.
+Status tellPeersSetupFailed(hocclComm* c, Status st);
+// Communicators made from a parent's (comm_split.cc).
 Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out);
 // hocclCommCreateGroup: collective over `members` (distinct parent ranks,
 // in the new communicator's rank order; this rank among them) only.
