@@ -57,6 +57,9 @@ cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+# The chroot's root a mount point of its own, as / is: the emulated
+# cluster's namespaces (tests/cluster) remount it.
+bind "" --bind "$chroot_dir"
 bind /proc -t proc proc
 bind /sys --rbind /sys
 bind /dev --rbind /dev
