@@ -421,6 +421,18 @@ TEST_F(CudaDeviceTest, AbortingAWaitingRankStopsItsLaunch) {
   EXPECT_EQ(hocclCommDestroy(s.comms[2]), hocclSuccess);
 }
 
+// Under load (CI: two builds and ctest -j2 on 2 cores) the launch of the
+// test above did not end within the abort's 0.5 s wait, so its executor
+// was given up, not freed; the fake's teardown then freed that leaked
+// memory as if malloc'ed, memfd mappings included, and crashed. A stream
+// held up before the launch takes that path every time.
+TEST_F(CudaDeviceTest, AnAbortWhoseLaunchCannotStartGivesItUpSafely) {
+  testutil::Options o;
+  o.ranks = 2;
+  o.timeoutSec = 60;
+  abortWithItsLaunchHeld(fake.get(), o, 0.2);
+}
+
 TEST_F(CudaDeviceTest, ATimeoutNamesChannelStepAndPeer) {
   testutil::Options o;
   o.ranks = 3;

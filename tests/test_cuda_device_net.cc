@@ -233,6 +233,22 @@ TEST_F(CudaDeviceNetFaultTest, ARankThatAbortsInsteadOfCallingStopsEveryHost) {
   });
 }
 
+// An abort that cannot wait for its launch gives the executor up and frees
+// the communicator: the network proxy, which asks the communicator for
+// peers' abort notices every 0.1 s while a launch may run, must have
+// stopped first (it went on reading the freed communicator: a sanitizer
+// build reports it within the 0.3 s held here), and its network closed
+// (a progress thread left running made ThreadSanitizer refuse the fork
+// of the next test that spawns processes).
+TEST_F(CudaDeviceNetTest, AnAbortWhoseLaunchCannotStartStopsTheProxyFirst) {
+  testutil::Options o;
+  o.ranks = 2;
+  o.nodeSizes = {1, 1};
+  o.net = testutil::Net::Socket;
+  o.timeoutSec = 60;
+  abortWithItsLaunchHeld(fake.get(), o, 0.3);
+}
+
 TEST_F(CudaDeviceNetFaultTest, CountsThatDifferBetweenHostsFailOnEveryRank) {
   onTwoHosts([&](hocclComm_t comm, int rank, void* stream) {
     void* d = fake->alloc(1 << 20);

@@ -121,7 +121,10 @@ class DeviceConnections {
   // The executor queued a launch (a proxy may start polling now).
   virtual void launched() {}
   // The executor is going away without freeing this (a launch did not
-  // end): threads of the transport that call back into it stop now.
+  // end, or an abort could not wait for it): the transport's threads,
+  // which call back into it, stop now, and what they served (a network
+  // and its connections) closes; the memory a launch may still touch
+  // stays, never freed. Nothing of the transport runs afterwards.
   virtual void quiesce() {}
   // What this rank's end of edge `e` is waiting for, for a timeout's
   // message; "" if nothing to add.

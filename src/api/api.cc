@@ -463,7 +463,10 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
     if (!exec->waitIdle(0.5)) {
       HWARN(kSubAll, "hocclCommAbort: rank %d's device launches did not end within 0.5 s (a stream held up before "
             "them?); their memory is leaked", comm->rank);
-      comm->device.release();
+      // The communicator is freed below: the executor's transport threads,
+      // which read it, stop first (the network proxy went on asking it for
+      // peers' abort notices every 0.1 s while the launch was pending).
+      cuda::DeviceExecutor::abandon(std::move(comm->device));
     }
   }
   if (!waitUnused(comm, 0.6)) {

@@ -1,11 +1,13 @@
 // What the fake-driver tests of the device path share (test_cuda_device.cc,
-// test_cuda_device_conns.cc): a call and its buffers on the host and on
-// the fake device, running it both ways and comparing every byte, ranks as
-// threads with a stream each, the fixture, and a log capture.
+// test_cuda_device_conns.cc, test_cuda_device_net.cc): a call and its
+// buffers on the host and on the fake device, running it both ways and
+// comparing every byte, ranks as threads with a stream each, the fixture,
+// a log capture, and an abort whose launch is held up.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -214,6 +216,55 @@ inline std::vector<std::string> linesAt(LogLevel level) {
   for (const auto& [at, msg] : logged)
     if (at == level) out.push_back(msg);
   return out;
+}
+
+// hocclCommAbort on rank 0 while its launch cannot start: its stream is
+// held (busy with earlier work), so the launch outlives the abort's wait
+// for it and the executor is given up rather than freed. The abort still
+// returns within about 1 s (2 s under load) and warns; for `heldSec` after
+// it nothing may touch what it freed (the transport's threads, the
+// launch), which a sanitizer build checks; once released, the launch
+// stops at its first wait; every other rank gets hocclRemoteError.
+// `o`: the ranks (threads) and their hosts.
+inline void abortWithItsLaunchHeld(FakeCuda* fake, const testutil::Options& o, double heldSec) {
+  const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 50000, false, 0};
+  testutil::World world(o);
+  ASSERT_EQ(world.initError(), "");
+  std::vector<void*> streams;
+  for (int r = 0; r < o.ranks; ++r) streams.push_back(fake->createStream());
+  // Every edge connected and the plan set up on every rank first.
+  ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+    runAndCompare(fake, c, comm, rank, o.ranks, streams[rank]);
+  }));
+  {
+    std::lock_guard<std::mutex> l(loggedMu);
+    logged.clear();
+  }
+  setLogSink(&takeLine, LogLevel::Warn);
+  std::atomic<int> queued{0};
+  ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+    Buffers b(fake, c, o.ranks, rank);
+    if (rank == 0) fake->hold(streams[0]);
+    EXPECT_EQ(callApi(c, b.devIn(), b.devOut(), comm, streams[rank]), hocclSuccess) << hocclGetLastError(comm);
+    ++queued;
+    if (rank != 0) {
+      EXPECT_EQ(awaitAsyncError(comm), hocclRemoteError) << hocclGetLastError(comm);
+      EXPECT_TRUE(fake->sync(streams[rank], 10)) << "rank " << rank << "'s launch did not stop";
+      return;
+    }
+    while (queued.load() < o.ranks) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(hocclCommAbort(comm), hocclSuccess);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    std::this_thread::sleep_for(std::chrono::duration<double>(heldSec));
+    fake->release(streams[0]);
+    EXPECT_TRUE(fake->sync(streams[0], 10)) << "rank 0's launch did not stop once its stream was released";
+  }));
+  setLogSink(nullptr, LogLevel::None);
+  int leaked = 0;
+  for (const std::string& w : linesAt(LogLevel::Warn))
+    leaked += w.find("rank 0's device launches did not end within 0.5 s") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(leaked, 1) << "the abort did not give up the held launch";
 }
 
 }  // namespace devicetest

@@ -247,7 +247,8 @@ int memcpyHtoDAsync(DevPtr dst, const void* src, size_t bytes, CuHandle stream) 
     // Late on purpose: a caller that launches before it synchronizes the
     // copy's stream reads what was there before.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size());
+    if (!staged->empty())  // an empty vector's data() may be null, which memcpy must not get
+      std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size());
   });
   return kOk;
 }
@@ -508,7 +509,11 @@ FakeCuda::~FakeCuda() {
   cuda::setKernelImageForTesting(nullptr);
   g->streams.clear();
   g->defaultStream.reset();
-  for (auto& [p, n] : g->device) std::free(reinterpret_cast<void*>(p));
+  // What is left was leaked (an executor given up while its launch ran):
+  // freed as cuMemFree would, blocks of kSharedMin and more being memfd
+  // mappings, not malloc'ed (std::free of one crashed the process).
+  for (auto& [p, n] : g->device)
+    if (!ipc::freeShared(reinterpret_cast<void*>(p))) std::free(reinterpret_cast<void*>(p));
   for (auto& [p, n] : g->mapped) std::free(reinterpret_cast<void*>(p));
   vmm::reset();
   vmm::setFabric(vmm::Fabric::Unsupported);

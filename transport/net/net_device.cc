@@ -96,6 +96,21 @@ class NetProxy {
     dev_ = dev;
     thread_ = std::thread([this] { run(); });
   }
+  // quiesce: the thread stops, then the network closes (its progress
+  // thread ends, peers see the connections closed); the halves' memory,
+  // which a launch that did not end may still use, stays.
+  void shutDown() {
+    stopThread();
+    if (!net_) return;  // shut down already
+    std::lock_guard<std::mutex> l(halvesMu_);
+    for (auto& h : halves_) {
+      if (h->mr) net_->deregMr(h->comm, h->mr);
+      if (h->comm) (void)(h->send ? net_->closeSend(h->comm) : net_->closeRecv(h->comm));
+      h->mr = nullptr;
+      h->comm = nullptr;
+    }
+    net_.reset();
+  }
   void stopThread() {
     if (!thread_.joinable()) return;
     {
@@ -553,7 +568,7 @@ DevPtr NetDeviceConnections::conn(const DeviceEdge& e) const {
 
 void NetDeviceConnections::launched() { proxy_->wake(); }
 
-void NetDeviceConnections::quiesce() { proxy_->stopThread(); }
+void NetDeviceConnections::quiesce() { proxy_->shutDown(); }
 
 std::string NetDeviceConnections::describeWait(const DeviceEdge& e) const { return proxy_->describeWait(e); }
 

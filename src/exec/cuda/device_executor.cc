@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "base/log.h"
 #include "src/exec/cuda/image.h"
@@ -20,6 +22,19 @@ std::atomic<const void*> testImage{nullptr};
 std::atomic<size_t> testPlanCap{0};
 
 bool eventDone(const DeviceApi& api, CuHandle ev) { return api.eventQuery(ev) == kCudaSuccess; }
+
+// What was given up while a launch might still use it (abandon, and the
+// destructor when a launch does not end): never freed, and kept reachable
+// from here so that a leak checker (LeakSanitizer in the sanitizer builds,
+// run with detect_leaks=1) does not report a deliberate leak as a bug.
+std::mutex givenUpMu;
+std::vector<const void*>* givenUp = nullptr;  // never destroyed: it must outlive the leak check at exit
+
+void keepForever(const void* p) {
+  std::lock_guard<std::mutex> lock(givenUpMu);
+  if (!givenUp) givenUp = new std::vector<const void*>();
+  givenUp->push_back(p);
+}
 
 }  // namespace
 
@@ -276,8 +291,8 @@ DeviceExecutor::~DeviceExecutor() {
     if (!waitIdle(1)) {
       HWARN(kSubAll, "rank %d: a device launch did not end; its device memory is leaked rather than freed under it",
             rank_);
-      conns_->quiesce();       // its threads call back into this executor: they stop
-      (void)conns_.release();  // the connections too: the launch may still write into them
+      detach();
+      keepForever(conns_.release());  // the connections too: the launch may still write into them
       return;
     }
   }
@@ -288,6 +303,19 @@ DeviceExecutor::~DeviceExecutor() {
   if (setupStream_) api_.streamDestroy(setupStream_);
   if (module_) api_.moduleUnload(module_);
   if (retained_) api_.devicePrimaryCtxRelease(device_);
+}
+
+void DeviceExecutor::detach() {
+  if (conns_) conns_->quiesce();  // the network proxy asks the owner for peers' news while a launch may run
+  owner_ = nullptr;
+  oob_ = nullptr;
+}
+
+void DeviceExecutor::abandon(std::unique_ptr<DeviceExecutor> e) {
+  if (!e) return;
+  e->requestAbort();
+  e->detach();
+  keepForever(e.release());
 }
 
 Status DeviceExecutor::alloc(size_t bytes, DevPtr* p, PlanRes* owner) {

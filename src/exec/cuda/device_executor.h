@@ -96,6 +96,15 @@ class DeviceExecutor {
   void requestAbort();
   // True once every launch queued so far has ended (waits up to `sec`).
   bool waitIdle(double sec);
+  // Gives up an executor whose launches have not ended, for an owner that
+  // cannot wait for them (hocclCommAbort) and frees itself next: the abort
+  // word is set, the transport's threads that call back into the executor
+  // (and through it into the owner: the network proxy's watch) stop now
+  // and its network closes (DeviceConnections::quiesce), and the executor
+  // and everything a launch may still touch (plans, control block,
+  // connection memory) are leaked. Nothing left running refers to the
+  // owner or its bootstrap afterwards.
+  static void abandon(std::unique_ptr<DeviceExecutor> e);
   int device() const { return device_; }
   // The channels (CTAs) a call moving `bytes` per rank should use on the
   // device: one per ring chunk of kChannelChunk, at most what fits: every CTA of every rank must be resident
@@ -120,6 +129,10 @@ class DeviceExecutor {
     bool captured = false;      // launched into a CUDA graph: kept while the executor lives
   };
   static size_t planCap();
+  // Stops the transport's threads that call back into this executor and
+  // forgets the owner and bootstrap (abandon, and the destructor when a
+  // launch does not end).
+  void detach();
   Status evictPlan();
   void freePlan(PlanRes* p);
   class CtxScope;
