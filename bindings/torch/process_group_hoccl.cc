@@ -132,23 +132,17 @@ ProcessGroupHoccl::~ProcessGroupHoccl() {
   }
   // A future's Python callbacks take the GIL on the worker: never wait for
   // the worker while holding it.
-  auto shutdown = [this] {
+  auto end = [this] {
     stopWorker();
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->group = nullptr;  // Works that outlive the group no longer reach it
-    if (comm_ && !aborted_) {
-      if (failed_)
-        hocclCommAbort(comm_);
-      else
-        hocclCommDestroy(comm_);
-    }
-    comm_ = nullptr;
+    releaseCommLocked();
   };
   if (Py_IsInitialized() && PyGILState_Check()) {
     pybind11::gil_scoped_release nogil;
-    shutdown();
+    end();
   } else {
-    shutdown();
+    end();
   }
 }
 

@@ -218,6 +218,9 @@ class ProcessGroupHoccl : public BaseGroup {
     std::chrono::steady_clock::time_point deadline;  // max(): none
     std::chrono::milliseconds timeout;
   };
+  // Destroys the communicator (aborts it when a call failed; nothing once
+  // aborted); later calls find none. Under state_->mutex.
+  void releaseCommLocked();
   // Whether the task at the queue's front may run now. Under state_->mutex.
   bool frontRunnable() const;
   void runBatch(std::vector<Task>& batch);

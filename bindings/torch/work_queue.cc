@@ -115,9 +115,13 @@ void ProcessGroupHoccl::shutdown() {
   }
   stopWorker();  // queued work finishes first
   std::lock_guard<std::mutex> lock(state_->mutex);
+  releaseCommLocked();
+}
+
+void ProcessGroupHoccl::releaseCommLocked() {
   if (comm_ && !aborted_) {
     if (failed_)
-      hocclCommAbort(comm_);
+      hocclCommAbort(comm_);  // its peers learn at once
     else
       hocclCommDestroy(comm_);
   }

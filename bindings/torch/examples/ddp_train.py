@@ -73,24 +73,41 @@ def train(rank, world, args):
         if rank == 0 and (step % args.print_every == 0 or step == args.warmup + args.steps - 1):
             print(f"[{args.backend} x{world}] step {step:4d}  loss {loss.item():.5f}  step {dt * 1e3:7.2f} ms",
                   flush=True)
-    # The slowest rank's mean is the job's step time.
-    mean = torch.tensor([statistics.mean(times)], dtype=torch.float64)
-    dist.all_reduce(mean, op=dist.ReduceOp.MAX)
-    params = sum(p.numel() for p in model.parameters())
-    if rank == 0:
-        print(f"[{args.backend} x{world}] {params} parameters, {args.steps} steps: mean step "
-              f"{mean.item() * 1e3:.2f} ms (slowest rank), median on rank 0 {statistics.median(times) * 1e3:.2f} ms",
-              flush=True)
-        if args.json:
-            print(json.dumps({"backend": "none" if args.no_comm else args.backend, "nproc": world,
-                              "params": params, "batch": args.batch, "steps": args.steps, "step_ms": mean.item() * 1e3,
-                              "median_ms_rank0": statistics.median(times) * 1e3}), flush=True)
+    report(args, rank, world, times, sum(p.numel() for p in model.parameters()))
     dist.destroy_process_group()
 
 
-def spawned(rank, world, args, port):
+def report(args, rank, world, times, params):
+    """Rank 0 prints the job's step time, the slowest rank's mean (all ranks
+    call it: it is an all-reduce), and with --json the result line."""
+    mean = torch.tensor([statistics.mean(times)], dtype=torch.float64)
+    dist.all_reduce(mean, op=dist.ReduceOp.MAX)
+    if rank != 0:
+        return
+    print(f"[{args.backend} x{world}] {params} parameters, {args.steps} steps: mean step "
+          f"{mean.item() * 1e3:.2f} ms (slowest rank), median on rank 0 {statistics.median(times) * 1e3:.2f} ms",
+          flush=True)
+    if args.json:
+        print(json.dumps({"backend": "none" if args.no_comm else args.backend, "nproc": world,
+                          "params": params, "batch": args.batch, "steps": args.steps, "step_ms": mean.item() * 1e3,
+                          "median_ms_rank0": statistics.median(times) * 1e3}), flush=True)
+
+
+def spawned(rank, world, args, port, fn):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    train(rank, world, args)
+    fn(rank, world, args)
+
+
+def start(fn, args):
+    """fn(rank, world, args) on this rank under torchrun (env:// rendezvous),
+    else on args.nproc processes started here."""
+    if "RANK" in os.environ:
+        fn(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(spawned, args=(args.nproc, args, port, fn), nprocs=args.nproc)
 
 
 def main():
@@ -109,14 +126,7 @@ def main():
     ap.add_argument("--no-comm", action="store_true", help="no communication: the gradient buckets stay local")
     ap.add_argument("--print-every", type=int, default=10)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    if "RANK" in os.environ:  # started by torchrun (env:// rendezvous)
-        train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(spawned, args=(args.nproc, args, port), nprocs=args.nproc)
+    start(train, ap.parse_args())
 
 
 if __name__ == "__main__":

@@ -15,18 +15,15 @@ as a plain module with no collectives: the step without communication
 """
 import argparse
 import datetime
-import json
 import os
-import socket
-import statistics
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 
 import hoccl_torch  # noqa: F401  (registers the "hoccl" backend)
+from ddp_train import report, start  # the same launch and result line as the DDP example
 
 
 class Block(nn.Module):
@@ -81,23 +78,8 @@ def train(rank, world, args):
         if rank == 0 and (step % args.print_every == 0 or step == args.warmup + args.steps - 1):
             print(f"[{args.backend} x{world}] step {step:4d}  loss {loss.item():.5f}  step {dt * 1e3:7.2f} ms",
                   flush=True)
-    mean = torch.tensor([statistics.mean(times)], dtype=torch.float64)
-    dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean is the job's step time
-    params = sum(p.numel() for p in model(args.width, args.hidden, args.depth, seed=0).parameters())
-    if rank == 0:
-        print(f"[{args.backend} x{world}] {params} parameters, {args.steps} steps: mean step "
-              f"{mean.item() * 1e3:.2f} ms (slowest rank)", flush=True)
-        if args.json:
-            print(json.dumps({"backend": "none" if args.no_comm else args.backend, "nproc": world,
-                              "params": params, "batch": args.batch, "steps": args.steps,
-                              "step_ms": mean.item() * 1e3, "median_ms_rank0": statistics.median(times) * 1e3}),
-                  flush=True)
+    report(args, rank, world, times, sum(p.numel() for p in model(args.width, args.hidden, args.depth, 0).parameters()))
     dist.destroy_process_group()
-
-
-def spawned(rank, world, args, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    train(rank, world, args)
 
 
 def main():
@@ -118,13 +100,7 @@ def main():
     args = ap.parse_args()
     if not hoccl_torch.TORCH2:
         raise SystemExit(f"tp_train: tensor parallelism needs torch 2.x (DeviceMesh); this is {torch.__version__}")
-    if "RANK" in os.environ:  # started by torchrun (env:// rendezvous)
-        train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(spawned, args=(args.nproc, args, port), nprocs=args.nproc)
+    start(train, args)
 
 
 if __name__ == "__main__":

@@ -39,15 +39,20 @@ def batch(step, width=8):
     return torch.randn(4, width, generator=g), torch.randn(4, width, generator=g)
 
 
-def reference_weights():
-    """The MLP trained in one process: what tensor parallelism must give."""
-    model = MLP()
+def train(model):
+    """STEPS steps of SGD on the same batches, in one process or in parallel."""
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     for step in range(STEPS):
         x, y = batch(step)
         opt.zero_grad()
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
+
+
+def reference_weights():
+    """The MLP trained in one process: what tensor parallelism must give."""
+    model = MLP()
+    train(model)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
@@ -109,12 +114,7 @@ def run(out, outdir, rank):
     tp = init_device_mesh("cpu", (n,))
     model = MLP()
     parallelize_module(model, tp, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    for step in range(STEPS):
-        x, y = batch(step)
-        opt.zero_grad()
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
+    train(model)
     weights = {k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().clone()
                for k, v in model.state_dict().items()}
     torch.save(weights, os.path.join(outdir, f"tp_weights{rank}.pt"))
