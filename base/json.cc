@@ -372,6 +372,14 @@ Status parse(const std::string& text, Value* out, const Limits& limits) {
     Position p = positionOf(text, nul);
     return errorf(hocclInvalidArgument, "line %d, column %d: NUL byte (0x00) in the text", p.line, p.column);
   }
+  // No document at all: said in our words (nlohmann's differ between
+  // releases: 3.11.2 "unexpected end of input", 3.11.3 "attempting to parse
+  // an empty input").
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    Position p = positionOf(text, text.size());
+    return errorf(hocclInvalidArgument, "line %d, column %d: unexpected end of input: no JSON value in the text",
+                  p.line, p.column);
+  }
   Value v;
   TreeBuilder builder(text, limits, &v);
   bool ok = Nlohmann::sax_parse(text, &builder, Nlohmann::input_format_t::json, /*strict=*/true,
