@@ -57,15 +57,28 @@ def train(rank, world, args):
         model.register_comm_hook(None, keep_bucket)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     gen = torch.Generator().manual_seed(1234 + rank)
-    times = []
-    for step in range(args.warmup + args.steps):
+
+    def batch(_step):
         x = torch.randn(args.batch, 64, generator=gen)
         with torch.no_grad():
-            y = teacher(x)
+            return x, teacher(x)
+
+    times = timed_steps(args, rank, world, model, opt, batch)  # DDP all-reduces the buckets during backward
+    report(args, rank, world, times, sum(p.numel() for p in model.parameters()))
+    dist.destroy_process_group()
+
+
+def timed_steps(args, rank, world, net, opt, batch):
+    """args.warmup + args.steps steps of MSE training on batch(step) -> (x, y);
+    returns the times of the steps after the warm-up (s). Rank 0 prints the
+    loss every args.print_every steps."""
+    times = []
+    for step in range(args.warmup + args.steps):
+        x, y = batch(step)
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = nn.functional.mse_loss(model(x), y)
-        loss.backward()  # DDP all-reduces the gradient buckets during backward
+        loss = nn.functional.mse_loss(net(x), y)
+        loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
         if step >= args.warmup:
@@ -73,8 +86,7 @@ def train(rank, world, args):
         if rank == 0 and (step % args.print_every == 0 or step == args.warmup + args.steps - 1):
             print(f"[{args.backend} x{world}] step {step:4d}  loss {loss.item():.5f}  step {dt * 1e3:7.2f} ms",
                   flush=True)
-    report(args, rank, world, times, sum(p.numel() for p in model.parameters()))
-    dist.destroy_process_group()
+    return times
 
 
 def report(args, rank, world, times, params):

@@ -16,14 +16,13 @@ as a plain module with no collectives: the step without communication
 import argparse
 import datetime
 import os
-import time
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
 import hoccl_torch  # noqa: F401  (registers the "hoccl" backend)
-from ddp_train import report, start  # the same launch and result line as the DDP example
+from ddp_train import report, start, timed_steps  # the DDP example's loop, launch and result line
 
 
 class Block(nn.Module):
@@ -63,21 +62,9 @@ def train(rank, world, args):
         parallelize_module(net, mesh, plan)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr)
     gen = torch.Generator().manual_seed(1234)  # the same batches on every rank
-    times = []
-    for step in range(args.warmup + args.steps):
-        x = torch.randn(args.batch, args.width, generator=gen)
-        y = torch.randn(args.batch, args.width, generator=gen)
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss = nn.functional.mse_loss(net(x), y)
-        loss.backward()
-        opt.step()
-        dt = time.perf_counter() - t0
-        if step >= args.warmup:
-            times.append(dt)
-        if rank == 0 and (step % args.print_every == 0 or step == args.warmup + args.steps - 1):
-            print(f"[{args.backend} x{world}] step {step:4d}  loss {loss.item():.5f}  step {dt * 1e3:7.2f} ms",
-                  flush=True)
+    times = timed_steps(args, rank, world, net, opt,
+                        lambda _step: (torch.randn(args.batch, args.width, generator=gen),
+                                       torch.randn(args.batch, args.width, generator=gen)))
     report(args, rank, world, times, sum(p.numel() for p in model(args.width, args.hidden, args.depth, 0).parameters()))
     dist.destroy_process_group()
 
