@@ -174,6 +174,22 @@ HOCCL_API hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hoc
  * hocclInvalidUsage; a member that never calls, comm's timeout. */
 HOCCL_API hocclResult_t hocclCommCreateGroup(hocclComm_t comm, const int* ranks, int nranks, hocclComm_t* newcomm,
                                              hocclConfig_t* config);
+/* hocclCommShrink (NCCL 2.27's ncclCommShrink): a communicator of comm's
+ * ranks minus excludeRanksList[0..excludeRanksCount), made from comm with no
+ * new unique id; the survivors keep their order (ranks renumbered 0..). Every
+ * rank not excluded calls it with the same list; the excluded ranks do not
+ * call it and may be dead, hung or leaving. HOCCL_SHRINK_ABORT first abandons
+ * comm's work in flight (a call on another thread returns with an error, a
+ * device launch stops): the mode to use after a failure, after which comm is
+ * only good for hocclCommAbort / hocclCommDestroy. config as hocclCommSplit's.
+ * Errors: hocclInvalidArgument for a NULL pointer, a count out of range, a
+ * rank out of range or listed twice, every rank excluded, a caller that is
+ * itself excluded, or unknown flags; survivors that pass different lists are
+ * told so (hocclInvalidUsage), naming both ranks. */
+#define HOCCL_SHRINK_DEFAULT 0x00
+#define HOCCL_SHRINK_ABORT 0x01
+HOCCL_API hocclResult_t hocclCommShrink(hocclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                        hocclComm_t* newcomm, hocclConfig_t* config, int shrinkFlags);
 HOCCL_API hocclResult_t hocclCommFinalize(hocclComm_t comm);
 /* Destroy frees comm once no call on another thread uses it (waiting up to
  * 1 s; a communicator still in use after that is leaked, with a warning).

@@ -417,6 +417,64 @@ hocclResult_t hocclCommCreateGroup(hocclComm_t comm, const int* ranks, int nrank
   return hocclSuccess;
 }
 
+hocclResult_t hocclCommShrink(hocclComm_t comm, int* excludeRanksList, int excludeRanksCount, hocclComm_t* newcomm,
+                              hocclConfig_t* config, int shrinkFlags) {
+  const char* what = "hocclCommShrink";
+  CommUse use;
+  Status st = enterComm(comm, &use, what);
+  if (st.ok() && !newcomm) st = errorf(hocclInvalidArgument, "%s: newcomm is NULL", what);
+  if (st.ok() && excludeRanksCount > 0 && !excludeRanksList)
+    st = errorf(hocclInvalidArgument, "%s: excludeRanksList is NULL with excludeRanksCount %d", what,
+                excludeRanksCount);
+  if (st.ok() && (shrinkFlags & ~HOCCL_SHRINK_ABORT))
+    st = errorf(hocclInvalidArgument, "%s: unknown flags %#x (HOCCL_SHRINK_DEFAULT or HOCCL_SHRINK_ABORT)", what,
+                shrinkFlags);
+  if (st.ok() && comm->initPending.load(std::memory_order_acquire))
+    st = errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress", what);
+  if (st.ok() && (excludeRanksCount < 0 || excludeRanksCount >= comm->nranks))
+    st = errorf(hocclInvalidArgument, "%s: excludeRanksCount %d must lie in 0..%d (at least one rank survives)", what,
+                excludeRanksCount, comm->nranks - 1);
+  std::vector<int> members;
+  if (st.ok()) {
+    std::vector<bool> excluded(comm->nranks, false);
+    for (int i = 0; i < excludeRanksCount && st.ok(); ++i) {
+      const int r = excludeRanksList[i];
+      if (r < 0 || r >= comm->nranks)
+        st = errorf(hocclInvalidArgument, "%s: excludeRanksList[%d] = %d is out of range [0, %d)", what, i, r,
+                    comm->nranks);
+      else if (excluded[r])
+        st = errorf(hocclInvalidArgument, "%s: rank %d is excluded twice", what, r);
+      else
+        excluded[r] = true;
+    }
+    if (st.ok() && excluded[comm->rank])
+      st = errorf(hocclInvalidArgument, "%s: the calling rank %d is in excludeRanksList (excluded ranks do not call it)",
+                  what, comm->rank);
+    for (int r = 0; r < comm->nranks; ++r)
+      if (!excluded[r]) members.push_back(r);
+  }
+  if (!st.ok()) return report(use.comm, st);
+  const bool abandon = shrinkFlags & HOCCL_SHRINK_ABORT;
+  if (abandon) {
+    // Work in flight on comm ends now; comm stays failed. The peers are not
+    // told: the survivors are shrinking too, the excluded may be gone.
+    comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) +
+                                            ": hocclCommShrink(HOCCL_SHRINK_ABORT) abandoned this communicator's work"),
+               false);
+    if (comm->links) comm->links->doorbell().ring();
+    if (cuda::DeviceExecutor* exec = comm->deviceExecutor()) {
+      exec->requestAbort();
+      (void)exec->waitIdle(1.0);
+    }
+  }
+  hocclComm* c = nullptr;
+  st = commCreateGroup(comm, members, config, &c, abandon || !comm->fatalError().ok(), what);
+  if (!st.ok()) return report(comm, st);
+  registerComm(c);
+  *newcomm = c;
+  return hocclSuccess;
+}
+
 hocclResult_t hocclCommFinalize(hocclComm_t comm) {
   // Host calls complete before they return: nothing is left to flush.
   return report(nullptr, checkComm(comm, "hocclCommFinalize"));

@@ -380,7 +380,12 @@ Status Bootstrap::barrier() {
 
 Status Bootstrap::abortSeen() {
   std::lock_guard<std::mutex> lock(abortMu_);
-  return abort_;
+  return ignoreAborts_ ? Status() : abort_;
+}
+
+void Bootstrap::setIgnoreAborts(bool on) {
+  std::lock_guard<std::mutex> lock(abortMu_);
+  ignoreAborts_ = on;
 }
 
 Status Bootstrap::pollAbort() {

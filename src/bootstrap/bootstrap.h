@@ -151,6 +151,10 @@ class Bootstrap : public OutOfBand {
   void setWaitHook(WaitHook hook) { waitHook_ = std::move(hook); }
   // The first abort a peer sent us among what has been read; OK if none.
   Status abortSeen();
+  // While on, abort notices are still recorded but abortSeen() reports
+  // none, so the bootstrap carries messages among the ranks that survived
+  // a failure (hocclCommShrink). Off again restores what was seen.
+  void setIgnoreAborts(bool on);
 
   ~Bootstrap() override;
 
@@ -186,6 +190,7 @@ class Bootstrap : public OutOfBand {
   std::mutex mu_;  // the sockets and inbox above, after construction
   std::mutex abortMu_;
   Status abort_;   // the first abort notice received
+  bool ignoreAborts_ = false;  // under abortMu_: see setIgnoreAborts
   std::vector<CallNotice> notices_;  // call notices not yet taken (under abortMu_)
   WaitHook waitHook_;
   int refused_ = 0;  // incoming connections that were not ours (the first is logged)

@@ -266,8 +266,10 @@ Status tellPeersSetupFailed(hocclComm* c, Status st);
 Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out);
 // hocclCommCreateGroup: collective over `members` (distinct parent ranks,
 // in the new communicator's rank order; this rank among them) only.
+// afterFailure: the parent failed or is being abandoned (hocclCommShrink
+// with HOCCL_SHRINK_ABORT): its abort notices do not stop the exchange.
 Status commCreateGroup(hocclComm* parent, const std::vector<int>& members, const hocclConfig_t* config,
-                       hocclComm** out);
+                       hocclComm** out, bool afterFailure = false, const char* what = "hocclCommCreateGroup");
 void commFree(hocclComm* comm);
 
 // One validated call of the C API, with the key of its schedule.

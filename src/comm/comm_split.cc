@@ -121,9 +121,17 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
 // groups of that list this rank made before, so ranks whose lists or order
 // differ are told so (naming both) instead of mixing their entries.
 Status commCreateGroup(hocclComm* parent, const std::vector<int>& members, const hocclConfig_t* config,
-                       hocclComm** out) {
-  const char* what = "hocclCommCreateGroup";
+                       hocclComm** out, bool afterFailure, const char* what) {
   *out = nullptr;
+  // After a failure the parent's bootstrap has seen abort notices; the
+  // survivors talk past them (and only to each other) until the child exists.
+  struct IgnoreAborts {
+    Bootstrap* boot;
+    ~IgnoreAborts() {
+      if (boot) boot->setIgnoreAborts(false);
+    }
+  } ignore{afterFailure ? parent->boot.get() : nullptr};
+  if (afterFailure) parent->boot->setIgnoreAborts(true);
   Settings settings = parent->settings;
   Status configured = applyConfig(config, &settings);
   struct Entry {
