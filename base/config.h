@@ -23,6 +23,8 @@ struct Settings {
   uint32_t debugSubsys = kSubAll;        // HOCCL_DEBUG_SUBSYS
   std::string debugFile;                 // HOCCL_DEBUG_FILE
   double timeoutSec = 300;               // HOCCL_TIMEOUT
+  double heartbeatTimeoutSec = 5;        // HOCCL_HEARTBEAT_TIMEOUT (0: off)
+  double heartbeatIntervalSec = 0.5;     // HOCCL_HEARTBEAT_INTERVAL
   uint64_t sliceBytes = 0;               // HOCCL_SLICE_BYTES
   int slots = 0;                         // HOCCL_SLOTS
   int nchannels = 0;                     // HOCCL_NCHANNELS (0: auto)
