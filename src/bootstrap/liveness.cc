@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -59,10 +60,20 @@ struct LivenessPeer {
   unsigned char buf[sizeof(Beat)] = {};
 };
 
+namespace {
+// The process's service (Liveness::process), never destroyed (used at exit);
+// held across a fork so that a child never inherits it locked.
+std::mutex processMu;
+std::weak_ptr<Liveness>* processCurrent = new std::weak_ptr<Liveness>();
+void lockForFork() { processMu.lock(); }
+void unlockAfterFork() { processMu.unlock(); }
+}  // namespace
+
 std::shared_ptr<Liveness> Liveness::process() {
-  static std::mutex mu;
-  static std::weak_ptr<Liveness>* current = new std::weak_ptr<Liveness>();  // never destroyed: used at exit
-  std::lock_guard<std::mutex> lock(mu);
+  static const int registered = pthread_atfork(lockForFork, unlockAfterFork, unlockAfterFork);
+  (void)registered;
+  std::weak_ptr<Liveness>* current = processCurrent;
+  std::lock_guard<std::mutex> lock(processMu);
   std::shared_ptr<Liveness> svc = current->lock();
   if (!svc || svc->pid_ != getpid()) {
     svc = create();
