@@ -21,8 +21,11 @@ struct Outcome {
 };
 
 // Starts n workers; kills them all if they outlive `limitSec` (exit -9).
+// Rank `reapLast` (if any) is reaped only after every other rank ended, as
+// a launcher that waits for its children in order would: until then it
+// stays a zombie if it dies.
 Outcome launch(const std::string& scenario, int n, double limitSec,
-               const std::vector<std::vector<std::string>>& extraEnv = {}) {
+               const std::vector<std::vector<std::string>>& extraEnv = {}, int reapLast = -1) {
   char tmpl[] = "/tmp/hoccl-mp-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   std::string idfile = dir + "/id";
@@ -47,7 +50,7 @@ Outcome launch(const std::string& scenario, int n, double limitSec,
   int left = n;
   while (left > 0) {
     for (int r = 0; r < n; ++r) {
-      if (out.exitCodes[r] != -1) continue;
+      if (out.exitCodes[r] != -1 || (r == reapLast && left > 1)) continue;
       int status = 0;
       if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
         out.exitCodes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -112,6 +115,21 @@ TEST(MultiProcess, DeadPeerBecomesRemoteErrorQuickly) {
 TEST(MultiProcess, KilledRankMidLoopIsNamedByEverySurvivor) {
   std::vector<std::string> env = {"HOCCL_TEST_SELF_KILL=2:0.5"};
   Outcome o = launch("loop", 4, 60, {env, env, env, env});
+  EXPECT_EQ(o.exitCodes[0], 0);
+  EXPECT_EQ(o.exitCodes[1], 0);
+  EXPECT_EQ(o.exitCodes[2], 128 + SIGKILL);
+  EXPECT_EQ(o.exitCodes[3], 0);
+  EXPECT_LT(o.seconds, 30);
+}
+
+// The same with the killed rank left a zombie (its parent has not reaped
+// it): kill(pid, 0) still succeeds on it, so the survivors on its node must
+// read its state to see that it is gone. Before they did, they waited for
+// the timeout (found with torch.multiprocessing, whose join waits in rank
+// order).
+TEST(MultiProcess, KilledRankLeftAZombieIsNamedByEverySurvivor) {
+  std::vector<std::string> env = {"HOCCL_TEST_SELF_KILL=2:0.5"};
+  Outcome o = launch("loop", 4, 60, {env, env, env, env}, 2);
   EXPECT_EQ(o.exitCodes[0], 0);
   EXPECT_EQ(o.exitCodes[1], 0);
   EXPECT_EQ(o.exitCodes[2], 128 + SIGKILL);
