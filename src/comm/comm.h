@@ -270,6 +270,16 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
 // with HOCCL_SHRINK_ABORT): its abort notices do not stop the exchange.
 Status commCreateGroup(hocclComm* parent, const std::vector<int>& members, const hocclConfig_t* config,
                        hocclComm** out, bool afterFailure = false, const char* what = "hocclCommCreateGroup");
+// hocclCommCreateGroup after its handle checks: the list is checked
+// (range, repeats, the caller among them), then commCreateGroup.
+Status commCreateGroupOf(hocclComm* parent, const int* ranks, int nranks, const hocclConfig_t* config,
+                         hocclComm** out);
+// hocclCommShrink after its handle checks: the exclude list is checked
+// (range, repeats, the caller, at least one survivor, flags), then, with
+// HOCCL_SHRINK_ABORT, the parent's work in flight is abandoned, and the
+// survivors make the new communicator as commCreateGroup does.
+Status commShrink(hocclComm* parent, const int* excludeRanksList, int excludeRanksCount, int shrinkFlags,
+                  const hocclConfig_t* config, hocclComm** out);
 void commFree(hocclComm* comm);
 
 // One validated call of the C API, with the key of its schedule.
