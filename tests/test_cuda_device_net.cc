@@ -55,6 +55,17 @@ struct Shape {
 
 class CudaDeviceNetTest : public CudaDeviceTest {
  protected:
+  // Ranks as processes on emulated hosts of nodeSizes ranks each, over TCP.
+  static testutil::Options hostsAsProcesses(std::vector<int> nodeSizes) {
+    testutil::Options o;
+    o.ranks = 0;
+    for (int n : nodeSizes) o.ranks += n;
+    o.nodeSizes = std::move(nodeSizes);
+    o.net = testutil::Net::Socket;
+    o.mode = testutil::Mode::Processes;
+    o.timeoutSec = 60;
+    return o;
+  }
   ~CudaDeviceNetTest() override {
     unsetenv("HOCCL_NET_DEVICE_PATH");
     reloadSettingsForTesting();
@@ -169,12 +180,7 @@ class CudaDeviceNetFaultTest : public CudaDeviceNetTest {
   // that connects every edge.
   // `killed`: the rank that kills itself (-1: none).
   void onTwoHosts(const std::function<void(hocclComm_t, int, void*)>& body, int killed = -1) {
-    testutil::Options o;
-    o.ranks = 4;
-    o.nodeSizes = {2, 2};
-    o.net = testutil::Net::Socket;
-    o.mode = testutil::Mode::Processes;
-    o.timeoutSec = 60;
+    testutil::Options o = hostsAsProcesses({2, 2});
     std::string error;
     const bool ok = testutil::spawn(o, [&](hocclComm_t comm, int rank) {
       void* stream = fake->createStream();
@@ -273,12 +279,7 @@ std::vector<std::string> hocclThreads() {
 // The network proxy and its transport's progress thread run while the
 // communicator lives and end with hocclCommDestroy: none is left behind.
 TEST_F(CudaDeviceNetTest, DestroyLeavesNoProxyOrNetworkThread) {
-  testutil::Options o;
-  o.ranks = 2;
-  o.nodeSizes = {1, 1};
-  o.net = testutil::Net::Socket;
-  o.mode = testutil::Mode::Processes;
-  o.timeoutSec = 60;
+  testutil::Options o = hostsAsProcesses({1, 1});
   std::string error;
   EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int) {
     void* stream = fake->createStream();

@@ -21,21 +21,9 @@ using namespace testutil;
 
 namespace {
 
-int rankOf(hocclComm_t c) {
-  int r = -1;
-  hocclCommUserRank(c, &r);
-  return r;
-}
-
-int countOf(hocclComm_t c) {
-  int n = -1;
-  hocclCommCount(c, &n);
-  return n;
-}
-
 // Every collective on `c` (n ranks, this one `rank`) against closed forms.
 void everyCollectiveWorks(hocclComm_t c) {
-  const int n = countOf(c), rank = rankOf(c);
+  const int n = commSize(c), rank = commRank(c);
   const int count = 1000;
   std::vector<float> in(count * n), out(count * n);
   for (int i = 0; i < count * n; ++i) in[i] = float(rank + 1);
@@ -66,8 +54,8 @@ hocclComm_t shrinkAndCheck(hocclComm_t comm, int rank, std::vector<int> excluded
   if (!sub) return nullptr;
   int below = 0;  // survivors keep their order
   for (int r = 0; r < rank; ++r) below += std::find(excluded.begin(), excluded.end(), r) == excluded.end();
-  EXPECT_EQ(rankOf(sub), below);
-  EXPECT_EQ(countOf(sub), countOf(comm) - int(excluded.size()));
+  EXPECT_EQ(commRank(sub), below);
+  EXPECT_EQ(commSize(sub), commSize(comm) - int(excluded.size()));
   return sub;
 }
 

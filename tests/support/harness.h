@@ -96,6 +96,18 @@ class World {
 // child failed, crashed or outlived the timeout.
 bool spawn(const Options& options, const Body& body, std::string* error = nullptr);
 
+// The communicator's rank and size (-1 if the handle is refused).
+inline int commRank(hocclComm_t c) {
+  int r = -1;
+  hocclCommUserRank(c, &r);
+  return r;
+}
+inline int commSize(hocclComm_t c) {
+  int n = -1;
+  hocclCommCount(c, &n);
+  return n;
+}
+
 // spawn() of n ranks as threads on one node, with default settings.
 bool runThreads(int nranks, const Body& body, std::string* error = nullptr);
 
