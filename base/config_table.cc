@@ -247,7 +247,8 @@ Parser<int> dumpSignal() {
     if (name == "usr1") x = SIGUSR1;
     else if (name == "usr2") x = SIGUSR2;
     else if (!parseInt(v, &x)) x = -1;
-    if (x < 0 || x > 64 || x == SIGKILL || x == SIGSTOP) return "0 (none), SIGUSR1, SIGUSR2 or a signal number other than 9 and 19";
+    if (x < 0 || x > 64 || x == SIGKILL || x == SIGSTOP)
+      return "0 (none), SIGUSR1, SIGUSR2 or a signal number other than 9 and 19";
     *out = static_cast<int>(x);
     return "";
   };
@@ -312,7 +313,8 @@ std::vector<SettingDecl> makeTable() {
        "the rank that never arrived or the call ranks disagree on (docs/troubleshooting.md). Unset: nothing is "
        "recorded.",
        field<std::string>(&S::debugDump, textWhere(debugFile)), kPerRank},
-      {"HOCCL_DEBUG_DUMP_CALLS", "64", "Calls each communicator's flight recorder keeps (HOCCL_DEBUG_DUMP): 1 to 65536.",
+      {"HOCCL_DEBUG_DUMP_CALLS", "64",
+       "Calls each communicator's flight recorder keeps (HOCCL_DEBUG_DUMP): 1 to 65536.",
        field<int>(&S::debugDumpCalls, integerIn<int>(1, 65536)), kPerRank},
       {"HOCCL_DEBUG_DUMP_SIGNAL", "SIGUSR1",
        "With HOCCL_DEBUG_DUMP: the signal on which a process writes its dump (kill -USR1 PID), without stopping; "

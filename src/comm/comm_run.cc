@@ -146,7 +146,8 @@ Status enqueueDevice(CommCall* calls, const std::vector<size_t>& idx) {
   for (size_t i : idx) {
     CommCall& c = calls[i];
     Work w;
-    if (c.comm->flight) c.flightId = c.comm->flight->begin(c.call, c.comm->opSeq + (c.call.coll != CollKind::SendRecv));
+    if (c.comm->flight)
+      c.flightId = c.comm->flight->begin(c.call, c.comm->opSeq + (c.call.coll != CollKind::SendRecv ? 1 : 0));
     Status prepared = c.comm->prepareDevice(c.call, c.key, &w.keep);
     if (!prepared.ok() && c.comm->flight) c.comm->flight->finished(c.flightId, prepared);
     HOCCL_TRY(prepared);
@@ -261,10 +262,11 @@ Status runCalls(CommCall* calls, size_t n) {
   HOCCL_TRY(guard.take(calls, n));
   Status st = runTakenCalls(calls, n);
   if (st.ok()) return st;
-  // HOCCL_DEBUG_DUMP: once per failed run, by the first communicator of
-  // the run that records (the dump holds every communicator of the process).
+  // HOCCL_DEBUG_DUMP: once per run that left a communicator failed (a
+  // call refused for its arguments leaves it usable), by the first one that
+  // records (the dump holds every communicator of the process).
   for (size_t i = 0; i < n; ++i) {
-    if (calls[i].comm->flight) {
+    if (calls[i].comm->flight && !calls[i].comm->fatalError().ok()) {
       dumpFlight(calls[i].comm, "rank " + std::to_string(calls[i].comm->rank) + ": a call failed: " + st.message());
       break;
     }

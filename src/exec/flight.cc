@@ -54,13 +54,7 @@ void copyText(char (&dst)[N], const std::string& src) {
 // meanwhile; the calls' thread is their only writer).
 struct FlightRecorder::Entry {
   uint64_t id = 0;  // 0: never used
-  uint64_t opSeq = 0, count = 0;
-  int root = 0, parts = 0;
-  CollKind coll = CollKind::AllReduce;
-  DType dtype = DType::Float32;
-  RedOp op = RedOp::Sum;
-  bool device = false;
-  double started = 0;
+  FlightCallHead head;
   std::atomic<const char*> algorithm{nullptr};  // the registry's names: string literals
   std::atomic<int> channels{0};
   std::atomic<FlightState> state{FlightState::Started};
@@ -89,21 +83,22 @@ uint64_t FlightRecorder::begin(const CollCall& call, uint64_t opSeq) {
   const uint64_t id = next_++;
   Entry& e = ring_[id % capacity_];
   e.id = id;
-  e.opSeq = opSeq;
-  e.coll = call.coll;
-  e.dtype = call.dtype;
-  e.op = call.op;
-  e.root = call.root;
-  e.device = call.device;
-  e.count = call.count;
-  e.parts = 0;
+  FlightCallHead& h = e.head;
+  h.opSeq = opSeq;
+  h.coll = call.coll;
+  h.dtype = call.dtype;
+  h.op = call.op;
+  h.root = call.root;
+  h.device = call.device;
+  h.count = call.count;
+  h.parts = 0;
   if (call.coll == CollKind::SendRecv) {
-    e.count = 0;
-    e.parts = static_cast<int>(call.parts.size());
-    for (const PeerPart& p : call.parts) e.count += p.count;
-    e.root = call.parts.empty() ? -1 : call.parts[0].peer;
+    h.count = 0;
+    h.parts = static_cast<int>(call.parts.size());
+    for (const PeerPart& p : call.parts) h.count += p.count;
+    h.root = call.parts.empty() ? -1 : call.parts[0].peer;
   }
-  e.started = now;
+  h.started = now;
   e.algorithm.store(nullptr, std::memory_order_relaxed);
   e.channels.store(0, std::memory_order_relaxed);
   e.state.store(FlightState::Started, std::memory_order_relaxed);
@@ -163,19 +158,11 @@ std::vector<FlightCall> FlightRecorder::snapshot(std::string* fatal, uint64_t* r
     const Entry& e = ring_[id % capacity_];
     if (e.id != id) continue;
     FlightCall c;
-    c.opSeq = e.opSeq;
-    c.coll = e.coll;
-    c.dtype = e.dtype;
-    c.op = e.op;
-    c.root = e.root;
-    c.count = e.count;
-    c.parts = e.parts;
-    c.device = e.device;
+    static_cast<FlightCallHead&>(c) = e.head;
     c.state = e.state.load(std::memory_order_acquire);
     const char* algo = e.algorithm.load(std::memory_order_relaxed);
     c.algorithm = algo ? algo : "";
     c.channels = e.channels.load(std::memory_order_relaxed);
-    c.started = e.started;
     c.ended = e.ended.load(std::memory_order_relaxed);
     c.waiting = e.waiting;
     c.waitPeers.assign(e.waitPeers, e.waitPeers + e.nwaitPeers);

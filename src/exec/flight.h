@@ -28,20 +28,25 @@ namespace hoccl {
 enum class FlightState : uint8_t { Started, Running, Queued, Done, Failed };
 const char* flightStateName(FlightState s);  // "started", "running", "queued", "done", "failed"
 
-// One call as a dump shows it (a copy, taken under the recorder's lock).
-struct FlightCall {
+// What a call is, fixed when it begins.
+struct FlightCallHead {
   uint64_t opSeq = 0;  // collectives: the call's number; point-to-point: the collective before it
   CollKind coll = CollKind::AllReduce;
   DType dtype = DType::Float32;
   RedOp op = RedOp::Sum;
-  int root = 0;
+  int root = 0;        // point-to-point: its first part's peer
   uint64_t count = 0;  // point-to-point: elements over all its sends and receives
   int parts = 0;       // point-to-point: sends and receives in the call
   bool device = false;
+  double started = 0;  // seconds since the epoch
+};
+
+// One call as a dump shows it (a copy, taken under the recorder's lock).
+struct FlightCall : FlightCallHead {
   std::string algorithm;  // empty until the schedule is chosen
   int channels = 0;
   FlightState state = FlightState::Started;
-  double started = 0, ended = 0;  // seconds since the epoch; ended 0 while unfinished
+  double ended = 0;  // seconds since the epoch; 0 while unfinished
   // A stalled call: where it waits (CollTask::describeWait, or the
   // connection set-up) and on which peers.
   std::string waiting;

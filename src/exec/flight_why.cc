@@ -297,7 +297,8 @@ class CommStory {
       else line(s);
     }
     for (int r : at)
-      if (const DumpedCall* mine = call(r, top)) line(who(r) + " in call #" + std::to_string(top) + ": " + stateOf(*mine));
+      if (const DumpedCall* mine = call(r, top))
+        line(who(r) + " in call #" + std::to_string(top) + ": " + stateOf(*mine));
     return true;
   }
 
