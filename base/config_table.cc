@@ -314,7 +314,7 @@ std::vector<SettingDecl> makeTable() {
        "recorded.",
        field<std::string>(&S::debugDump, textWhere(debugFile)), kPerRank},
       {"HOCCL_DEBUG_DUMP_CALLS", "64",
-       "Calls each communicator's flight recorder keeps (HOCCL_DEBUG_DUMP): 1 to 65536.",
+       "Calls each communicator's flight recorder keeps (HOCCL_DEBUG_DUMP): 1 to 65536, rounded up to a power of two.",
        field<int>(&S::debugDumpCalls, integerIn<int>(1, 65536)), kPerRank},
       {"HOCCL_DEBUG_DUMP_SIGNAL", "SIGUSR1",
        "With HOCCL_DEBUG_DUMP: the signal on which a process writes its dump (kill -USR1 PID), without stopping; "

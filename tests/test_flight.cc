@@ -95,6 +95,34 @@ TEST(FlightRecorder, PointToPointCountsEveryPart) {
   EXPECT_EQ(calls[0].root, 2);  // the first part's peer
 }
 
+// A dump reads entries while the calls' thread writes them, without a lock
+// on the calls' side: every call it sees is whole (its fields of one call),
+// and calls come out in order.
+TEST(FlightRecorder, ADumpWhileCallsAreRecordedSeesWholeCalls) {
+  FlightRecorder r(owner(0, 2), 8);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (uint64_t seq = 1; seq <= 200000; ++seq) {
+      uint64_t id = r.begin(allReduce(seq * 3), seq);
+      r.running(id, "ring", 1, false);
+      r.finished(id, Status());
+    }
+    stop = true;
+  });
+  size_t seen = 0;
+  while (!stop) {
+    uint64_t last = 0;
+    for (const FlightCall& c : r.snapshot()) {
+      ASSERT_EQ(c.count, c.opSeq * 3);
+      ASSERT_GT(c.opSeq, last);
+      last = c.opSeq;
+      ++seen;
+    }
+  }
+  writer.join();
+  EXPECT_GT(seen, 0u);
+}
+
 TEST(FlightDump, IsReadBackAsWritten) {
   FlightRecorder r(owner(2, 4), 8);
   flightRegister(&r, "", 0);

@@ -255,22 +255,25 @@ namespace {
 
 Status runTakenCalls(CommCall* calls, size_t n);
 
+// HOCCL_DEBUG_DUMP: once per run that left a communicator failed (a call
+// refused for its arguments leaves it usable), by the first one that
+// records (the dump holds every communicator of the process).
+__attribute__((noinline, cold)) void dumpAfterFailure(const CommCall* calls, size_t n, const Status& st) {
+  for (size_t i = 0; i < n; ++i) {
+    if (calls[i].comm->flight && !calls[i].comm->fatalError().ok()) {
+      dumpFlight(calls[i].comm, "rank " + std::to_string(calls[i].comm->rank) + ": a call failed: " + st.message());
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 Status runCalls(CommCall* calls, size_t n) {
   CallThreadGuard guard;
   HOCCL_TRY(guard.take(calls, n));
   Status st = runTakenCalls(calls, n);
-  if (st.ok()) return st;
-  // HOCCL_DEBUG_DUMP: once per run that left a communicator failed (a
-  // call refused for its arguments leaves it usable), by the first one that
-  // records (the dump holds every communicator of the process).
-  for (size_t i = 0; i < n; ++i) {
-    if (calls[i].comm->flight && !calls[i].comm->fatalError().ok()) {
-      dumpFlight(calls[i].comm, "rank " + std::to_string(calls[i].comm->rank) + ": a call failed: " + st.message());
-      break;
-    }
-  }
+  if (__builtin_expect(!st.ok(), 0)) dumpAfterFailure(calls, n, st);
   return st;
 }
 

@@ -33,10 +33,13 @@ const char* flightStateName(FlightState s) {
 
 namespace {
 
-// Seconds since the epoch: dumps of several hosts are compared by it.
+// Seconds since the epoch: dumps of several hosts are compared by it. The
+// coarse clock (the kernel's tick: 1 to 4 ms) costs 3 ns a read where the
+// precise one cost 22 (two reads a call were half the recorder's cost at
+// 8 B); a post-mortem orders events seconds apart, it does not time calls.
 double wallSec() {
   timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
@@ -49,63 +52,111 @@ void copyText(char (&dst)[N], const std::string& src) {
 
 }  // namespace
 
-// Written by the calls' thread: the plain fields under the lock (a dump
-// reads them under it), the atomic ones without (a dump may read them
-// meanwhile; the calls' thread is their only writer).
+// Written by the calls' thread only. A dump, on another thread, may read
+// an entry while it is written: every field is atomic (relaxed stores are
+// plain moves), and begin() writes the call's fixed fields inside a
+// sequence lock (an odd `version` while it writes), so a dump copies them
+// whole or tries again; begin() takes no lock. The texts, written on the
+// rare paths (a stall, a failure), are under the recorder's mutex, apart
+// (Texts: the entries a call touches stay few cache lines), and belong to
+// the call whose id is in `textsOf`.
 struct FlightRecorder::Entry {
-  uint64_t id = 0;  // 0: never used
-  FlightCallHead head;
+  std::atomic<uint64_t> version{0};
+  std::atomic<uint64_t> id{0};  // 0: never used
+  // A FlightCallHead in five words (pack/unpack below; built in registers:
+  // a struct copied through memory cost a store-forwarding stall a call).
+  static constexpr size_t kHeadWords = 5;
+  std::atomic<uint64_t> head[kHeadWords] = {};
   std::atomic<const char*> algorithm{nullptr};  // the registry's names: string literals
   std::atomic<int> channels{0};
   std::atomic<FlightState> state{FlightState::Started};
   std::atomic<double> ended{0};
-  // Under the lock only.
+};
+
+struct FlightRecorder::Texts {  // under the mutex only
   static constexpr int kMaxPeers = 8;
+  uint64_t textsOf = 0;
   char waiting[240] = {};
   int waitPeers[kMaxPeers] = {};
   int nwaitPeers = 0;
   char error[480] = {};
 };
 
+namespace {
+
+// The ring's size: a power of two, so that finding a call's entry is a mask,
+// not a division (three a call).
+size_t ringSize(size_t calls) {
+  size_t n = 1;
+  while (n < calls) n <<= 1;
+  return n;
+}
+
+}  // namespace
+
 FlightRecorder::FlightRecorder(const FlightOwner& owner, size_t capacity)
-    : owner_(owner), ring_(new Entry[capacity < 1 ? 1 : capacity]), capacity_(capacity < 1 ? 1 : capacity) {}
+    : owner_(owner),
+      ring_(new Entry[ringSize(capacity)]),
+      texts_(new Texts[ringSize(capacity)]),
+      capacity_(ringSize(capacity)) {}
 
 FlightRecorder::~FlightRecorder() { flightUnregister(this); }
 
 FlightRecorder::Entry* FlightRecorder::find(uint64_t id) {
-  Entry& e = ring_[id % capacity_];
-  return e.id == id ? &e : nullptr;  // overwritten by a later call of a large group: gone
+  Entry& e = ring_[id & (capacity_ - 1)];
+  return e.id.load(std::memory_order_relaxed) == id ? &e : nullptr;  // overwritten by a later call of a large group
 }
 
+namespace {
+
+uint64_t doubleBits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+void unpack(const uint64_t (&w)[5], FlightCallHead* h) {
+  h->opSeq = w[0];
+  h->count = w[1];
+  h->root = static_cast<int>(static_cast<uint32_t>(w[2]));
+  h->parts = static_cast<int>(static_cast<uint32_t>(w[2] >> 32));
+  h->coll = static_cast<CollKind>(w[3] & 0xff);
+  h->dtype = static_cast<DType>((w[3] >> 8) & 0xff);
+  h->op = static_cast<RedOp>((w[3] >> 16) & 0xff);
+  h->device = (w[3] >> 24) & 1;
+  memcpy(&h->started, &w[4], sizeof h->started);
+}
+
+}  // namespace
+
 uint64_t FlightRecorder::begin(const CollCall& call, uint64_t opSeq) {
-  const double now = wallSec();
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t id = next_++;
-  Entry& e = ring_[id % capacity_];
-  e.id = id;
-  FlightCallHead& h = e.head;
-  h.opSeq = opSeq;
-  h.coll = call.coll;
-  h.dtype = call.dtype;
-  h.op = call.op;
-  h.root = call.root;
-  h.device = call.device;
-  h.count = call.count;
-  h.parts = 0;
+  uint64_t count = call.count;
+  int root = call.root, parts = 0;
   if (call.coll == CollKind::SendRecv) {
-    h.count = 0;
-    h.parts = static_cast<int>(call.parts.size());
-    for (const PeerPart& p : call.parts) h.count += p.count;
-    h.root = call.parts.empty() ? -1 : call.parts[0].peer;
+    count = 0;
+    parts = static_cast<int>(call.parts.size());
+    for (const PeerPart& p : call.parts) count += p.count;
+    root = call.parts.empty() ? -1 : call.parts[0].peer;
   }
-  h.started = now;
-  e.algorithm.store(nullptr, std::memory_order_relaxed);
-  e.channels.store(0, std::memory_order_relaxed);
-  e.state.store(FlightState::Started, std::memory_order_relaxed);
-  e.ended.store(0, std::memory_order_relaxed);
-  e.waiting[0] = '\0';
-  e.nwaitPeers = 0;
-  e.error[0] = '\0';
+  const uint64_t words[Entry::kHeadWords] = {
+      opSeq, count, static_cast<uint32_t>(root) | uint64_t(static_cast<uint32_t>(parts)) << 32,
+      uint64_t(call.coll) | uint64_t(call.dtype) << 8 | uint64_t(call.op) << 16 | uint64_t(call.device) << 24,
+      doubleBits(wallSec())};
+  const uint64_t id = next_.load(std::memory_order_relaxed);
+  Entry& e = ring_[id & (capacity_ - 1)];
+  // Release stores (plain moves on x86), not a fence: a dump that reads any
+  // of them (with acquire) then sees the odd version too (ThreadSanitizer
+  // follows this; it does not follow fences).
+  const uint64_t v = e.version.load(std::memory_order_relaxed);
+  e.version.store(v + 1, std::memory_order_relaxed);
+  e.id.store(id, std::memory_order_release);
+  for (size_t i = 0; i < Entry::kHeadWords; ++i) e.head[i].store(words[i], std::memory_order_release);
+  e.algorithm.store(nullptr, std::memory_order_release);
+  e.channels.store(0, std::memory_order_release);
+  e.state.store(FlightState::Started, std::memory_order_release);
+  e.ended.store(0, std::memory_order_release);
+  e.version.store(v + 2, std::memory_order_release);
+  next_.store(id + 1, std::memory_order_release);
   return id;
 }
 
@@ -126,20 +177,31 @@ void FlightRecorder::finished(uint64_t id, const Status& st) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  copyText(e->error, st.message());
+  copyText(textsFor(id)->error, st.message());
   e->state.store(FlightState::Failed, std::memory_order_release);
+}
+
+FlightRecorder::Texts* FlightRecorder::textsFor(uint64_t id) {
+  Texts* t = &texts_[id & (capacity_ - 1)];
+  if (t->textsOf == id) return t;
+  t->textsOf = id;
+  t->waiting[0] = '\0';
+  t->nwaitPeers = 0;
+  t->error[0] = '\0';
+  return t;
 }
 
 void FlightRecorder::waiting(uint64_t id, const std::string& where, const std::vector<int>& peers) {
   Entry* e = find(id);
   if (!e) return;
   std::lock_guard<std::mutex> lock(mu_);
-  copyText(e->waiting, where);
-  e->nwaitPeers = 0;
+  Texts* t = textsFor(id);
+  copyText(t->waiting, where);
+  t->nwaitPeers = 0;
   for (int p : peers) {
     bool seen = false;
-    for (int i = 0; i < e->nwaitPeers; ++i) seen |= e->waitPeers[i] == p;
-    if (!seen && e->nwaitPeers < Entry::kMaxPeers) e->waitPeers[e->nwaitPeers++] = p;
+    for (int i = 0; i < t->nwaitPeers; ++i) seen |= t->waitPeers[i] == p;
+    if (!seen && t->nwaitPeers < Texts::kMaxPeers) t->waitPeers[t->nwaitPeers++] = p;
   }
 }
 
@@ -148,25 +210,43 @@ void FlightRecorder::noteFatal(const std::string& why) {
   if (fatal_.empty()) fatal_ = why;
 }
 
+bool FlightRecorder::read(const Entry& e, uint64_t id, FlightCall* c) {
+  for (int tries = 0; tries < 1000; ++tries) {
+    const uint64_t v = e.version.load(std::memory_order_acquire);
+    if (v & 1) continue;  // begin() is writing it: a few stores
+    uint64_t words[Entry::kHeadWords];
+    for (size_t i = 0; i < Entry::kHeadWords; ++i) words[i] = e.head[i].load(std::memory_order_acquire);
+    const bool mine = e.id.load(std::memory_order_acquire) == id;
+    c->state = e.state.load(std::memory_order_acquire);
+    const char* algo = e.algorithm.load(std::memory_order_acquire);
+    c->channels = e.channels.load(std::memory_order_acquire);
+    c->ended = e.ended.load(std::memory_order_acquire);
+    if (e.version.load(std::memory_order_relaxed) != v) continue;
+    if (!mine) return false;
+    unpack(words, c);
+    c->algorithm = algo ? algo : "";
+    return true;
+  }
+  return false;
+}
+
 std::vector<FlightCall> FlightRecorder::snapshot(std::string* fatal, uint64_t* recorded) const {
   std::vector<FlightCall> out;
   std::lock_guard<std::mutex> lock(mu_);
   if (fatal) *fatal = fatal_;
-  if (recorded) *recorded = next_ - 1;
-  const uint64_t first = next_ > capacity_ ? next_ - capacity_ : 1;
-  for (uint64_t id = first; id < next_; ++id) {
-    const Entry& e = ring_[id % capacity_];
-    if (e.id != id) continue;
+  const uint64_t next = next_.load(std::memory_order_acquire);
+  if (recorded) *recorded = next - 1;
+  const uint64_t first = next > capacity_ ? next - capacity_ : 1;
+  for (uint64_t id = first; id < next; ++id) {
+    const Entry& e = ring_[id & (capacity_ - 1)];
     FlightCall c;
-    static_cast<FlightCallHead&>(c) = e.head;
-    c.state = e.state.load(std::memory_order_acquire);
-    const char* algo = e.algorithm.load(std::memory_order_relaxed);
-    c.algorithm = algo ? algo : "";
-    c.channels = e.channels.load(std::memory_order_relaxed);
-    c.ended = e.ended.load(std::memory_order_relaxed);
-    c.waiting = e.waiting;
-    c.waitPeers.assign(e.waitPeers, e.waitPeers + e.nwaitPeers);
-    c.error = e.error;
+    if (!read(e, id, &c)) continue;  // overwritten meanwhile by a newer call
+    const Texts& t = texts_[id & (capacity_ - 1)];
+    if (t.textsOf == id) {
+      c.waiting = t.waiting;
+      c.waitPeers.assign(t.waitPeers, t.waitPeers + t.nwaitPeers);
+      c.error = t.error;
+    }
     out.push_back(std::move(c));
   }
   return out;

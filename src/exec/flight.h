@@ -6,12 +6,12 @@
 // files of all ranks, read together (flight_why.h, `hoccl-info --why`),
 // name the rank that never arrived or the call on which ranks disagree.
 //
-// Recording is on the path of every call, so it costs one uncontended lock
-// and two clock reads a call, and allocates nothing: the ring is allocated
-// when the communicator is made. Only the thread running the communicator's
-// calls writes its entries (the communicator takes calls from one thread at
-// a time); the lock keeps a dump, on another thread, from reading an entry
-// half written. The format is in docs/troubleshooting.md.
+// Recording is on the path of every call, so it takes no lock, allocates
+// nothing (the ring is allocated when the communicator is made) and reads
+// the coarse clock twice. Only the thread running the communicator's calls
+// writes its entries (the communicator takes calls from one thread at a
+// time); a dump, on another thread, copies an entry whole or reads it again
+// (a sequence lock per entry, flight.cc). The format is in docs/troubleshooting.md.
 #pragma once
 
 #include <atomic>
@@ -46,7 +46,7 @@ struct FlightCall : FlightCallHead {
   std::string algorithm;  // empty until the schedule is chosen
   int channels = 0;
   FlightState state = FlightState::Started;
-  double ended = 0;  // seconds since the epoch; 0 while unfinished
+  double ended = 0;  // seconds since the epoch (the kernel's tick, 1 to 4 ms); 0 while unfinished
   // A stalled call: where it waits (CollTask::describeWait, or the
   // connection set-up) and on which peers.
   std::string waiting;
@@ -67,7 +67,7 @@ struct FlightOwner {
 // noteFatal by any thread.
 class FlightRecorder {
  public:
-  FlightRecorder(const FlightOwner& owner, size_t capacity);
+  FlightRecorder(const FlightOwner& owner, size_t capacity);  // capacity: rounded up to a power of two
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
@@ -91,12 +91,18 @@ class FlightRecorder {
 
  private:
   struct Entry;
+  struct Texts;
   Entry* find(uint64_t id);
+  // Under mu_: call `id`'s texts, cleared the first time it writes one.
+  Texts* textsFor(uint64_t id);
+  // Call `id`'s fields from its entry, whole (false: overwritten by a newer call).
+  static bool read(const Entry& e, uint64_t id, FlightCall* c);
   const FlightOwner owner_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // the texts and fatal_
   std::unique_ptr<Entry[]> ring_;
+  std::unique_ptr<Texts[]> texts_;  // beside ring_
   const size_t capacity_;
-  uint64_t next_ = 1;  // the next call's id (ids from 1; 0: empty)
+  std::atomic<uint64_t> next_{1};  // the next call's id (ids from 1; 0: empty)
   std::string fatal_;
 };
 

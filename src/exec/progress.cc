@@ -88,11 +88,13 @@ class HostExecutor : public Executor {
                     w.checkCalls, w.directBytes, w.cma);
       Status st;
       int spun = 0;
-      if (!quickly(w.owner, task, &st, &spun)) {
-        CollTask* one = &task;
-        st = progress(work, &one, 1, spun);
+      if (quickly(w.owner, task, &st, &spun)) {
+        if (w.flight) recordEnd(w, task.done(), st);
+        return st;
       }
-      recordEnd(w, task.done(), st);
+      CollTask* one = &task;
+      st = progress(work, &one, 1, spun);
+      if (w.flight) recordEnd(w, task.done(), st);
       return st;
     }
     std::vector<ScratchPool::Lease> scaled;  // PreMulSum inputs, alive until the tasks end
