@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -167,6 +168,59 @@ TEST(MultiProcess, OrderlyExitBetweenCallsIsNoError) {
 
 TEST(MultiProcess, DifferentSettingsAreRefusedAtInit) {
   expectAllZero(launch("config", 2, 60, {{}, {"HOCCL_SLOTS=4"}}));
+}
+
+// The flight recorder across processes: every rank writes its own file
+// (HOCCL_DEBUG_DUMP with %p), and hoccl-info --why, given them all, names
+// the culprit. *files: how many dumps there were; *exitCode: hoccl-info's.
+std::string flightWhy(const std::string& scenario, const std::vector<std::string>& env, int* files, int* exitCode) {
+  char tmpl[] = "/tmp/hoccl-flight-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::vector<std::string> all = env;
+  all.push_back("HOCCL_DEBUG_DUMP=" + dir + "/rank-%p.json");
+  expectAllZero(launch(scenario, 4, 120, std::vector<std::vector<std::string>>(4, all)));
+  std::string out;
+  FILE* p = popen(("ls " + dir + "/*.json | wc -l; " + HOCCL_INFO + " --why " + dir + "/*.json").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = p ? pclose(p) : -1;
+  *exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  *files = atoi(out.c_str());
+  out.erase(0, out.find('\n') + 1);
+  if (system(("rm -rf " + dir).c_str()) != 0) ADD_FAILURE() << "could not remove " << dir;
+  return out;
+}
+
+TEST(MultiProcess, FlightRecorderNamesTheRankThatNeverCalled) {
+  int files = 0, rc = 0;
+  std::string why = flightWhy("flight-hang", {"HOCCL_TIMEOUT=2"}, &files, &rc);
+  EXPECT_EQ(files, 4);  // the last rank's by its signal
+  EXPECT_EQ(rc, 1) << why;
+  EXPECT_NE(why.find(": rank 3 (host "), std::string::npos) << why;
+  EXPECT_NE(why.find(") never started call #3 AllReduce(count=1048576, float, sum); ranks 0-2 are in it"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("waiting to receive from rank 3"), std::string::npos) << why;
+  EXPECT_NE(why.find("last call every rank completed: #2 AllReduce(count=1048576, float, sum)"), std::string::npos)
+      << why;
+  printf("%s", why.c_str());
+}
+
+TEST(MultiProcess, FlightRecorderNamesTheRankThatDisagrees) {
+  int files = 0, rc = 0;
+  std::string why = flightWhy("flight-mismatch", {}, &files, &rc);
+  EXPECT_EQ(files, 4);
+  EXPECT_EQ(rc, 1) << why;
+  EXPECT_NE(why.find(": call #3 disagrees: ranks 0-2 AllReduce(count=1048576, float, sum); rank 3 "
+                     "AllReduce(count=2097152, float, sum)"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("rank 3 (host "), std::string::npos) << why;
+  EXPECT_NE(why.find("is the odd one out: it called AllReduce(count=2097152, float, sum) as call #3"),
+            std::string::npos)
+      << why;
+  printf("%s", why.c_str());
 }
 
 }  // namespace

@@ -451,6 +451,7 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   // Within 1 s in all: at most 0.3 s telling the peers, 0.6 s for a call
   // on another thread to return.
   comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true, 0.3);
+  dumpFlight(comm, "rank " + std::to_string(comm->rank) + ": hocclCommAbort");
   if (comm->links) comm->links->doorbell().ring();
   if (cuda::DeviceExecutor* exec = comm->deviceExecutor()) {
     // A launch waiting for a peer ends at its next poll of the abort word.
