@@ -22,6 +22,9 @@ struct Settings {
   LogLevel debugLevel = LogLevel::None;  // HOCCL_DEBUG
   uint32_t debugSubsys = kSubAll;        // HOCCL_DEBUG_SUBSYS
   std::string debugFile;                 // HOCCL_DEBUG_FILE
+  std::string debugDump;                 // HOCCL_DEBUG_DUMP (empty: no flight recorder)
+  int debugDumpCalls = 64;               // HOCCL_DEBUG_DUMP_CALLS
+  int debugDumpSignal = 10;              // HOCCL_DEBUG_DUMP_SIGNAL (0: none; SIGUSR1 on Linux)
   double timeoutSec = 300;               // HOCCL_TIMEOUT
   double heartbeatTimeoutSec = 5;        // HOCCL_HEARTBEAT_TIMEOUT (0: off)
   double heartbeatIntervalSec = 0.5;     // HOCCL_HEARTBEAT_INTERVAL

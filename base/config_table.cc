@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -249,6 +250,22 @@ std::string directoryName(const std::string& v) {
 
 std::string debugFile(const std::string& v) { return checkLogFilePattern(v); }
 
+// HOCCL_DEBUG_DUMP_SIGNAL: 0 (none), SIGUSR1 or SIGUSR2 (with or without
+// SIG, any case), or a number; never one a process cannot handle.
+Parser<int> dumpSignal() {
+  return [](const std::string& v, int* out) -> std::string {
+    const std::string name = lower(v.compare(0, 3, "SIG") == 0 || v.compare(0, 3, "sig") == 0 ? v.substr(3) : v);
+    long long x = -1;
+    if (name == "usr1") x = SIGUSR1;
+    else if (name == "usr2") x = SIGUSR2;
+    else if (!parseInt(v, &x)) x = -1;
+    if (x < 0 || x > 64 || x == SIGKILL || x == SIGSTOP)
+      return "0 (none), SIGUSR1, SIGUSR2 or a signal number other than 9 and 19";
+    *out = static_cast<int>(x);
+    return "";
+  };
+}
+
 // ---- The logger's settings ---------------------------------------------------
 
 const std::vector<std::pair<std::string, LogLevel>> kLevels = {{"NONE", LogLevel::None},
@@ -300,6 +317,22 @@ std::vector<SettingDecl> makeTable() {
       {"HOCCL_DEBUG_FILE", "",
        "Write the log to this file instead of stderr; %h expands to the host name, %p to the pid, %% to %.",
        field<std::string>(&S::debugFile, textWhere(debugFile)), kPerRank},
+      {"HOCCL_DEBUG_DUMP", "",
+       "Flight recorder: each communicator keeps its last calls (number, collective, count, type, operator, root, "
+       "algorithm, state, and the step and peers a stalled call waits on), and the process writes them all to this "
+       "file when a call fails (error, timeout, abort), on hocclCommAbort and on HOCCL_DEBUG_DUMP_SIGNAL; %h expands "
+       "to the host name, %p to the pid, %% to %. `hoccl-info --why FILES` reads the files of all ranks and names "
+       "the rank that never arrived or the call ranks disagree on (docs/troubleshooting.md). Unset: nothing is "
+       "recorded.",
+       field<std::string>(&S::debugDump, textWhere(debugFile)), kPerRank},
+      {"HOCCL_DEBUG_DUMP_CALLS", "64",
+       "Calls each communicator's flight recorder keeps (HOCCL_DEBUG_DUMP): 1 to 65536, rounded up to a power of two.",
+       field<int>(&S::debugDumpCalls, integerIn<int>(1, 65536)), kPerRank},
+      {"HOCCL_DEBUG_DUMP_SIGNAL", "SIGUSR1",
+       "With HOCCL_DEBUG_DUMP: the signal on which a process writes its dump (kill -USR1 PID), without stopping; "
+       "0: none. Installed at the first communicator's init; a handler the program installed before still runs "
+       "after hoccl's, one it installs later replaces it.",
+       field<int>(&S::debugDumpSignal, dumpSignal()), kPerRank},
       {"HOCCL_TIMEOUT", "300",
        "Seconds (0.001 to 10000000; 0.5 is half a second) any wait (bootstrap, connection, a collective making no progress) may "
        "last before it becomes an error; the rendezvous of a unique id waits for its first rank without limit, "

@@ -127,6 +127,10 @@ std::string checkLogFilePattern(const std::string& value) {
   return "a file name where '%' is followed only by h (host name), p (pid) or % (a percent sign)";
 }
 
+bool expandFilePattern(const std::string& pattern, std::string* out) {
+  return expandPath(pattern, state().host, out);
+}
+
 void setLogRank(int rank) { tlsRank = rank; }
 
 void setLogSink(LogSink sink, LogLevel level) {

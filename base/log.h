@@ -32,6 +32,10 @@ void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, con
 // `value` is valid (the subsystems then in `mask`), else what is expected.
 std::string parseLogSubsystems(const std::string& value, uint32_t* mask);
 std::string checkLogFilePattern(const std::string& value);
+// A file name from such a pattern (HOCCL_DEBUG_FILE, HOCCL_DEBUG_DUMP): %h
+// the host name (up to its first dot), %p the pid, %% a percent sign; false
+// for any other '%' sequence.
+bool expandFilePattern(const std::string& pattern, std::string* out);
 
 // The rank shown in log lines written by this thread (-1: none).
 void setLogRank(int rank);

@@ -10,8 +10,10 @@
 #include "base/config.h"
 #include "base/cuda_device_api.h"
 #include "base/cuda_driver.h"
+#include "base/regular_file.h"
 #include "src/exec/cuda/image.h"
 #include "src/exec/dataops.h"
+#include "src/exec/flight_why.h"
 #include "src/topo/nvml.h"
 #include "programs/machine_args.h"
 #include "transport/net/net.h"
@@ -22,12 +24,17 @@ static void usage() {
   printf("usage: hoccl-info [--settings | --algorithms | --build]\n"
          "       hoccl-info --settings-markdown\n"
          "       hoccl-info --dump-selection [machine options] [-b MIN] [-e MAX] [-f F]\n"
+         "       hoccl-info --why DUMP...\n"
          "Prints the build's features, the algorithms and every HOCCL_* setting with its\n"
          "default, current value and meaning. --dump-selection prints the tuner's choice per\n"
          "collective and size for a machine (HOCCL_TOPO_FILE, HOCCL_TUNE_FILE and HOCCL_ALGO\n"
          "apply) and every algorithm's predicted time. --settings-markdown prints the settings\n"
          "table as markdown (names, defaults, meaning; not this environment's values), the table\n"
-         "docs/environment.md is generated from (tools/environment_doc.py):\n%s",
+         "docs/environment.md is generated from (tools/environment_doc.py). --why reads the\n"
+         "flight recorder's dumps of all ranks (HOCCL_DEBUG_DUMP) and names, per communicator,\n"
+         "the call ranks disagree on or the rank that never started the call the others wait\n"
+         "in; it exits 1 when it names a problem, 0 when every rank completed its calls, 2 when\n"
+         "a file cannot be read:\n%s",
          tune::machineArgsHelp().c_str());
 }
 
@@ -120,8 +127,30 @@ static int dumpSelection(int argc, char** argv) {
   return 0;
 }
 
+// --why: every dump named, read together (src/exec/flight_why.h).
+static int why(int argc, char** argv) {
+  if (argc < 3) {
+    usage();
+    return 2;
+  }
+  std::vector<DumpedRank> ranks;
+  for (int i = 2; i < argc; ++i) {
+    std::string text;
+    Status st = readRegularFile(argv[i], size_t(256) << 20, &text);
+    if (st.ok()) st = readFlightDump(text, argv[i], &ranks);
+    if (!st.ok()) {
+      fprintf(stderr, "hoccl-info --why: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
+  FlightVerdict v = explainFlight(std::move(ranks));
+  fputs(v.text.c_str(), stdout);
+  return v.problem ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   bool all = argc == 1, build = all, settings = all, algos = all;
+  if (argc > 1 && !strcmp(argv[1], "--why")) return why(argc, argv);
   if (argc > 1 && !strcmp(argv[1], "--dump-selection")) return dumpSelection(argc, argv);
   if (argc == 2 && !strcmp(argv[1], "--settings-markdown")) return settingsMarkdown();
   for (int i = 1; i < argc; ++i) {

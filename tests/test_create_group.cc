@@ -15,18 +15,6 @@ using namespace testutil;
 
 namespace {
 
-int rankOf(hocclComm_t c) {
-  int r = -1;
-  hocclCommUserRank(c, &r);
-  return r;
-}
-
-int countOf(hocclComm_t c) {
-  int n = -1;
-  hocclCommCount(c, &n);
-  return n;
-}
-
 // An all-reduce of each rank's `value` on `c`.
 int64_t sumOn(hocclComm_t c, int64_t value) {
   int64_t sum = -1;
@@ -39,7 +27,7 @@ int64_t sumOn(hocclComm_t c, int64_t value) {
 void oddAndEven(const Options& o) {
   std::string err;
   ASSERT_TRUE(spawn(o, [&](hocclComm_t comm, int rank) {
-    const int n = countOf(comm);
+    const int n = commSize(comm);
     std::vector<int> mine;
     for (int r = n - 1; r >= 0; --r)
       if (r % 2 == rank % 2) mine.push_back(r);  // reversed: the first listed becomes rank 0
@@ -47,10 +35,10 @@ void oddAndEven(const Options& o) {
     ASSERT_EQ(hocclCommCreateGroup(comm, mine.data(), int(mine.size()), &sub, nullptr), hocclSuccess)
         << hocclGetLastError(comm);
     ASSERT_NE(sub, nullptr);
-    EXPECT_EQ(countOf(sub), int(mine.size()));
+    EXPECT_EQ(commSize(sub), int(mine.size()));
     int want = 0;
     while (mine[want] != rank) ++want;
-    EXPECT_EQ(rankOf(sub), want);
+    EXPECT_EQ(commRank(sub), want);
     int64_t expect = 0;
     for (int r : mine) expect += r;
     EXPECT_EQ(sumOn(sub, rank), expect);

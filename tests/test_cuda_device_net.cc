@@ -6,9 +6,12 @@
 // through host frames (copy), and with the two ends of a connection on
 // different paths. Failures end every rank with an error naming the peer.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -52,6 +55,17 @@ struct Shape {
 
 class CudaDeviceNetTest : public CudaDeviceTest {
  protected:
+  // Ranks as processes on emulated hosts of nodeSizes ranks each, over TCP.
+  static testutil::Options hostsAsProcesses(std::vector<int> nodeSizes) {
+    testutil::Options o;
+    o.ranks = 0;
+    for (int n : nodeSizes) o.ranks += n;
+    o.nodeSizes = std::move(nodeSizes);
+    o.net = testutil::Net::Socket;
+    o.mode = testutil::Mode::Processes;
+    o.timeoutSec = 60;
+    return o;
+  }
   ~CudaDeviceNetTest() override {
     unsetenv("HOCCL_NET_DEVICE_PATH");
     reloadSettingsForTesting();
@@ -166,12 +180,7 @@ class CudaDeviceNetFaultTest : public CudaDeviceNetTest {
   // that connects every edge.
   // `killed`: the rank that kills itself (-1: none).
   void onTwoHosts(const std::function<void(hocclComm_t, int, void*)>& body, int killed = -1) {
-    testutil::Options o;
-    o.ranks = 4;
-    o.nodeSizes = {2, 2};
-    o.net = testutil::Net::Socket;
-    o.mode = testutil::Mode::Processes;
-    o.timeoutSec = 60;
+    testutil::Options o = hostsAsProcesses({2, 2});
     std::string error;
     const bool ok = testutil::spawn(o, [&](hocclComm_t comm, int rank) {
       void* stream = fake->createStream();
@@ -247,6 +256,51 @@ TEST_F(CudaDeviceNetTest, AnAbortWhoseLaunchCannotStartStopsTheProxyFirst) {
   o.net = testutil::Net::Socket;
   o.timeoutSec = 60;
   abortWithItsLaunchHeld(fake.get(), o, 0.3);
+}
+
+// hoccl's threads of this process ("hoccl-proxy", "hoccl-net", ...), by name.
+std::vector<std::string> hocclThreads() {
+  std::vector<std::string> names;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      char name[64] = {};
+      if (FILE* f = fopen(("/proc/self/task/" + std::string(e->d_name) + "/comm").c_str(), "r")) {
+        if (fgets(name, sizeof name, f)) name[strcspn(name, "\n")] = 0;
+        fclose(f);
+      }
+      if (strncmp(name, "hoccl-", 6) == 0) names.push_back(name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+// The network proxy and its transport's progress thread run while the
+// communicator lives and end with hocclCommDestroy: none is left behind.
+TEST_F(CudaDeviceNetTest, DestroyLeavesNoProxyOrNetworkThread) {
+  testutil::Options o = hostsAsProcesses({1, 1});
+  std::string error;
+  EXPECT_TRUE(testutil::spawn(o, [&](hocclComm_t comm, int) {
+    void* stream = fake->createStream();
+    void* d = fake->alloc(1 << 20);
+    ASSERT_EQ(hocclAllReduce(d, d, 100000, hocclFloat32, hocclSum, comm, stream), hocclSuccess);
+    ASSERT_TRUE(fake->sync(stream, 30));
+    const std::vector<std::string> running = hocclThreads();
+    EXPECT_NE(std::find(running.begin(), running.end(), "hoccl-proxy"), running.end())
+        << "no network proxy thread while the communicator lives";
+    ASSERT_EQ(hocclCommDestroy(comm), hocclSuccess);
+    std::vector<std::string> left = hocclThreads();
+    for (int i = 0; i < 200 && !left.empty(); ++i) {  // up to 2 s for threads on their way out
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      left = hocclThreads();
+    }
+    std::string names;
+    for (const std::string& n : left) names += " " + n;
+    EXPECT_TRUE(left.empty()) << "threads left after hocclCommDestroy:" << names;
+    fake->free(d);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);  // the communicator is gone: skip the harness's destroy
+  }, &error)) << error;
 }
 
 TEST_F(CudaDeviceNetFaultTest, CountsThatDifferBetweenHostsFailOnEveryRank) {

@@ -1,8 +1,9 @@
 // One rank of a multi-process test, using only the public API. Rank 0
 // writes the unique id to a file; the others wait for it.
 //   hoccl_test_worker <scenario> <rank> <nranks> <idfile>
-// Scenarios: full, mismatch, die, config, loop, late, idle-watch. Exit 0 when the rank saw what the
-// scenario expects; otherwise print why and exit non-zero.
+// Scenarios: full, mismatch, die, config, loop, late, idle-watch, idle-die,
+// idle-leave, flight-hang, flight-mismatch. Exit 0 when the rank saw what
+// the scenario expects; otherwise print why and exit non-zero.
 #include <signal.h>
 #include <unistd.h>
 
@@ -205,7 +206,8 @@ int runIdleWatch(hocclComm_t comm, int rank, double seconds) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s full|mismatch|die|config|loop|late|idle-watch|idle-die|idle-leave rank nranks idfile\n"
+    fprintf(stderr, "usage: %s full|mismatch|die|config|loop|late|idle-watch|idle-die|idle-leave|flight-hang|"
+                    "flight-mismatch rank nranks idfile\n"
                     "  rank and nranks may be 'env': RANK and WORLD_SIZE (launchers)\n", argv[0]);
     return 2;
   }
@@ -241,6 +243,28 @@ int main(int argc, char** argv) {
     result = runLate(comm, rank, n);
   } else if (scenario == "idle-watch") {
     result = runIdleWatch(comm, rank, 60);
+  } else if (scenario == "flight-hang" || scenario == "flight-mismatch") {
+    // Two calls alike, then a third that the last rank never makes (it asks
+    // for its flight recorder's dump by signal, then stays away past the
+    // others' HOCCL_TIMEOUT), or makes with twice the count.
+    const bool hang = scenario == "flight-hang";
+    std::vector<float> buf(2 << 20, 1.0f);
+    const size_t count = 1 << 20;
+    for (int i = 0; i < 2 && result == 0; ++i)
+      if (hocclAllReduce(buf.data(), buf.data(), count, hocclFloat, hocclSum, comm, nullptr) != hocclSuccess)
+        result = fail(rank, std::string("AllReduce: ") + hocclGetLastError(comm));
+    // The odd rank waits until the others have surely finished call #2: its
+    // mismatch would otherwise stop a slow one still in call #2.
+    if (result == 0 && rank == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (result == 0 && hang && rank == n - 1) {
+      kill(getpid(), SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+    } else if (result == 0) {
+      rc = hocclAllReduce(buf.data(), buf.data(), !hang && rank == n - 1 ? 2 * count : count, hocclFloat, hocclSum,
+                          comm, nullptr);
+      if (rc == hocclSuccess) result = fail(rank, "call #3 succeeded");
+      else fprintf(stderr, "worker rank %d saw: %s\n", rank, hocclGetLastError(comm));
+    }
   } else if (scenario == "die") {
     // The last rank dies before the call; the others must learn it quickly.
     if (rank == n - 1) _exit(42);

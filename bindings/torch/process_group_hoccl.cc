@@ -119,6 +119,42 @@ c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::createGroup(const std::
   return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs, groupName, *algo, "create_group");
 }
 
+c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::shrink(const std::vector<int>& exclude, bool abortFirst,
+                                                                const std::string& groupName) {
+  hocclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (aborted_ || !comm_)
+      throw std::runtime_error("hoccl: shrink: this group's communicator is gone (" +
+                               std::string(aborted_ ? "aborted" : "shut down") +
+                               (timeoutError_.empty() ? "" : ": " + timeoutError_) +
+                               "); shrink a group before aborting it");
+    comm = comm_;
+  }
+  auto made = std::make_shared<hocclComm_t>(nullptr);
+  auto name = std::make_shared<std::string>(groupName);
+  auto list = std::make_shared<std::vector<int>>(exclude);
+  auto call = [this, comm, made, name, list, abortFirst] {
+    hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
+    config.timeoutMs = timeoutMs_;
+    config.commName = name->c_str();
+    if (!algorithm_.empty()) config.algorithm = algorithm_.c_str();
+    check(hocclCommShrink(comm, list->data(), static_cast<int>(list->size()), made.get(), &config,
+                          abortFirst ? HOCCL_SHRINK_ABORT : HOCCL_SHRINK_DEFAULT),
+          "hocclCommShrink");
+  };
+  if (abortFirst) {
+    // Not behind the queue: its front may be a call that waits for an
+    // excluded rank, which this ends. The communicator stays ours to
+    // abort when the group goes.
+    failed_ = true;
+    call();
+  } else {
+    enqueue(OpType::UNKNOWN, {}, call)->wait();  // rethrows the task's error
+  }
+  return c10::make_intrusive<ProcessGroupHoccl>(*made, timeoutMs_, groupName, algorithm_, "shrink");
+}
+
 std::vector<int> ProcessGroupHoccl::nodeInfo() const {
   int node = 0, nnodes = 0, localRank = 0, localRanks = 0;
   check(hocclCommNodeInfo(comm_, &node, &nnodes, &localRank, &localRanks), "hocclCommNodeInfo");
@@ -716,6 +752,10 @@ PYBIND11_MODULE(_C, m) {
            py::arg("group_name"), py::arg("algorithm") = "", py::call_guard<py::gil_scoped_release>(),
            "hocclCommCreateGroup in program order: a new group of the listed group ranks (in its rank order); "
            "only they call it")
+      .def("_shrink", &ProcessGroupHoccl::shrink, py::arg("exclude"), py::arg("abort_first"), py::arg("group_name"),
+           py::call_guard<py::gil_scoped_release>(),
+           "hocclCommShrink: a new group of this group's ranks minus `exclude` (group ranks); with abort_first "
+           "(HOCCL_SHRINK_ABORT) at once, ending this group's work, else in program order")
       .def("shutdown", &ProcessGroupHoccl::shutdown, py::call_guard<py::gil_scoped_release>(),
            "finish queued work, then hocclCommDestroy; later calls raise")
       .def("_allgather_into_tensor_coalesced",

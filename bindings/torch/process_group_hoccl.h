@@ -173,6 +173,16 @@ class ProcessGroupHoccl : public BaseGroup {
   // new group's calls.
   c10::intrusive_ptr<ProcessGroupHoccl> createGroup(const std::vector<int>& ranks, double timeoutSec,
                                                     const std::string& groupName, const std::string& algorithm);
+  // hocclCommShrink: a group of this group's ranks minus `exclude` (group
+  // ranks), renumbered in order, made from this group's communicator with no
+  // rendezvous; every surviving rank calls it with the same list. With
+  // `abortFirst` (HOCCL_SHRINK_ABORT, the mode after a failure) it runs at
+  // once: a call of this group that waits for an excluded rank fails, and
+  // this group runs no more collectives. Without, it runs in program order
+  // after this group's queued work. Refused when this group was aborted
+  // (its communicator is gone).
+  c10::intrusive_ptr<ProcessGroupHoccl> shrink(const std::vector<int>& exclude, bool abortFirst,
+                                               const std::string& groupName);
   // hocclCommNodeInfo: {node, nnodes, localRank, localRanks}.
   std::vector<int> nodeInfo() const;
 
@@ -186,7 +196,7 @@ class ProcessGroupHoccl : public BaseGroup {
   // The hoccl communicator's rank and size, and its timeout in seconds.
   double timeoutSec() const { return timeoutMs_ / 1000.0; }
   // How the communicator was made: "rendezvous" (a new unique id through
-  // the store), "split" or "create_group" (from another group's).
+  // the store), "split", "create_group" or "shrink" (from another group's).
   const std::string& origin() const { return origin_; }
   // Lets queued work finish and ends the worker thread (later calls run
   // nothing and fail). Call without the GIL: the worker may need it.

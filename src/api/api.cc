@@ -386,31 +386,9 @@ hocclResult_t hocclCommCreateGroup(hocclComm_t comm, const int* ranks, int nrank
   if (st.ok() && !ranks) st = errorf(hocclInvalidArgument, "%s: ranks is NULL", what);
   if (st.ok() && comm->initPending.load(std::memory_order_acquire))
     st = errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress", what);
-  if (st.ok() && (nranks < 1 || nranks > comm->nranks))
-    st = errorf(hocclInvalidArgument, "%s: nranks %d must lie in 1..%d (the communicator's size)", what, nranks,
-                comm->nranks);
-  std::vector<int> members;
-  if (st.ok()) {
-    std::vector<bool> seen(comm->nranks, false);
-    bool self = false;
-    for (int i = 0; i < nranks && st.ok(); ++i) {
-      const int r = ranks[i];
-      if (r < 0 || r >= comm->nranks)
-        st = errorf(hocclInvalidArgument, "%s: ranks[%d] = %d is out of range [0, %d)", what, i, r, comm->nranks);
-      else if (seen[r])
-        st = errorf(hocclInvalidArgument, "%s: rank %d is listed twice", what, r);
-      else
-        seen[r] = true;
-      self = self || r == comm->rank;
-      members.push_back(r);
-    }
-    if (st.ok() && !self)
-      st = errorf(hocclInvalidArgument, "%s: the calling rank %d is not in ranks (only members call it)", what,
-                  comm->rank);
-  }
   if (!st.ok()) return report(use.comm, st);
   hocclComm* c = nullptr;
-  st = commCreateGroup(comm, members, config, &c);
+  st = commCreateGroupOf(comm, ranks, nranks, config, &c);
   if (!st.ok()) return report(comm, st);
   registerComm(c);
   *newcomm = c;
@@ -423,52 +401,11 @@ hocclResult_t hocclCommShrink(hocclComm_t comm, int* excludeRanksList, int exclu
   CommUse use;
   Status st = enterComm(comm, &use, what);
   if (st.ok() && !newcomm) st = errorf(hocclInvalidArgument, "%s: newcomm is NULL", what);
-  if (st.ok() && excludeRanksCount > 0 && !excludeRanksList)
-    st = errorf(hocclInvalidArgument, "%s: excludeRanksList is NULL with excludeRanksCount %d", what,
-                excludeRanksCount);
-  if (st.ok() && (shrinkFlags & ~HOCCL_SHRINK_ABORT))
-    st = errorf(hocclInvalidArgument, "%s: unknown flags %#x (HOCCL_SHRINK_DEFAULT or HOCCL_SHRINK_ABORT)", what,
-                shrinkFlags);
   if (st.ok() && comm->initPending.load(std::memory_order_acquire))
     st = errorf(hocclInvalidUsage, "%s: the communicator's non-blocking init is still in progress", what);
-  if (st.ok() && (excludeRanksCount < 0 || excludeRanksCount >= comm->nranks))
-    st = errorf(hocclInvalidArgument, "%s: excludeRanksCount %d must lie in 0..%d (at least one rank survives)", what,
-                excludeRanksCount, comm->nranks - 1);
-  std::vector<int> members;
-  if (st.ok()) {
-    std::vector<bool> excluded(comm->nranks, false);
-    for (int i = 0; i < excludeRanksCount && st.ok(); ++i) {
-      const int r = excludeRanksList[i];
-      if (r < 0 || r >= comm->nranks)
-        st = errorf(hocclInvalidArgument, "%s: excludeRanksList[%d] = %d is out of range [0, %d)", what, i, r,
-                    comm->nranks);
-      else if (excluded[r])
-        st = errorf(hocclInvalidArgument, "%s: rank %d is excluded twice", what, r);
-      else
-        excluded[r] = true;
-    }
-    if (st.ok() && excluded[comm->rank])
-      st = errorf(hocclInvalidArgument, "%s: the calling rank %d is in excludeRanksList (excluded ranks do not call it)",
-                  what, comm->rank);
-    for (int r = 0; r < comm->nranks; ++r)
-      if (!excluded[r]) members.push_back(r);
-  }
   if (!st.ok()) return report(use.comm, st);
-  const bool abandon = shrinkFlags & HOCCL_SHRINK_ABORT;
-  if (abandon) {
-    // Work in flight on comm ends now; comm stays failed. The peers are not
-    // told: the survivors are shrinking too, the excluded may be gone.
-    comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) +
-                                            ": hocclCommShrink(HOCCL_SHRINK_ABORT) abandoned this communicator's work"),
-               false);
-    if (comm->links) comm->links->doorbell().ring();
-    if (cuda::DeviceExecutor* exec = comm->deviceExecutor()) {
-      exec->requestAbort();
-      (void)exec->waitIdle(1.0);
-    }
-  }
   hocclComm* c = nullptr;
-  st = commCreateGroup(comm, members, config, &c, abandon || !comm->fatalError().ok(), what);
+  st = commShrink(comm, excludeRanksList, excludeRanksCount, shrinkFlags, config, &c);
   if (!st.ok()) return report(comm, st);
   registerComm(c);
   *newcomm = c;
@@ -514,6 +451,7 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   // Within 1 s in all: at most 0.3 s telling the peers, 0.6 s for a call
   // on another thread to return.
   comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) + " aborted its communicator"), true, 0.3);
+  dumpFlight(comm, "rank " + std::to_string(comm->rank) + ": hocclCommAbort");
   if (comm->links) comm->links->doorbell().ring();
   if (cuda::DeviceExecutor* exec = comm->deviceExecutor()) {
     // A launch waiting for a peer ends at its next poll of the abort word.

@@ -128,6 +128,7 @@ Status makeTuner(hocclComm* c, double ranksPerCore) {
 
 Status finishInit(hocclComm* c) {
   double t0 = nowSec();
+  startFlightRecorder(c);
   c->installCallCheck();
   const auto& table = c->boot->table();
   std::vector<int> remote;
@@ -408,6 +409,7 @@ void hocclComm::fail(const Status& st, bool tellPeers, double budgetSec) {
       first = true;
     }
   }
+  if (first && flight) flight->noteFatal(st.message());
   if (!tellPeers || !first) return;
   // Messages made here already start with "rank <this rank>"; others get it.
   const std::string me = "rank " + std::to_string(rank);

@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "src/exec/cuda/device_executor.h"
 #include "src/exec/engine.h"
+#include "src/exec/flight.h"
 #include "src/topo/topology.h"
 #include "src/tune/tuner.h"
 #include "transport/links/links.h"
@@ -225,7 +226,8 @@ struct hocclComm : public hoccl::TaskOwner {
   // Stalled calls' signatures, compared across ranks (comm_callcheck.cc).
   hoccl::Status crossCheckCall(const hoccl::CollCall& call, const std::vector<int>& waitingOn) override;
   // Sets the bootstrap's wait hook: a rank waiting for a peer while it sets
-  // up a call's connections (setupCall) checks that call the same way.
+  // up a call's connections (setupCall) checks that call the same way, and
+  // tells the flight recorder whom it waits for.
   void installCallCheck();
   // Tells the ranks in waitingOn about `current` (unless it is a
   // point-to-point call) and compares `got` with this rank's calls.
@@ -242,6 +244,10 @@ struct hocclComm : public hoccl::TaskOwner {
   std::vector<uint64_t> noticeSentFor;
   bool settingUp = false;
   hoccl::CallSignature setupCall;
+  // HOCCL_DEBUG_DUMP: this communicator's last calls (comm_flight.cc);
+  // null without it. setupFlightId: the entry of the call being set up.
+  std::unique_ptr<hoccl::FlightRecorder> flight;
+  uint64_t setupFlightId = 0;
   hoccl::Connections& connections() override { return *links; }
   hoccl::Doorbell& doorbell() override { return links->doorbell(); }
   // The device executor's connections, from transport/links, with NVML's
@@ -281,7 +287,21 @@ Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* con
 // with HOCCL_SHRINK_ABORT): its abort notices do not stop the exchange.
 Status commCreateGroup(hocclComm* parent, const std::vector<int>& members, const hocclConfig_t* config,
                        hocclComm** out, bool afterFailure = false, const char* what = "hocclCommCreateGroup");
+// hocclCommCreateGroup after its handle checks: the list is checked
+// (range, repeats, the caller among them), then commCreateGroup.
+Status commCreateGroupOf(hocclComm* parent, const int* ranks, int nranks, const hocclConfig_t* config,
+                         hocclComm** out);
+// hocclCommShrink after its handle checks: the exclude list is checked
+// (range, repeats, the caller, at least one survivor, flags), then, with
+// HOCCL_SHRINK_ABORT, the parent's work in flight is abandoned, and the
+// survivors make the new communicator as commCreateGroup does.
+Status commShrink(hocclComm* parent, const int* excludeRanksList, int excludeRanksCount, int shrinkFlags,
+                  const hocclConfig_t* config, hocclComm** out);
 void commFree(hocclComm* comm);
+// HOCCL_DEBUG_DUMP (comm_flight.cc): makes and registers c->flight (when
+// set); writes the process's dump, saying why, if c has a recorder.
+void startFlightRecorder(hocclComm* c);
+void dumpFlight(hocclComm* c, const std::string& reason);
 
 // One validated call of the C API, with the key of its schedule.
 struct CommCall {
@@ -289,6 +309,7 @@ struct CommCall {
   CollCall call;
   ScheduleKey key;
   uint64_t commSerial = 0;  // comm->serial when the call was checked (a group runs it later)
+  uint64_t flightId = 0;    // its entry in comm->flight, once prepared (0: none)
 };
 // Runs calls (one, or a group's, possibly of several communicators): builds
 // or reuses each schedule and its connections, numbers the calls and hands

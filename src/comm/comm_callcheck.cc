@@ -38,8 +38,11 @@ hoccl::Status hocclComm::crossCheckCall(const hoccl::CollCall& call, const std::
 }
 
 void hocclComm::installCallCheck() {
-  if (!boot || nranks < 2 || !settings.checkCalls) return;
+  if (!boot || nranks < 2 || (!settings.checkCalls && !flight)) return;
   boot->setWaitHook([this](int peer, std::vector<hoccl::CallNotice> got) {
+    if (settingUp && flight)
+      flight->waiting(setupFlightId, "setting up its connections: waiting for rank " + std::to_string(peer), {peer});
+    if (!settings.checkCalls) return hoccl::Status();
     if (!settingUp) {  // waiting in init or a split: keep what came for later
       for (const hoccl::CallNotice& n : got)
         if (earlyNotices.size() < 4 * kCallHistory) earlyNotices.push_back(n);

@@ -82,6 +82,7 @@ Status hocclComm::pollDevice() {
   // error, when its notice comes soon, says more than the lost connection.
   if (st.code() == hocclRemoteError) st = preferPeerReason(*this, st);
   fail(st, true);
+  dumpFlight(this, "rank " + std::to_string(rank) + ": a call on device buffers failed: " + st.message());
   return st;
 }
 
@@ -119,6 +120,13 @@ void makeWork(CommCall& c, Work* w) {
     // number the next one will take, to spot a peer that ran it there.
     call.oneShotSeq = w->schedule && w->schedule->oneShotShm ? ++comm->oneShotSeq : comm->oneShotSeq + 1;
   }
+  if (comm->flight) {
+    const Schedule* s = w->schedule;
+    comm->flight->running(c.flightId, s ? s->algorithm : nullptr, s ? static_cast<int>(s->channels.size()) : 0,
+                          call.device);
+    w->flight = comm->flight.get();
+    w->flightId = c.flightId;
+  }
   w->sliceBytes = comm->settings.sliceBytes;
   w->checkCalls = comm->settings.checkCalls;
   w->directBytes = comm->settings.directBytes;
@@ -138,10 +146,15 @@ Status enqueueDevice(CommCall* calls, const std::vector<size_t>& idx) {
   for (size_t i : idx) {
     CommCall& c = calls[i];
     Work w;
-    HOCCL_TRY(c.comm->prepareDevice(c.call, c.key, &w.keep));
+    if (c.comm->flight)
+      c.flightId = c.comm->flight->begin(c.call, c.comm->opSeq + (c.call.coll != CollKind::SendRecv ? 1 : 0));
+    Status prepared = c.comm->prepareDevice(c.call, c.key, &w.keep);
+    if (!prepared.ok() && c.comm->flight) c.comm->flight->finished(c.flightId, prepared);
+    HOCCL_TRY(prepared);
     w.schedule = w.keep.get();
     makeWork(c, &w);
     Status st = c.comm->device->enqueue(w);
+    if (!st.ok() && c.comm->flight) c.comm->flight->finished(c.flightId, st);
     if (!st.ok()) {
       if (st.code() != hocclInvalidArgument) c.comm->fail(st, true);
       return st;
@@ -238,9 +251,35 @@ class CallThreadGuard {
 
 }  // namespace
 
+namespace {
+
+Status runTakenCalls(CommCall* calls, size_t n);
+
+// HOCCL_DEBUG_DUMP: once per run that left a communicator failed (a call
+// refused for its arguments leaves it usable), by the first one that
+// records (the dump holds every communicator of the process).
+__attribute__((noinline, cold)) void dumpAfterFailure(const CommCall* calls, size_t n, const Status& st) {
+  for (size_t i = 0; i < n; ++i) {
+    if (calls[i].comm->flight && !calls[i].comm->fatalError().ok()) {
+      dumpFlight(calls[i].comm, "rank " + std::to_string(calls[i].comm->rank) + ": a call failed: " + st.message());
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 Status runCalls(CommCall* calls, size_t n) {
   CallThreadGuard guard;
   HOCCL_TRY(guard.take(calls, n));
+  Status st = runTakenCalls(calls, n);
+  if (__builtin_expect(!st.ok(), 0)) dumpAfterFailure(calls, n, st);
+  return st;
+}
+
+namespace {
+
+Status runTakenCalls(CommCall* calls, size_t n) {
   size_t onDevice = 0;
   for (size_t i = 0; i < n; ++i) onDevice += calls[i].call.device ? 1 : 0;
   if (onDevice == 0) return runHostCalls(calls, n);
@@ -252,18 +291,22 @@ Status runCalls(CommCall* calls, size_t n) {
   return runHostCalls(host.data(), host.size());
 }
 
+}  // namespace
+
 namespace {
 
 // prepareCall for a call that will be numbered `seq` (a collective) or
 // follows collective `seq` (point-to-point): while it sets up connections,
 // a wait on the bootstrap checks that call against the peers' (comm_callcheck.cc).
-Status prepareNumbered(const CommCall& c, uint64_t seq, const Schedule** out, std::shared_ptr<const Schedule>* keep) {
+Status prepareNumbered(CommCall& c, uint64_t seq, const Schedule** out, std::shared_ptr<const Schedule>* keep) {
   hocclComm* comm = c.comm;
+  if (comm->flight) comm->setupFlightId = c.flightId = comm->flight->begin(c.call, seq);
   comm->settingUp = c.call.coll != CollKind::SendRecv;
   comm->setupCall = signatureOf(c.call);
   comm->setupCall.opSeq = seq;
   Status st = comm->prepareCall(c.call, c.key, out, keep);
   comm->settingUp = false;
+  if (!st.ok() && comm->flight) comm->flight->finished(c.flightId, st);
   return st;
 }
 

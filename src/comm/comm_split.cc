@@ -202,4 +202,83 @@ Status commCreateGroup(hocclComm* parent, const std::vector<int>& members, const
   return buildChild(parent, what, members, all, settings, fnv1a64(seed, sizeof seed), std::move(listener), out);
 }
 
+Status commCreateGroupOf(hocclComm* comm, const int* ranks, int nranks, const hocclConfig_t* config,
+                         hocclComm** out) {
+  const char* what = "hocclCommCreateGroup";
+  Status st;
+  if (st.ok() && (nranks < 1 || nranks > comm->nranks))
+    st = errorf(hocclInvalidArgument, "%s: nranks %d must lie in 1..%d (the communicator's size)", what, nranks,
+                comm->nranks);
+  std::vector<int> members;
+  if (st.ok()) {
+    std::vector<bool> seen(comm->nranks, false);
+    bool self = false;
+    for (int i = 0; i < nranks && st.ok(); ++i) {
+      const int r = ranks[i];
+      if (r < 0 || r >= comm->nranks)
+        st = errorf(hocclInvalidArgument, "%s: ranks[%d] = %d is out of range [0, %d)", what, i, r, comm->nranks);
+      else if (seen[r])
+        st = errorf(hocclInvalidArgument, "%s: rank %d is listed twice", what, r);
+      else
+        seen[r] = true;
+      self = self || r == comm->rank;
+      members.push_back(r);
+    }
+    if (st.ok() && !self)
+      st = errorf(hocclInvalidArgument, "%s: the calling rank %d is not in ranks (only members call it)", what,
+                  comm->rank);
+  }
+  if (!st.ok()) return st;
+  return commCreateGroup(comm, members, config, out);
+}
+
+Status commShrink(hocclComm* comm, const int* excludeRanksList, int excludeRanksCount, int shrinkFlags,
+                  const hocclConfig_t* config, hocclComm** out) {
+  const char* what = "hocclCommShrink";
+  Status st;
+  if (st.ok() && excludeRanksCount > 0 && !excludeRanksList)
+    st = errorf(hocclInvalidArgument, "%s: excludeRanksList is NULL with excludeRanksCount %d", what,
+                excludeRanksCount);
+  if (st.ok() && (shrinkFlags & ~HOCCL_SHRINK_ABORT))
+    st = errorf(hocclInvalidArgument, "%s: unknown flags %#x (HOCCL_SHRINK_DEFAULT or HOCCL_SHRINK_ABORT)", what,
+                shrinkFlags);
+  if (st.ok() && (excludeRanksCount < 0 || excludeRanksCount >= comm->nranks))
+    st = errorf(hocclInvalidArgument, "%s: excludeRanksCount %d must lie in 0..%d (at least one rank survives)", what,
+                excludeRanksCount, comm->nranks - 1);
+  std::vector<int> members;
+  if (st.ok()) {
+    std::vector<bool> excluded(comm->nranks, false);
+    for (int i = 0; i < excludeRanksCount && st.ok(); ++i) {
+      const int r = excludeRanksList[i];
+      if (r < 0 || r >= comm->nranks)
+        st = errorf(hocclInvalidArgument, "%s: excludeRanksList[%d] = %d is out of range [0, %d)", what, i, r,
+                    comm->nranks);
+      else if (excluded[r])
+        st = errorf(hocclInvalidArgument, "%s: rank %d is excluded twice", what, r);
+      else
+        excluded[r] = true;
+    }
+    if (st.ok() && excluded[comm->rank])
+      st = errorf(hocclInvalidArgument, "%s: the calling rank %d is in excludeRanksList (excluded ranks do not call it)",
+                  what, comm->rank);
+    for (int r = 0; r < comm->nranks; ++r)
+      if (!excluded[r]) members.push_back(r);
+  }
+  if (!st.ok()) return st;
+  const bool abandon = shrinkFlags & HOCCL_SHRINK_ABORT;
+  if (abandon) {
+    // Work in flight on comm ends now; comm stays failed. The peers are not
+    // told: the survivors are shrinking too, the excluded may be gone.
+    comm->fail(Status(hocclRemoteError, "rank " + std::to_string(comm->rank) +
+                                            ": hocclCommShrink(HOCCL_SHRINK_ABORT) abandoned this communicator's work"),
+               false);
+    if (comm->links) comm->links->doorbell().ring();
+    if (cuda::DeviceExecutor* exec = comm->deviceExecutor()) {
+      exec->requestAbort();
+      (void)exec->waitIdle(1.0);
+    }
+  }
+  return commCreateGroup(comm, members, config, out, abandon || !comm->fatalError().ok(), what);
+}
+
 }  // namespace hoccl

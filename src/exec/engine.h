@@ -15,6 +15,8 @@
 
 namespace hoccl {
 
+class FlightRecorder;
+
 namespace cuda {
 struct DeviceConnOptions;
 class DeviceConnections;
@@ -133,6 +135,10 @@ struct Work {
   bool checkCalls = true;
   size_t directBytes = 0;  // slices this large go by reference where allowed
   int cma = 0;             // HOCCL_CMA: to other processes too (CollTask)
+  // HOCCL_DEBUG_DUMP: the call's entry in its communicator's flight
+  // recorder (flight.h), told where a stalled call waits and how it ended.
+  FlightRecorder* flight = nullptr;
+  uint64_t flightId = 0;
 };
 
 class Executor {

@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "src/exec/dataops.h"
 #include "src/exec/engine.h"
+#include "src/exec/flight.h"
 
 namespace hoccl {
 namespace {
@@ -78,6 +79,12 @@ Status deadPeer(TaskOwner& o, const CollTask& t, bool* fromPeer) {
   return Status();
 }
 
+// HOCCL_DEBUG_DUMP: how a call ended, in its flight recorder (a call of a
+// failed group that had finished is done; the rest failed with the group).
+void recordEnd(const Work& w, bool done, const Status& st) {
+  if (w.flight) w.flight->finished(w.flightId, done ? Status() : st);
+}
+
 class HostExecutor : public Executor {
  public:
   Status run(const Work* work, size_t n) override {
@@ -87,9 +94,14 @@ class HostExecutor : public Executor {
                     w.checkCalls, w.directBytes, w.cma);
       Status st;
       int spun = 0;
-      if (quickly(w.owner, task, &st, &spun)) return st;
+      if (quickly(w.owner, task, &st, &spun)) {
+        if (w.flight) recordEnd(w, task.done(), st);
+        return st;
+      }
       CollTask* one = &task;
-      return progress(work, &one, 1, spun);
+      st = progress(work, &one, 1, spun);
+      if (w.flight) recordEnd(w, task.done(), st);
+      return st;
     }
     std::vector<ScratchPool::Lease> scaled;  // PreMulSum inputs, alive until the tasks end
     std::vector<CollCall> calls;             // PreMulSum calls, reading the scaled inputs
@@ -106,13 +118,18 @@ class HostExecutor : public Executor {
     std::vector<CollTask*> ptrs;
     for (size_t i = 0; i < n; ++i) {
       const CollCall* call = callOf(i, &st);
-      if (!st.ok()) return st;
+      if (!st.ok()) {
+        for (size_t j = 0; j < n; ++j) recordEnd(work[j], false, st);
+        return st;
+      }
       const Work& w = work[i];
       tasks.push_back(std::make_unique<CollTask>(*call, *w.schedule, &w.owner->connections(), w.owner->scratchPool(),
                                                  w.sliceBytes, w.checkCalls, w.directBytes, w.cma));
       ptrs.push_back(tasks.back().get());
     }
-    return progress(work, ptrs.data(), n);
+    st = progress(work, ptrs.data(), n);
+    for (size_t i = 0; i < n; ++i) recordEnd(work[i], tasks[i]->done(), st);
+    return st;
   }
 
  private:
@@ -293,6 +310,7 @@ class HostExecutor : public Executor {
           return fail(o, st, true);
         }
         if (now - lastHealthCheck > 0.1) {
+          if (work[i].flight) work[i].flight->waiting(work[i].flightId, t.describeWait(), t.waitingOn());
           Status st = o->peerAbort(true);
           if (!st.ok()) return fail(o, st, false);
           bool fromPeer = false;  // a peer's notice: already told to everyone

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -234,7 +235,13 @@ bool spawnProcesses(const Options& o, const Body& body, std::string* error) {
   for (int r = 0; r < n && why.empty(); ++r) {
     int st = status[r];
     std::string rank = "rank " + std::to_string(r) + " (pid " + std::to_string(pids[r]) + ")";
-    if (WIFSIGNALED(st)) why = rank + " died of signal " + std::to_string(WTERMSIG(st));
+    const bool toBeKilled = std::find(o.killedRanks.begin(), o.killedRanks.end(), r) != o.killedRanks.end();
+    if (toBeKilled) {
+      if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+        why = rank + " was to die of SIGKILL but " +
+              (WIFSIGNALED(st) ? "died of signal " + std::to_string(WTERMSIG(st))
+                               : "exited with " + std::to_string(WEXITSTATUS(st)));
+    } else if (WIFSIGNALED(st)) why = rank + " died of signal " + std::to_string(WTERMSIG(st));
     else if (WEXITSTATUS(st) == kChildFailed) why = rank + " failed (its failures are printed above)";
     else if (WEXITSTATUS(st) == kChildInitFailed) why = rank + " failed to initialise (its error is printed above)";
     else if (WEXITSTATUS(st) != 0) why = rank + " exited with " + std::to_string(WEXITSTATUS(st));
@@ -243,6 +250,10 @@ bool spawnProcesses(const Options& o, const Body& body, std::string* error) {
 }
 
 }  // namespace
+
+hocclResult_t initRankAs(const Options& o, const hocclUniqueId& id, int rank, hocclComm_t* comm) {
+  return initRank(o, id, rank, comm);
+}
 
 std::vector<int> Options::nodeOfRank() const {
   std::vector<int> node;

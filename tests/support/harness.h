@@ -41,6 +41,9 @@ struct Options {
   // initialises: per-rank settings in processes (setenv, then
   // reloadSettingsForTesting). Threads share one environment.
   std::function<void(int rank)> beforeInit;
+  // Processes only: ranks the test kills (SIGKILL, kill -9): each must die
+  // of it, and that death is not a failure.
+  std::vector<int> killedRanks;
 
   // The node of each rank (0 for all on one node).
   std::vector<int> nodeOfRank() const;
@@ -53,6 +56,10 @@ struct Options {
 Options inProcesses(int ranks, double timeoutSec = 60);
 
 using Body = std::function<void(hocclComm_t comm, int rank)>;
+
+// Initialises rank `rank` of a communicator described by `o` (its node
+// identity, its config) as spawn does, on this thread.
+hocclResult_t initRankAs(const Options& o, const hocclUniqueId& id, int rank, hocclComm_t* comm);
 
 // Ranks as threads with their communicators kept between runs, so a test
 // that runs many small bodies on the same ranks pays for init once. Each
@@ -88,6 +95,18 @@ class World {
 // false, with *error, if a rank failed to initialise, or (processes) a
 // child failed, crashed or outlived the timeout.
 bool spawn(const Options& options, const Body& body, std::string* error = nullptr);
+
+// The communicator's rank and size (-1 if the handle is refused).
+inline int commRank(hocclComm_t c) {
+  int r = -1;
+  hocclCommUserRank(c, &r);
+  return r;
+}
+inline int commSize(hocclComm_t c) {
+  int n = -1;
+  hocclCommCount(c, &n);
+  return n;
+}
 
 // spawn() of n ranks as threads on one node, with default settings.
 bool runThreads(int nranks, const Body& body, std::string* error = nullptr);

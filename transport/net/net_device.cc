@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "transport/net/net_conn.h"
 
 namespace hoccl::cuda {
@@ -91,10 +92,14 @@ class NetProxy {
     }
     cv_.notify_one();
   }
-  void start(std::unique_ptr<NetTransport> net, int dev) {
+  // A thread the system refuses is an error naming it (startThread).
+  Status start(std::unique_ptr<NetTransport> net, int dev) {
     net_ = std::move(net);
     dev_ = dev;
-    thread_ = std::thread([this] { run(); });
+    return startThread("the network proxy's thread for device buffers", &thread_, [this] {
+      nameThisThread("hoccl-proxy");
+      run();
+    });
   }
   // quiesce: the thread stops, then the network closes (its progress
   // thread ends, peers see the connections closed); the halves' memory,
@@ -521,7 +526,7 @@ Status NetDeviceConnections::open(const DeviceConnOptions& o, NetChoice choice, 
   c->netName_ = how + ", device " + std::to_string(dev);
   NetProperties props;
   c->gdrWhy_ = net->getProperties(dev, &props).ok() ? props.gdrWhy : "its properties are unknown";
-  c->proxy_->start(std::move(net), dev);
+  HOCCL_TRY(c->proxy_->start(std::move(net), dev));
   *out = std::move(c);
   return Status();
 }

@@ -18,6 +18,7 @@
 
 #include "base/descriptors.h"
 #include "base/log.h"
+#include "base/process.h"
 
 namespace hoccl {
 namespace {
@@ -263,7 +264,7 @@ void removeSegmentsOfDeadProcesses() {
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
         st.st_uid != geteuid())
       continue;
-    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    if (!processEnded(pid)) continue;  // alive, or not ours to judge
     if (shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
   }
   closedir(d);
@@ -435,7 +436,7 @@ bool ShmDomain::exited(int rank, bool unfreedOnly, int* pid) {
   if (!cb || !pidVisible(rank)) return false;
   if (unfreedOnly && cb->closed.load(std::memory_order_acquire) != 0) return false;
   *pid = cb->pid;
-  return cb->pid > 0 && kill(cb->pid, 0) != 0 && errno == ESRCH;
+  return processEnded(cb->pid);
 }
 
 bool ShmDomain::abortNotice(int* code, std::string* msg) const {

@@ -72,8 +72,8 @@ from ._C import ProcessGroupHoccl, _stop_all_workers, hoccl_version
 # taking the GIL, and the process would abort.
 atexit.register(_stop_all_workers)
 
-__all__ = ["ProcessGroupHoccl", "Options", "abort", "shutdown", "backend_of", "node_groups", "hoccl_version",
-           "TORCH2"]
+__all__ = ["ProcessGroupHoccl", "Options", "abort", "shutdown", "shrink", "backend_of", "node_groups",
+           "hoccl_version", "TORCH2"]
 
 BACKEND = "hoccl"
 
@@ -162,6 +162,48 @@ def shutdown(group=None):
     (hocclCommDestroy); later calls on it raise. destroy_process_group does
     this too once the group is no longer referenced."""
     _hoccl_backend(group, "shutdown").shutdown()
+
+
+def shrink(ranks, group=None, abort=True, group_name=None):
+    """A process group of `group`'s ranks (default: the default group) minus
+    the global ranks `ranks`, made from its communicator by the survivors
+    alone (hocclCommShrink): no store, no rendezvous, no new unique id. Every
+    surviving rank of `group` calls it with the same `ranks`; the excluded
+    ranks do not call it and may be dead, frozen or gone.
+
+    abort=True (HOCCL_SHRINK_ABORT, the mode after a failure): a call of
+    `group` still waiting for an excluded rank fails now, and `group` runs
+    no more collectives (destroy it when done). abort=False: in program
+    order after `group`'s queued work; `group` stays usable.
+
+    Returns the new group, to pass as ``group=`` / ``process_group=``;
+    its ranks are the survivors in their old order, renumbered from 0.
+    Raises ValueError for a rank not in `group`, listed twice, or this
+    rank itself, and RuntimeError with hoccl's message when the survivors
+    disagree or `group` was aborted (shrink before aborting it)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    b = _hoccl_backend(pg, "shrink")
+    _, pg_names, pg_group_ranks = _world_state()
+    to_group = pg_group_ranks[pg]
+    excluded = []
+    for g in ranks:
+        if g not in to_group:
+            raise ValueError(f"hoccl: shrink: rank {g} is not a member of the group")
+        if to_group[g] in excluded:
+            raise ValueError(f"hoccl: shrink: rank {g} is listed twice")
+        excluded.append(to_group[g])
+    if b.rank() in excluded:
+        raise ValueError(f"hoccl: shrink: this rank ({dist.get_rank()}) is in the list; excluded ranks do not call it")
+    survivors = [g for g, _ in sorted(to_group.items(), key=lambda kv: kv[1]) if to_group[g] not in excluded]
+    if group_name is None:
+        base = pg_names.get(pg, "") or "default"
+        _shrink_count[base] = _shrink_count.get(base, 0) + 1
+        group_name = f"{base}/shrink{_shrink_count[base]}"
+    new = b._shrink(excluded, bool(abort), group_name)
+    return _register_group(new, pg, survivors, group_name)
+
+
+_shrink_count = {}
 
 
 def _world_state():

@@ -768,6 +768,9 @@ def main():
     elif scenario == "mesh":
         import mesh_scenario
         mesh_scenario.run(out, outdir, RANK)
+    elif scenario == "shrink":
+        import shrink_scenario
+        shrink_scenario.run(out, RANK, N)
     elif scenario == "paro":
         import paro_scenario
         paro_scenario.run(out, outdir, RANK)
