@@ -126,6 +126,18 @@ Parser<double> positiveSeconds() {
   };
 }
 
+// A duration in seconds from `lo` to `hi`, or 0 where zeroTurnsOff.
+Parser<double> secondsIn(double lo, double hi, bool zeroTurnsOff) {
+  char expected[96];
+  snprintf(expected, sizeof expected, "%sa number of seconds from %g to %g", zeroTurnsOff ? "0 (off) or " : "", lo, hi);
+  return [=, expected = std::string(expected)](const std::string& v, double* out) -> std::string {
+    double d;
+    if (!parseDouble(v, &d) || !((d >= lo && d <= hi) || (zeroTurnsOff && d == 0))) return expected;
+    *out = d;
+    return "";
+  };
+}
+
 // A duration in microseconds: 0 to 10^7 (10 s).
 Parser<double> microseconds() {
   return [](const std::string& v, double* out) -> std::string {
@@ -326,6 +338,16 @@ std::vector<SettingDecl> makeTable() {
        "last before it becomes an error; the rendezvous of a unique id waits for its first rank without limit, "
        "then this long for the rest.",
        field<double>(&S::timeoutSec, positiveSeconds()), kPerRank},
+      {"HOCCL_HEARTBEAT_TIMEOUT", "5",
+       "Seconds a process on another host may leave this one's heartbeats unanswered before the ranks "
+       "waiting on it fail with hocclRemoteError naming it (\"no heartbeat for N s\"): a cut link, a frozen "
+       "host, a stopped process. A peer that is alive but slow to reach a call still answers, so this can "
+       "be much shorter than HOCCL_TIMEOUT. 0 turns heartbeats off.",
+       field<double>(&S::heartbeatTimeoutSec, secondsIn(0.1, 1e7, true)), kPerRank},
+      {"HOCCL_HEARTBEAT_INTERVAL", "0.5",
+       "Seconds between the heartbeats each process sends to each process on another host it shares a "
+       "communicator with (at most a quarter of HOCCL_HEARTBEAT_TIMEOUT is used).",
+       field<double>(&S::heartbeatIntervalSec, secondsIn(0.01, 60, false)), kPerRank},
       {"HOCCL_COMM_ID", "",
        "host:port of the rendezvous: rank 0 listens there, the others connect; replaces passing a "
        "unique id.",

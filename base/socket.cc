@@ -222,9 +222,15 @@ Status Socket::connect(const SockAddr& addr, int retries, const Deadline& dl, So
     int rc = ::connect(fd, &addr.u.sa, addr.len());
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
+      // A peer behind a cut link leaves the attempt pending for minutes:
+      // `between` looks every 100 ms meanwhile (a peer's abort, its silence).
       pollfd p{fd, POLLOUT, 0};
       int prc;
-      do prc = poll(&p, 1, dl.remainingMs()); while (prc < 0 && errno == EINTR);
+      for (;;) {
+        do prc = poll(&p, 1, between ? dl.remainingMs(100) : dl.remainingMs()); while (prc < 0 && errno == EINTR);
+        if (prc != 0 || dl.expired()) break;
+        if (between) HOCCL_TRY(between());
+      }
       if (prc == 0) return errorf(hocclTimeout, "timed out connecting to %s", addr.toString().c_str());
       socklen_t l = sizeof err;
       getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);

@@ -61,7 +61,8 @@ class Socket {
   static Status listen(const SockAddr& addr, Socket* out, SockAddr* bound);
   // Connects, retrying refused or unreachable attempts with back-off until
   // `retries` attempts or the deadline. `between`, if given, runs between
-  // attempts; an error from it ends the retries with that error.
+  // attempts and every 100 ms while one is pending; an error from it ends
+  // the connect with that error.
   static Status connect(const SockAddr& addr, int retries, const Deadline& dl, Socket* out,
                         const std::function<Status()>& between = nullptr);
   Status accept(const Deadline& dl, Socket* out) const;

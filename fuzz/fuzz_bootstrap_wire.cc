@@ -15,7 +15,7 @@ using namespace hoccl;
 // The seed corpus (fuzz/corpus/bootstrap_wire, made by make_seeds.py) was
 // written for these layouts.
 static_assert(sizeof(FrameHeader) == 16);
-static_assert(sizeof(RankInfo) == 224);
+static_assert(sizeof(RankInfo) == 228);
 static_assert(sizeof(RootHello) == 756);
 static_assert(sizeof(AbortNotice) == 1032);
 

@@ -45,7 +45,8 @@ typedef enum {
   hocclInternalError = 3,
   hocclInvalidArgument = 4,
   hocclInvalidUsage = 5,
-  hocclRemoteError = 6,
+  hocclRemoteError = 6, /* a peer died, aborted, or (on another host) answered no
+                         * heartbeat for HOCCL_HEARTBEAT_TIMEOUT: the message names it */
   hocclInProgress = 7,
   hocclTimeout = 8,
   hocclNumResults = 9
@@ -197,6 +198,9 @@ HOCCL_API hocclResult_t hocclCommFinalize(hocclComm_t comm);
  * handle used after either is refused as "not a live communicator". */
 HOCCL_API hocclResult_t hocclCommDestroy(hocclComm_t comm);
 HOCCL_API hocclResult_t hocclCommAbort(hocclComm_t comm);
+/* Between calls: a peer's abort, a peer that died, or one on another host
+ * that answered no heartbeat for HOCCL_HEARTBEAT_TIMEOUT (hocclRemoteError,
+ * told to the other ranks as a failed call would). */
 HOCCL_API hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError);
 HOCCL_API hocclResult_t hocclCommCount(const hocclComm_t comm, int* count);
 HOCCL_API hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device);

@@ -91,6 +91,8 @@ std::map<std::string, std::string> badValues(const Scratch& s) {
       {"HOCCL_DEBUG_DUMP_CALLS", "0"},
       {"HOCCL_DEBUG_DUMP_SIGNAL", "SIGKILL"},
       {"HOCCL_TIMEOUT", "-3"},
+      {"HOCCL_HEARTBEAT_TIMEOUT", "0.05"},
+      {"HOCCL_HEARTBEAT_INTERVAL", "0"},
       {"HOCCL_COMM_ID", "nohostport"},
       {"HOCCL_HOSTID", std::string(128, 'h')},
       {"HOCCL_SOCKET_IFNAME", "eth0,,ib0"},
@@ -169,6 +171,9 @@ TEST(SettingsCheck, DefaultsAndGoodValuesLoad) {
       {"HOCCL_TOPO_PROBE", "1"},
       {"HOCCL_TOPO_PROBE_DIR", scratch.dir},
       {"HOCCL_TOPO_PROBE_DIR", scratch.dir + "/not-yet"},
+      {"HOCCL_HEARTBEAT_TIMEOUT", "0"},
+      {"HOCCL_HEARTBEAT_TIMEOUT", "2.5"},
+      {"HOCCL_HEARTBEAT_INTERVAL", "0.1"},
   };
   for (const auto& [name, value] : good) {
     ScopedEnv env(name, value);

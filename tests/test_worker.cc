@@ -1,9 +1,9 @@
 // One rank of a multi-process test, using only the public API. Rank 0
 // writes the unique id to a file; the others wait for it.
 //   hoccl_test_worker <scenario> <rank> <nranks> <idfile>
-// Scenarios: full, mismatch, die, config, loop, idle-die, idle-leave,
-// flight-hang, flight-mismatch. Exit 0 when the rank saw what the scenario
-// expects; otherwise print why and exit non-zero.
+// Scenarios: full, mismatch, die, config, loop, late, idle-watch, idle-die,
+// idle-leave, flight-hang, flight-mismatch. Exit 0 when the rank saw what
+// the scenario expects; otherwise print why and exit non-zero.
 #include <signal.h>
 #include <unistd.h>
 
@@ -165,12 +165,49 @@ int runLoop(hocclComm_t comm, int rank, double seconds) {
   }
 }
 
+// Two all-reduces; between them the last rank, alive, sleeps
+// HOCCL_TEST_LATE_SEC (a rank slow to reach a call, longer than the
+// heartbeat timeout): every rank must complete both.
+int runLate(hocclComm_t comm, int rank, int n) {
+  const char* v = getenv("HOCCL_TEST_LATE_SEC");
+  const double late = v ? atof(v) : 3;
+  std::vector<float> buf(1 << 16, 1.0f);
+  for (int call = 0; call < 2; ++call) {
+    if (call == 1 && rank == n - 1) std::this_thread::sleep_for(std::chrono::duration<double>(late));
+    double t0 = epochSec();
+    if (hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat, hocclSum, comm, nullptr) != hocclSuccess)
+      return fail(rank, std::string("AllReduce: ") + hocclGetLastError(comm));
+    fprintf(stderr, "CALL %d took %.2f s\n", call, epochSec() - t0);
+  }
+  return 0;
+}
+
+// One all-reduce, then only hocclCommGetAsyncError every 10 ms for up to
+// `seconds` (a peer is frozen meanwhile): prints "DETECTED <epoch s> <code>
+// <message>" once it reports an error and exits 0, or exits 1 if none did.
+int runIdleWatch(hocclComm_t comm, int rank, double seconds) {
+  std::vector<float> buf(1024, 1.0f);
+  if (hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat, hocclSum, comm, nullptr) != hocclSuccess)
+    return fail(rank, std::string("AllReduce: ") + hocclGetLastError(comm));
+  fprintf(stderr, "LOOPING rank %d pid %d\n", rank, static_cast<int>(getpid()));
+  for (double start = epochSec(); epochSec() - start < seconds;) {
+    hocclResult_t async = hocclSuccess;
+    if (hocclCommGetAsyncError(comm, &async) != hocclSuccess) return fail(rank, "hocclCommGetAsyncError failed");
+    if (async != hocclSuccess) {
+      fprintf(stderr, "DETECTED %.6f %d %s\n", epochSec(), static_cast<int>(async), hocclGetLastError(comm));
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fail(rank, "no asynchronous error");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s full|mismatch|die|config|loop|idle-die|idle-leave|flight-hang|flight-mismatch "
-                    "rank nranks idfile\n"
+    fprintf(stderr, "usage: %s full|mismatch|die|config|loop|late|idle-watch|idle-die|idle-leave|flight-hang|"
+                    "flight-mismatch rank nranks idfile\n"
                     "  rank and nranks may be 'env': RANK and WORLD_SIZE (launchers)\n", argv[0]);
     return 2;
   }
@@ -202,6 +239,10 @@ int main(int argc, char** argv) {
     else fprintf(stderr, "worker rank %d saw: %s\n", rank, msg);
   } else if (scenario == "loop") {
     result = runLoop(comm, rank, 120);
+  } else if (scenario == "late") {
+    result = runLate(comm, rank, n);
+  } else if (scenario == "idle-watch") {
+    result = runIdleWatch(comm, rank, 60);
   } else if (scenario == "flight-hang" || scenario == "flight-mismatch") {
     // Two calls alike, then a third that the last rank never makes (it asks
     // for its flight recorder's dump by signal, then stays away past the

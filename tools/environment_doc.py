@@ -93,6 +93,8 @@ OUTSIDE = [
          "elements of its large all-reduces (the sanitizer runs take 2M)"),
         ("HOCCL_TEST_SELF_KILL", "the multi-process test worker",
          "`rank:seconds`: that rank kills itself after that long (the rank-kill tests)"),
+        ("HOCCL_TEST_LATE_SEC", "the multi-process test worker",
+         "seconds its last rank sleeps before the second call of the `late` scenario (`test_heartbeat`)"),
     ]),
 ]
 

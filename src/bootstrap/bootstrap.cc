@@ -80,6 +80,10 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   snprintf(h.info.machineId, sizeof h.info.machineId, "%s", opt.machineId.c_str());
   h.info.pid = getpid();
   h.info.listenAddr = b->listenAddr_;
+  if (opt.heartbeat.timeoutSec > 0) {
+    b->liveness_ = Liveness::process();
+    h.info.heartbeatPort = b->liveness_->listen(b->listenAddr_);
+  }
   snprintf(h.fingerprint, sizeof h.fingerprint, "%s", opt.fingerprint.c_str());
   h.timeoutMs = static_cast<int32_t>(std::min(opt.timeoutSec * 1000.0, 2e9));
   HOCCL_TRY(sendFrame(root, id.magic, kTagRootHello, &h, sizeof h, dl).context("rendezvous"));
@@ -103,6 +107,7 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
   b->ifname_ = ifname;
   b->out_.resize(opt.nranks);
   b->in_.resize(opt.nranks);
+  b->watchPeers(opt.heartbeat);
   HINFO(kSubBootstrap, "rank %d of %d joined via %s, listening on %s (%s)", opt.rank, opt.nranks,
         id.root.toString().c_str(), b->listenAddr_.toString().c_str(), ifname.c_str());
   *out = std::move(b);
@@ -110,7 +115,7 @@ Status Bootstrap::join(const UniqueIdData& id, const BootstrapOptions& opt,
 }
 
 Status Bootstrap::fromTable(uint64_t magic, int rank, std::vector<RankInfo> table, Socket listener,
-                            double timeoutSec, std::unique_ptr<Bootstrap>* out) {
+                            double timeoutSec, std::unique_ptr<Bootstrap>* out, const HeartbeatOptions& hb) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = rank;
   b->magic_ = magic;
@@ -120,9 +125,42 @@ Status Bootstrap::fromTable(uint64_t magic, int rank, std::vector<RankInfo> tabl
   b->table_ = std::move(table);
   b->out_.resize(b->table_.size());
   b->in_.resize(b->table_.size());
+  b->watchPeers(hb);
   *out = std::move(b);
   return Status();
 }
+
+void Bootstrap::watchPeers(const HeartbeatOptions& hb) {
+  heartbeat_ = hb;
+  watches_.resize(table_.size());
+  if (hb.timeoutSec <= 0) return;
+  const RankInfo& me = table_[rank_];
+  for (int r = 0; r < nranks(); ++r) {
+    const RankInfo& peer = table_[r];
+    if (r == rank_ || peer.heartbeatPort <= 0 || strcmp(peer.hostId, me.hostId) == 0 || sameProcess(peer, me))
+      continue;
+    if (!liveness_) liveness_ = Liveness::process();
+    SockAddr at = peer.listenAddr;
+    at.setPort(peer.heartbeatPort);
+    watches_[r] = liveness_->watch(at, hb.intervalSec);
+  }
+}
+
+double Bootstrap::silentFor(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(watches_.size()) || !watches_[peer]) return 0;
+  return watches_[peer]->silentFor();
+}
+
+Status Bootstrap::peerSilent(int peer) const {
+  const double silent = silentFor(peer);
+  if (silent <= heartbeat_.timeoutSec || heartbeat_.timeoutSec <= 0) return Status();
+  return errorf(hocclRemoteError,
+                "rank %d: peer rank %d (pid %d on %s) is silent: no heartbeat for %.1f s (HOCCL_HEARTBEAT_TIMEOUT=%g "
+                "s): its process is stopped or hung, its host frozen, or the link to it cut",
+                rank_, peer, table_[peer].pid, table_[peer].hostId, silent, heartbeat_.timeoutSec);
+}
+
+bool Bootstrap::quiet(int peer) const { return silentFor(peer) > std::max(1.0, 2 * heartbeat_.intervalSec); }
 
 Status Bootstrap::newListener(Socket* sock, SockAddr* addr) const {
   SockAddr local = listenAddr_;
@@ -138,6 +176,7 @@ Status Bootstrap::connectTo(int peer) {
   // what has arrived is read: a peer that stopped says so.
   auto stopped = [&] {
     (void)pump(Deadline::in(0), -1);
+    HOCCL_TRY(peerSilent(peer));
     return abortSeen();
   };
   HOCCL_TRY(Socket::connect(table_[peer].listenAddr, connectRetries_, dl, &s, stopped)
@@ -339,6 +378,7 @@ Status Bootstrap::recvLocked(int peer, uint32_t tag, std::string* data) {
     if (dl.expired())
       return errorf(hocclTimeout, "rank %d: timed out after %.0f s waiting for a bootstrap message from rank %d (pid %d on %s)",
                     rank_, timeoutSec_, peer, table_[peer].pid, table_[peer].hostId);
+    HOCCL_TRY(peerSilent(peer));
     if (waitHook_ && ++polls > 1) {
       std::vector<CallNotice> got;
       {
@@ -412,6 +452,7 @@ void Bootstrap::sendCallNotice(const CallNotice& notice, const std::vector<bool>
 
 Status Bootstrap::whileWaiting(int peer) {
   HOCCL_TRY(pollAbort());
+  HOCCL_TRY(peerSilent(peer));
   if (!waitHook_) return Status();
   std::vector<CallNotice> got;
   {
@@ -459,7 +500,7 @@ void Bootstrap::sendShort(uint32_t tag, const void* data, size_t bytes, const st
   std::vector<Pending> pending;
   std::vector<int> starved;  // peers left for the spare descriptor: this process ran out
   for (int r = 0; r < nranks(); ++r) {
-    if (r == rank_ || r >= static_cast<int>(tell.size()) || !tell[r] || told[r]) continue;
+    if (r == rank_ || r >= static_cast<int>(tell.size()) || !tell[r] || told[r] || quiet(r)) continue;
     const SockAddr& a = table_[r].listenAddr;
     int fd;
     {

@@ -22,11 +22,12 @@
 #include "base/oob.h"
 #include "base/random.h"
 #include "base/socket.h"
+#include "src/bootstrap/liveness.h"
 
 namespace hoccl {
 
 constexpr uint32_t kUniqueIdTag = 0x49434f48;  // "HOCI"
-constexpr uint32_t kBootstrapProtocol = 2;
+constexpr uint32_t kBootstrapProtocol = 3;  // 3: RankInfo::heartbeatPort
 
 // The contents of an hocclUniqueId.
 struct UniqueIdData {
@@ -47,6 +48,9 @@ struct RankInfo {
   char machineId[64] = {0};  // the kernel's boot id: same value = same physical machine
   int32_t pid = 0;
   SockAddr listenAddr;
+  // Where the rank's process answers heartbeats (src/bootstrap/liveness.h):
+  // this port at listenAddr's address; 0 if it does not.
+  int32_t heartbeatPort = 0;
 };
 
 // Whether two ranks run in one process (the same pid on the same machine).
@@ -80,6 +84,13 @@ Status startRoot(const SockAddr& bindAddr, uint64_t magic, double timeoutSec, So
 // until it has answered every rank.
 void waitForLocalRoot(uint64_t magic, double timeoutSec);
 
+// Heartbeats to the ranks on other hosts (liveness.h): a peer silent for
+// longer than timeoutSec is dead (0: no heartbeats).
+struct HeartbeatOptions {
+  double timeoutSec = 0;    // HOCCL_HEARTBEAT_TIMEOUT
+  double intervalSec = 0.5; // HOCCL_HEARTBEAT_INTERVAL
+};
+
 struct BootstrapOptions {
   int rank = 0;
   int nranks = 1;
@@ -90,6 +101,7 @@ struct BootstrapOptions {
   std::string fingerprint;  // wire settings, "NAME=value\n" lines
   std::string ifnameRule;   // HOCCL_SOCKET_IFNAME
   int libVersion = 0;       // 0: this library's (tests pretend to be others)
+  HeartbeatOptions heartbeat;
 };
 
 // The transports reach it through OutOfBand (base/oob.h).
@@ -99,9 +111,11 @@ class Bootstrap : public OutOfBand {
   static Status join(const UniqueIdData& id, const BootstrapOptions& opt,
                      std::unique_ptr<Bootstrap>* out);
   // A bootstrap among ranks whose table is already known (communicator
-  // split); `listener` is this rank's already-listening socket.
+  // split); `listener` is this rank's already-listening socket. The
+  // table's heartbeat ports are those of processes that still answer (the
+  // parent's bootstrap holds this process's service).
   static Status fromTable(uint64_t magic, int rank, std::vector<RankInfo> table, Socket listener,
-                          double timeoutSec, std::unique_ptr<Bootstrap>* out);
+                          double timeoutSec, std::unique_ptr<Bootstrap>* out, const HeartbeatOptions& hb = {});
   // A listening socket on the same interface as this bootstrap (for splits).
   Status newListener(Socket* sock, SockAddr* addr) const;
 
@@ -151,6 +165,13 @@ class Bootstrap : public OutOfBand {
   void setWaitHook(WaitHook hook) { waitHook_ = std::move(hook); }
   // The first abort a peer sent us among what has been read; OK if none.
   Status abortSeen();
+  // hocclRemoteError if `peer` is on another host and its process has not
+  // answered a heartbeat for longer than HOCCL_HEARTBEAT_TIMEOUT: "rank 2:
+  // peer rank 5 (pid 123 on nodeB) is silent: no heartbeat for 3.0 s ...";
+  // else OK. Any thread, no system call.
+  Status peerSilent(int peer) const;
+  // Seconds `peer` has not answered (0: not watched, or cannot tell).
+  double silentFor(int peer) const;
   // While on, abort notices are still recorded but abortSeen() reports
   // none, so the bootstrap carries messages among the ranks that survived
   // a failure (hocclCommShrink). Off again restores what was seen.
@@ -172,6 +193,11 @@ class Bootstrap : public OutOfBand {
   void readQueuedNotices();
   Status noticeOf(const Status& lost);
   void recordAbort(const std::string& payload);
+  // Watches every rank on another host that answers heartbeats.
+  void watchPeers(const HeartbeatOptions& hb);
+  // A peer silent for a few heartbeats: a notice to it would wait out its
+  // budget (a cut link) or lie unread (a stopped process).
+  bool quiet(int peer) const;
   Status sendLocked(int peer, uint32_t tag, const void* data, size_t bytes);
   Status recvLocked(int peer, uint32_t tag, std::string* data);
 
@@ -194,6 +220,10 @@ class Bootstrap : public OutOfBand {
   std::vector<CallNotice> notices_;  // call notices not yet taken (under abortMu_)
   WaitHook waitHook_;
   int refused_ = 0;  // incoming connections that were not ours (the first is logged)
+  std::shared_ptr<Liveness> liveness_;  // while heartbeats are on
+  // Per rank, set at construction: the watch of a peer on another host.
+  std::vector<std::unique_ptr<Liveness::Watch>> watches_;
+  HeartbeatOptions heartbeat_;
 };
 
 }  // namespace hoccl

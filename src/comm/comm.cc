@@ -228,6 +228,7 @@ Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_
   bo.machineId = localMachineId();
   bo.fingerprint = c->settings.fingerprint();
   bo.ifnameRule = c->settings.socketIfname;
+  bo.heartbeat = heartbeatOptions(c->settings);
   HOCCL_TRY(Bootstrap::join(id, bo, &c->boot));
   double t1 = nowSec();
   HOCCL_TRY(tellPeersSetupFailed(c, finishInit(c)));
@@ -445,6 +446,10 @@ Status hocclComm::lostPeer() {
     if (r != rank && links->localPeerExited(r, true, &pid))
       return hoccl::errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited without freeing its "
                            "communicator (found between calls)", rank, r, pid, hostId.c_str());
+  }
+  for (int r = 0; boot && r < nranks; ++r) {
+    Status silent = boot->peerSilent(r);
+    if (!silent.ok()) return hoccl::Status(silent.code(), silent.message() + " (found between calls)");
   }
   int peer = -1;
   std::string why;

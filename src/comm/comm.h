@@ -33,6 +33,16 @@ std::string localHostId(const Settings& s);
 void setThreadHostIdOverride(const std::string& id);
 // The physical machine: the kernel's boot id (emulated nodes share it).
 std::string localMachineId();
+// HOCCL_HEARTBEAT_TIMEOUT and _INTERVAL, the interval at most a quarter of
+// the timeout: a peer is called silent only after several beats went
+// unanswered.
+inline HeartbeatOptions heartbeatOptions(const Settings& s) {
+  HeartbeatOptions hb;
+  hb.timeoutSec = s.heartbeatTimeoutSec;
+  hb.intervalSec = s.heartbeatTimeoutSec > 0 ? std::min(s.heartbeatIntervalSec, s.heartbeatTimeoutSec / 4)
+                                             : s.heartbeatIntervalSec;
+  return hb;
+}
 
 // A measured network (HOCCL_TOPO_PROBE), as the files it stands in for.
 struct ProbedFiles {
@@ -211,6 +221,7 @@ struct hocclComm : public hoccl::TaskOwner {
   bool abortPending() const override { return abortRequested.load(std::memory_order_relaxed); }
   bool peerProcessGone(int peer) override;
   bool peerCrashed(int peer) override;
+  hoccl::Status peerSilent(int peer) override { return boot ? boot->peerSilent(peer) : hoccl::Status(); }
   void recordFailure(const hoccl::Status& st, bool tellPeers) override { fail(st, tellPeers); }
   // Stalled calls' signatures, compared across ranks (comm_callcheck.cc).
   hoccl::Status crossCheckCall(const hoccl::CollCall& call, const std::vector<int>& waitingOn) override;

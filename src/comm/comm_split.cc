@@ -82,7 +82,7 @@ Status buildChild(hocclComm* parent, const char* what, const std::vector<int>& m
   c->sharingMachine = parent->sharingMachine;
   c->commHash = commHash;
   HOCCL_TRY(Bootstrap::fromTable(c->commHash, newRank, std::move(table), std::move(listener),
-                                 c->settings.timeoutSec, &c->boot));
+                                 c->settings.timeoutSec, &c->boot, heartbeatOptions(c->settings)));
   HOCCL_TRY(tellPeersSetupFailed(c.get(), finishInit(c.get())).context(what));
   *out = c.release();
   return Status();

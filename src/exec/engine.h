@@ -87,6 +87,13 @@ class TaskOwner {
   virtual Status peerAbort(bool network) = 0;
   // True if `peer`'s process is known to have exited (same machine only).
   virtual bool peerProcessGone(int peer) = 0;
+  // hocclRemoteError naming `peer` if it is on another host and its
+  // process has not answered heartbeats for HOCCL_HEARTBEAT_TIMEOUT (a cut
+  // link, a frozen host, a stopped process); cheap: no system call.
+  virtual Status peerSilent(int peer) {
+    (void)peer;
+    return Status();
+  }
   // True if `peer`'s process exited without destroying its communicator
   // (killed, crashed; same machine only): a peer that finished its part
   // and left in order is not one.

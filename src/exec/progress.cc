@@ -46,8 +46,8 @@ Status preferPeerReason(TaskOwner& o, const Status& st, bool* fromPeer) {
 
 namespace {
 
-// A peer the task waits on that is gone: its process exited, or one of its
-// connections failed.
+// A peer the task waits on that is gone: its process exited, one of its
+// connections failed, or (on another host) it stopped answering heartbeats.
 Status deadPeer(TaskOwner& o, const CollTask& t, bool* fromPeer) {
   const CollCall& call = t.call();
   const auto seq = static_cast<unsigned long long>(call.opSeq);
@@ -56,6 +56,12 @@ Status deadPeer(TaskOwner& o, const CollTask& t, bool* fromPeer) {
       PeerInfo info = o.peerInfo(peer);
       return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s (call #%llu)",
                     o.ownRank(), peer, info.pid, info.host.c_str(), callText(call).c_str(), seq);
+    }
+    if (o.remotePeer(peer)) {
+      Status silent = o.peerSilent(peer);
+      if (!silent.ok())
+        return errorf(silent.code(), "%s, during %s (call #%llu)", silent.message().c_str(), callText(call).c_str(),
+                      seq);
     }
     for (int ch = 0; ch < t.channelCount(); ++ch) {
       std::string why;

@@ -242,6 +242,8 @@ Status DeviceExecutor::openConnections(const Driver& d, std::vector<DevicePeer> 
   o.watch = [this]() -> Status {
     HOCCL_TRY(owner_->peerAbort(true));
     for (int p = 0; p < nranks_; ++p)
+      if (p != rank_ && owner_->remotePeer(p)) HOCCL_TRY(owner_->peerSilent(p));
+    for (int p = 0; p < nranks_; ++p)
       if (p != rank_ && !owner_->sameProcess(p) && owner_->sameHost(p) && owner_->peerCrashed(p)) {
         const PeerInfo info = owner_->peerInfo(p);
         return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited without freeing its "
