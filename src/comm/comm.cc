@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -190,12 +191,19 @@ Status finishInit(hocclComm* c) {
 Status tellPeersSetupFailed(hocclComm* c, Status st) {
   if (st.ok() || !c->boot || c->nranks < 2) return st;
   Status first = c->boot->abortSeen();
+  // A connection a peer closed under us: that peer is usually failing for
+  // a reason of its own (out of descriptors, say), whose notice comes
+  // within moments and says more than the closed connection.
+  for (int i = 0; i < 4 && first.ok() && st.code() == hocclRemoteError; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    first = c->boot->pollAbort();
+  }
   std::string msg = !first.ok() ? first.message()
                                 : "rank " + std::to_string(c->rank) + " (pid " + std::to_string(getpid()) + " on " +
                                       c->hostId + ") could not set up the communicator: " + st.message();
   c->boot->broadcastAbort(first.ok() ? st.code() : first.code(), msg, std::vector<bool>(c->nranks, true),
                           std::min(2.0, c->settings.timeoutSec));
-  return st;
+  return !first.ok() && st.code() == hocclRemoteError ? first : st;
 }
 
 Status commInit(const UniqueIdData& id, int nranks, int rank, const hocclConfig_t* config, hocclComm* c) {
