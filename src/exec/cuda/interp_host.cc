@@ -72,11 +72,6 @@ class HostLanes {
                         .count());
   }
   static void relax() { hostPause(); }
-  // Each poll yields (one in 64 sleeps 20 us), so a busy machine can make
-  // 1024 of them last a second or more: an abort or a peer's failure would
-  // be seen that late. Every 16th poll looks up instead (a relaxed load
-  // and a clock read: cheap beside the yield).
-  static constexpr uint32_t kPollShift = 4;
 
  private:
   uint32_t lane_, lanes_;
