@@ -434,9 +434,12 @@ RecvConn* ShmDomain::recvConn(int peer, int channel) {
 bool ShmDomain::exited(int rank, bool unfreedOnly, int* pid) {
   ControlBlock* cb = rank != opt_.rank ? control(rank) : nullptr;
   if (!cb || !pidVisible(rank)) return false;
-  if (unfreedOnly && cb->closed.load(std::memory_order_acquire) != 0) return false;
   *pid = cb->pid;
-  return processEnded(cb->pid);
+  if (!processEnded(cb->pid)) return false;
+  // Read after the process is known to have ended: a peer that frees its
+  // communicator and exits between a read of `closed` and the check of its
+  // process would otherwise count as one that never freed it.
+  return !unfreedOnly || cb->closed.load(std::memory_order_acquire) == 0;
 }
 
 bool ShmDomain::abortNotice(int* code, std::string* msg) const {
