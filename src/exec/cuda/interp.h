@@ -20,6 +20,10 @@
 //   loadRelaxed(p)        64-bit relaxed load (a counter this thread owns)
 //   load32(p), cas32(p, expected, v)   on the control words
 //   nowNs(), relax()      a clock and a pause between polls
+//   kPollShift            how often a wait looks up from its counter: every
+//                         2^kPollShift polls (kDevPollShift on a GPU, where
+//                         a poll is a 64 ns sleep; fewer on host threads,
+//                         where each poll yields the core)
 //   fetchAdd(p, v)        acquire-release add, returning the old value;
 //   storeRelaxed(p, v)    both on the launch's own counters (this GPU)
 // Lane 0 (the leader) does every wait and every counter update; all lanes
@@ -32,7 +36,7 @@
 // call's hash, its bytes and k, which the receiver checks: a mismatch is
 // recorded in the shared DevControl and the run stops.
 //
-// Waits are bounded: every 2^kDevPollShift polls the leader reads the
+// Waits are bounded: every 2^L::kPollShift polls the leader reads the
 // abort word and the error code (another channel failed: stop too) and the
 // clock; a wait longer than timeoutNs records a timeout naming rank,
 // channel, step and peer. Nothing waits forever.
@@ -129,7 +133,7 @@ HOCCL_HD inline uint32_t waitFor(L& l, const InterpArgs& a, const uint64_t* ctr,
   uint32_t polls = 0;
   uint64_t seen;
   while ((seen = l.load(ctr)) < want) {
-    if ((++polls & ((1u << kDevPollShift) - 1)) == 0) {
+    if ((++polls & ((1u << L::kPollShift) - 1)) == 0) {
       // Closed after its last counter update: one more look settles it.
       if (closed && l.load32(closed) && (seen = l.load(ctr)) < want) {
         fail(l, a, kDevClosed, c, step, peer, what, want, seen);

@@ -1,6 +1,7 @@
 // Host driver of the device-plan interpreter (interp_host.h).
 #include "src/exec/cuda/interp_host.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -16,14 +17,34 @@ static_assert(kCollAllReduce == uint8_t(CollKind::AllReduce) && kCollReduceScatt
               "dev_plan.h's DevColl must number collectives as CollKind does");
 
 // A pause between polls on the host, which has fewer cores than the
-// threads that poll: a yield, and every 64th time a 20 us sleep. With only
-// yields, dozens of polling lane threads (8 ranks of a fake GPU) hand the
-// cores to each other and the one thread with work to do (a proxy, a
-// socket) waits its turn behind all of them: a call took seconds.
+// threads that poll (a fake GPU's lanes: channels x lanes threads per rank).
+// A wait starts with yields, so that a peer lane that is about to answer is
+// met at once; then it sleeps, 20 us at first and doubling to 1 ms. With
+// yields alone (or a short sleep now and then), 8 ranks' lanes kept 40-60
+// threads runnable on 2 cores at a million context switches a second:
+// a proxy or socket thread with work waited its turn behind all of them (a
+// call took seconds), and a process's heartbeat thread went unscheduled for
+// up to 4.8 s, so that peers called a live process silent. A pause more
+// than 200 us after the last one (the thread did work between) begins a
+// new wait.
 inline void hostPause() {
+  constexpr uint32_t kYields = 64;
+  constexpr int64_t kFirstSleepUs = 20, kMaxSleepUs = 1000, kNewWaitNs = 200000;
   thread_local uint32_t polls = 0;
-  if ((++polls & 63) == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
-  else std::this_thread::yield();
+  thread_local int64_t sleepUs = kFirstSleepUs;
+  thread_local std::chrono::steady_clock::time_point last{};
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last > std::chrono::nanoseconds(kNewWaitNs)) {
+    polls = 0;
+    sleepUs = kFirstSleepUs;
+  }
+  if (++polls <= kYields) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+    sleepUs = std::min(2 * sleepUs, kMaxSleepUs);
+  }
+  last = std::chrono::steady_clock::now();
 }
 
 // A barrier of a channel's lane threads (sense-reversing; waiters pause).
@@ -72,6 +93,12 @@ class HostLanes {
                         .count());
   }
   static void relax() { hostPause(); }
+  // A poll yields or sleeps up to 1 ms (hostPause), so 1024 of them (the
+  // GPU's count) would last a second or more: an abort or a peer's failure
+  // would be seen that late, past hocclCommAbort's 0.5 s wait. Every 16th
+  // poll looks up instead (a relaxed load and a clock read: cheap beside
+  // the pause), at most about 16 ms apart.
+  static constexpr uint32_t kPollShift = 4;
 
  private:
   uint32_t lane_, lanes_;

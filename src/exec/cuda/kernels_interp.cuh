@@ -66,6 +66,7 @@ struct CtaLanes {
     return t;
   }
   __device__ static void relax() { __nanosleep(64); }
+  static constexpr uint32_t kPollShift = kDevPollShift;
 };
 
 // The body of every interpreter kernel: this CTA runs channel blockIdx.x.
