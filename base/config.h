@@ -26,7 +26,7 @@ struct Settings {
   int debugDumpCalls = 64;               // HOCCL_DEBUG_DUMP_CALLS
   int debugDumpSignal = 10;              // HOCCL_DEBUG_DUMP_SIGNAL (0: none; SIGUSR1 on Linux)
   double timeoutSec = 300;               // HOCCL_TIMEOUT
-  double heartbeatTimeoutSec = 0;        // HOCCL_HEARTBEAT_TIMEOUT (0: off)
+  double heartbeatTimeoutSec = 5;        // HOCCL_HEARTBEAT_TIMEOUT (0: off)
   double heartbeatIntervalSec = 0.5;     // HOCCL_HEARTBEAT_INTERVAL
   uint64_t sliceBytes = 0;               // HOCCL_SLICE_BYTES
   int slots = 0;                         // HOCCL_SLOTS

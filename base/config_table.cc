@@ -338,14 +338,13 @@ std::vector<SettingDecl> makeTable() {
        "last before it becomes an error; the rendezvous of a unique id waits for its first rank without limit, "
        "then this long for the rest.",
        field<double>(&S::timeoutSec, positiveSeconds()), kPerRank},
-      {"HOCCL_HEARTBEAT_TIMEOUT", "0",
+      {"HOCCL_HEARTBEAT_TIMEOUT", "5",
        "Seconds a process on another host may leave this one's heartbeats unanswered before the ranks "
        "waiting on it fail with hocclRemoteError naming it (\"no heartbeat for N s\"): a cut link, a frozen "
        "host, a stopped process. A peer that is alive but slow to reach a call still answers, so this can "
        "be much shorter than HOCCL_TIMEOUT; but a process starved of CPU (far more busy threads than "
-       "cores) answers late too, so keep it well above the longest stall such a host may see. 0 (the "
-       "default for now: a live peer was once declared silent under heavy load, not yet explained) turns "
-       "heartbeats off; 10 is a reasonable value.",
+       "cores) answers late too, so keep it well above the longest stall such a host may see (the silent "
+       "process logs how long its heartbeat thread did not run). 0 turns heartbeats off.",
        field<double>(&S::heartbeatTimeoutSec, secondsIn(0.1, 1e7, true)), kPerRank},
       {"HOCCL_HEARTBEAT_INTERVAL", "0.5",
        "Seconds between the heartbeats each process sends to each process on another host it shares a "

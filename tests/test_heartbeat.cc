@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -35,7 +36,10 @@ bool has(const std::string& s, const std::string& what) { return s.find(what) !=
 // hoccl_test_worker ranks, one process and one "host" each, stderr to a file.
 class Ranks {
  public:
-  Ranks(const std::string& scenario, int n, const std::vector<std::string>& env) : n_(n) {
+  // `defaultHeartbeat`: HOCCL_HEARTBEAT_TIMEOUT unset, whatever this
+  // process has, so that the ranks run with the library's default.
+  Ranks(const std::string& scenario, int n, const std::vector<std::string>& env, bool defaultHeartbeat = false)
+      : n_(n) {
     char tmpl[] = "/tmp/hoccl-hb-XXXXXX";
     dir_ = mkdtemp(tmpl);
     for (int r = 0; r < n; ++r) {
@@ -45,8 +49,9 @@ class Ranks {
       std::vector<std::string> envs = env;
       envs.push_back("HOCCL_HOSTID=hb-node" + std::to_string(r));
       envs.push_back("HOCCL_TIMEOUT=300");
-      envs.push_back("HOCCL_HEARTBEAT_TIMEOUT=" + std::to_string(kHeartbeatSec));
-      for (char** e = environ; *e; ++e) envs.emplace_back(*e);
+      if (!defaultHeartbeat) envs.push_back("HOCCL_HEARTBEAT_TIMEOUT=" + std::to_string(kHeartbeatSec));
+      for (char** e = environ; *e; ++e)
+        if (!defaultHeartbeat || strncmp(*e, "HOCCL_HEARTBEAT_TIMEOUT=", 24) != 0) envs.emplace_back(*e);
       std::vector<char*> argv, envp;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -132,17 +137,20 @@ class Ranks {
 };
 
 // Every rank but `frozen` reports hocclRemoteError naming it, its host and
-// its silence, within the heartbeat timeout + 1 s of the SIGSTOP; then the
-// frozen rank is let go and ends too.
-void expectFrozenRankNamed(const std::string& scenario, int n, int frozen) {
-  Ranks ranks(scenario, n, {});
+// its silence, within the heartbeat timeout (`timeoutSec`; 0: the library's
+// default, 5 s) + 1 s of the SIGSTOP; then the frozen rank is let go and
+// ends too.
+void expectFrozenRankNamed(const std::string& scenario, int n, int frozen, double timeoutSec = kHeartbeatSec) {
+  const bool byDefault = timeoutSec == 0;
+  const double hb = byDefault ? 5.0 : timeoutSec;
+  Ranks ranks(scenario, n, {}, byDefault);
   ASSERT_TRUE(ranks.allSaid("LOOPING", 60)) << ranks.err(0);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const double stopped = epochSec();
   ASSERT_EQ(kill(ranks.pid(frozen), SIGSTOP), 0);
   for (int r = 0; r < n; ++r) {
     if (r == frozen) continue;
-    EXPECT_EQ(ranks.wait(r, kHeartbeatSec + 20), 0) << "rank " << r << ": " << ranks.err(r);
+    EXPECT_EQ(ranks.wait(r, hb + 20), 0) << "rank " << r << ": " << ranks.err(r);
     double secs = 0;
     int code = 0;
     std::string msg;
@@ -153,8 +161,8 @@ void expectFrozenRankNamed(const std::string& scenario, int n, int frozen) {
                                 std::to_string(ranks.pid(frozen)) + " on hb-node" + std::to_string(frozen) + ")";
     EXPECT_TRUE(has(msg, culprit)) << msg;
     EXPECT_TRUE(has(msg, "is silent: no heartbeat for ")) << msg;
-    EXPECT_LT(secs, kHeartbeatSec + 1) << msg;
-    EXPECT_GE(secs, kHeartbeatSec - 0.6) << "found before the heartbeat timeout could pass: " << msg;
+    EXPECT_LT(secs, hb + 1) << msg;
+    EXPECT_GE(secs, hb - 0.6) << "found before the heartbeat timeout could pass: " << msg;
   }
   kill(ranks.pid(frozen), SIGCONT);
   const int code = ranks.wait(frozen, 30);
@@ -164,6 +172,10 @@ void expectFrozenRankNamed(const std::string& scenario, int n, int frozen) {
 TEST(Heartbeat, AFrozenRankIsNamedByEveryRankInACall) { expectFrozenRankNamed("loop", 4, 2); }
 
 TEST(Heartbeat, AFrozenRankIsAnAsyncErrorBetweenCalls) { expectFrozenRankNamed("idle-watch", 3, 0); }
+
+// Nothing set: heartbeats are on, and a frozen rank is named within the
+// default 5 s + 1 s.
+TEST(Heartbeat, ByDefaultAFrozenRankIsNamedWithinFiveSeconds) { expectFrozenRankNamed("loop", 3, 1, 0); }
 
 // A rank that is alive but reaches its call three heartbeat timeouts late:
 // its heartbeat thread answers meanwhile, so nobody fails.

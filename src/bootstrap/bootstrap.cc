@@ -156,8 +156,9 @@ Status Bootstrap::peerSilent(int peer) const {
   if (silent <= heartbeat_.timeoutSec || heartbeat_.timeoutSec <= 0) return Status();
   return errorf(hocclRemoteError,
                 "rank %d: peer rank %d (pid %d on %s) is silent: no heartbeat for %.1f s (HOCCL_HEARTBEAT_TIMEOUT=%g "
-                "s): its process is stopped or hung, its host frozen, or the link to it cut",
-                rank_, peer, table_[peer].pid, table_[peer].hostId, silent, heartbeat_.timeoutSec);
+                "s): its process is stopped or hung, its host frozen, or the link to it cut (%s)",
+                rank_, peer, table_[peer].pid, table_[peer].hostId, silent, heartbeat_.timeoutSec,
+                watches_[peer]->describe().c_str());
 }
 
 bool Bootstrap::quiet(int peer) const { return silentFor(peer) > std::max(1.0, 2 * heartbeat_.intervalSec); }

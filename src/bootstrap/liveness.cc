@@ -175,6 +175,24 @@ double Liveness::Watch::silentFor() const {
   return std::max(0.0, now - peer_->lastHeard.load(std::memory_order_relaxed));
 }
 
+std::string Liveness::Watch::describe() const {
+  std::lock_guard<std::mutex> lock(svc_->mu_);
+  const LivenessPeer& p = *peer_;
+  char out[256];
+  if (!p.conn.valid()) return "no heartbeat connection open (the last one failed; the next round connects again)";
+  if (p.connecting) return "the heartbeat connection is still being made (no answer to its SYN yet)";
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  if (getsockopt(p.conn.fd(), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+    return "heartbeat connection open; " + std::to_string(p.seq) + " pings sent on it";
+  snprintf(out, sizeof out,
+           "heartbeat connection: %llu pings sent, %u segments unacknowledged, %u retransmissions of the oldest "
+           "(backoff %u), rto %.0f ms, rtt %.1f ms, last data received %.1f s ago",
+           static_cast<unsigned long long>(p.seq), ti.tcpi_unacked, static_cast<unsigned>(ti.tcpi_retransmits),
+           static_cast<unsigned>(ti.tcpi_backoff), ti.tcpi_rto / 1e3, ti.tcpi_rtt / 1e3, ti.tcpi_last_data_recv / 1e3);
+  return out;
+}
+
 void Liveness::pauseForTesting(bool paused) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -310,8 +328,11 @@ void Liveness::run() {
       now = nowSec();
       // This thread did not run for a while: the silence it missed is this
       // process's, not the peers'.
-      if (now - lastTick_.load() > staleAfter())
+      if (now - lastTick_.load() > staleAfter()) {
+        HWARN(kSubBootstrap, "the heartbeat thread of process %d did not run for %.1f s (stopped, or starved of CPU): "
+              "peers may find this process silent", static_cast<int>(pid_), now - lastTick_.load());
         for (auto& [key, p] : peers_) p->lastHeard = now;
+      }
       lastTick_ = now;
       if (now >= nextPing) {
         for (auto& [key, p] : peers_) pingOrConnect(*p, now);

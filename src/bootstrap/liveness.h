@@ -76,6 +76,10 @@ class Liveness : public std::enable_shared_from_this<Liveness> {
     // closed the connection: its process exited or freed its
     // communicators, which other checks report.
     double silentFor() const;
+    // What the heartbeat connection to the peer looks like now, for an
+    // error message: pings unanswered, and TCP's view (retransmissions,
+    // backoff, round-trip time) where connected.
+    std::string describe() const;
 
    private:
     friend class Liveness;
