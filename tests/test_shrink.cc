@@ -286,17 +286,6 @@ Footprint settledFootprint(const Footprint& before) {
   return now;
 }
 
-bool readFull(int fd, void* p, size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t got = read(fd, b, n);
-    if (got <= 0) return false;
-    b += got;
-    n -= size_t(got);
-  }
-  return true;
-}
-
 bool writeFull(int fd, const void* p, size_t n) { return write(fd, p, n) == ssize_t(n); }
 
 Options cycleShape() {
@@ -316,7 +305,7 @@ int survivor(int rank, int idOut, int idIn) {
     hocclUniqueId id;
     if (rank == 0) {
       if (hocclGetUniqueId(&id) != hocclSuccess || !writeFull(idOut, &id, sizeof id)) return 2;
-    } else if (!readFull(idIn, &id, sizeof id)) {
+    } else if (!testutil::readAll(idIn, &id, sizeof id)) {
       return 3;
     }
     hocclComm_t comm = nullptr;
@@ -384,7 +373,7 @@ TEST(CommShrink, HundredKillAndShrinkCyclesLeakNothing) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int cycle = 0; cycle < kCycles && failure.empty(); ++cycle) {
     hocclUniqueId id;
-    if (!readFull(up[0], &id, sizeof id)) {
+    if (!testutil::readAll(up[0], &id, sizeof id)) {
       failure = "survivor 0 stopped before cycle " + std::to_string(cycle + 1);
       break;
     }

@@ -131,17 +131,6 @@ int partCount() {
   return info ? info->result()->total_part_count() : 0;
 }
 
-bool readAll(int fd, void* buf, size_t bytes) {
-  char* p = static_cast<char*>(buf);
-  while (bytes > 0) {
-    ssize_t got = read(fd, p, bytes);
-    if (got <= 0) return false;
-    p += got;
-    bytes -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
 // Exit codes of a forked rank.
 constexpr int kChildFailed = 1, kChildInitFailed = 2, kChildNoId = 3;
 
@@ -250,6 +239,17 @@ bool spawnProcesses(const Options& o, const Body& body, std::string* error) {
 }
 
 }  // namespace
+
+bool readAll(int fd, void* buf, size_t bytes) {
+  char* p = static_cast<char*>(buf);
+  while (bytes > 0) {
+    ssize_t got = read(fd, p, bytes);
+    if (got <= 0) return false;
+    p += got;
+    bytes -= static_cast<size_t>(got);
+  }
+  return true;
+}
 
 hocclResult_t initRankAs(const Options& o, const hocclUniqueId& id, int rank, hocclComm_t* comm) {
   return initRank(o, id, rank, comm);

@@ -108,6 +108,9 @@ inline int commSize(hocclComm_t c) {
   return n;
 }
 
+// Reads exactly `bytes` from `fd`; false at end of file or on an error.
+bool readAll(int fd, void* buf, size_t bytes);
+
 // spawn() of n ranks as threads on one node, with default settings.
 bool runThreads(int nranks, const Body& body, std::string* error = nullptr);
 
