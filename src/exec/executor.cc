@@ -377,8 +377,11 @@ Status CollTask::progress(bool* progressed) {
   return Status();
 }
 
+// The peer's buffer is gone (it returned from a failed call and freed it,
+// or exited): a remote error, which the executor reports as the peer's own
+// reason where the peer is telling everyone one.
 Status CollTask::directFailure(int peer) const {
-  return errorf(hocclSystemError, "rank %d could not read rank %d's memory for %s (call #%llu): %s", sched_->key.rank,
+  return errorf(hocclRemoteError, "rank %d could not read rank %d's memory for %s (call #%llu): %s", sched_->key.rank,
                 peer, describeCall(call_.coll, call_.count, call_.dtype, call_.op, call_.root).c_str(),
                 static_cast<unsigned long long>(call_.opSeq), strerror(errno));
 }

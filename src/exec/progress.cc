@@ -53,9 +53,14 @@ Status deadPeer(TaskOwner& o, const CollTask& t, bool* fromPeer) {
   const auto seq = static_cast<unsigned long long>(call.opSeq);
   for (int peer : t.waitingOn()) {
     if (!o.remotePeer(peer) && o.peerProcessGone(peer)) {
+      // It may have left after a failure of the call that it told everyone
+      // about (a mismatch it found): that is the reason to report.
       PeerInfo info = o.peerInfo(peer);
-      return errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s (call #%llu)",
-                    o.ownRank(), peer, info.pid, info.host.c_str(), callText(call).c_str(), seq);
+      return preferPeerReason(o,
+                              errorf(hocclRemoteError, "rank %d: peer rank %d (pid %d on %s) has exited during %s "
+                                     "(call #%llu)", o.ownRank(), peer, info.pid, info.host.c_str(),
+                                     callText(call).c_str(), seq),
+                              fromPeer);
     }
     if (o.remotePeer(peer)) {
       Status silent = o.peerSilent(peer);
@@ -154,6 +159,16 @@ class HostExecutor : public Executor {
     return st;
   }
 
+  // A task's own failure. One caused by a peer (hocclRemoteError: its
+  // memory went away under a direct read, say) is often the echo of that
+  // peer's failure, which it is telling everyone: report the peer's reason.
+  static Status taskFailed(TaskOwner* o, const Status& st) {
+    if (st.code() != hocclRemoteError) return fail(o, st, true);
+    bool fromPeer = false;
+    Status why = preferPeerReason(*o, st, &fromPeer);
+    return fail(o, why, !fromPeer);
+  }
+
   // One call, first without the general loop's bookkeeping: a small call is
   // usually done within a few passes and a short spin. True if it ended
   // (*st says how); false hands it to progress(), which also sleeps, times
@@ -172,7 +187,7 @@ class HostExecutor : public Executor {
       bool moved = false;
       s = t.progress(&moved);
       if (!s.ok()) {
-        *st = fail(o, s, true);
+        *st = taskFailed(o, s);
         return true;
       }
       if (t.done()) return true;
@@ -257,7 +272,7 @@ class HostExecutor : public Executor {
         }
         s = t.progress(&progressed);
         if (!s.ok()) {
-          *st = fail(o, s, true);
+          *st = taskFailed(o, s);
           return false;
         }
       }
