@@ -16,7 +16,7 @@ using namespace hoccl;
 // written for these layouts.
 static_assert(sizeof(FrameHeader) == 16);
 static_assert(sizeof(RankInfo) == 228);
-static_assert(sizeof(RootHello) == 756);
+static_assert(sizeof(RootHello) == 760);
 static_assert(sizeof(AbortNotice) == 1032);
 
 namespace {

@@ -21,14 +21,14 @@ def sockaddr_in(ip, port):  # 28 bytes: the union holds a sockaddr_in6
     return raw.ljust(28, b"\0")
 
 
-def rank_info(host, machine, pid, ip, port):
+def rank_info(host, machine, pid, ip, port, heartbeat_port=0):
     return host.encode().ljust(128, b"\0") + machine.encode().ljust(64, b"\0") + struct.pack("<i", pid) + \
-        sockaddr_in(ip, port)
+        sockaddr_in(ip, port) + struct.pack("<i", heartbeat_port)
 
 
-def hello(rank, nranks, fingerprint="HOCCL_SLOTS=8\nHOCCL_SLICE_BYTES=131072\n", protocol=2):
+def hello(rank, nranks, fingerprint="HOCCL_SLOTS=8\nHOCCL_SLICE_BYTES=131072\n", protocol=3):
     return struct.pack("<Iiii", protocol, rank, nranks, 100) + \
-        rank_info("node%d" % rank, "boot-id", 1000 + rank, "10.0.0.%d" % (rank + 1), 40000 + rank) + \
+        rank_info("node%d" % rank, "boot-id", 1000 + rank, "10.0.0.%d" % (rank + 1), 40000 + rank, 41000 + rank) + \
         fingerprint.encode().ljust(512, b"\0") + struct.pack("<i", 300000)
 
 

@@ -18,8 +18,6 @@ namespace hoccl {
 namespace tune {
 namespace {
 
-constexpr double kInf = 1e300;
-
 // Busy time (us) of every resource, for one step or a whole phase.
 class Load {
  public:

@@ -12,9 +12,10 @@ uint64_t callHash(uint8_t coll, uint64_t count, DType t, RedOp op, int root, uin
 }
 
 std::string describeFailure(const DevControl& k) {
+  static const char* const kWentAway =
+      "the other end of the connection went away (its rank destroyed its communicator or exited)";
   static const char* const kCodes[] = {"ok",      "aborted", "header mismatch", "timed out", "unsupported step",
-                                       "stopped", "the other end of the connection went away (its rank destroyed "
-                                                  "its communicator or exited)"};
+                                       "stopped", kWentAway};
   const char* code = k.code < 7 ? kCodes[k.code] : "unknown failure";
   std::string where = "rank " + std::to_string(k.rank) + " channel " + std::to_string(k.channel) + " step " +
                       std::to_string(k.step);
