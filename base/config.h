@@ -45,6 +45,7 @@ struct Settings {
   int ibQpsPerConn = 1;                  // HOCCL_IB_QPS_PER_CONN
   int ibTimeout = 20;                    // HOCCL_IB_TIMEOUT
   int ibRetryCnt = 7;                    // HOCCL_IB_RETRY_CNT
+  bool ibGdrFlush = true;                // HOCCL_IB_GDR_FLUSH
   std::string topoFile;                  // HOCCL_TOPO_FILE
   std::string topoDumpFile;              // HOCCL_TOPO_DUMP_FILE
   bool topoProbe = false;                // HOCCL_TOPO_PROBE

@@ -409,6 +409,10 @@ std::vector<SettingDecl> makeTable() {
        field<int>(&S::ibTimeout, integerIn<int>(1, 31)), kPerRank},
       {"HOCCL_IB_RETRY_CNT", "7", "IB retransmissions before a connection fails (0-7).",
        field<int>(&S::ibRetryCnt, integerIn<int>(0, 7)), kPerRank},
+      {"HOCCL_IB_GDR_FLUSH", "1",
+       "After a receive into GPU memory registered with the NIC (GPUDirect RDMA), read from it once over a "
+       "loopback queue pair before the GPU may use it, as NCCL does (0: skip, as NCCL_GDR_FLUSH_DISABLE=1).",
+       field<bool>(&S::ibGdrFlush, zeroOrOne()), kPerRank},
       {"HOCCL_CONNECT_RETRIES", "50", "Times a bootstrap connection is retried (with back-off) before giving up.",
        field<int>(&S::connectRetries, integerIn<int>(0, 1000000, "an integer >= 0")), kPerRank},
       {"HOCCL_SLICE_BYTES", "128K", "Bytes per pipeline slice (and per shared-memory slot).",

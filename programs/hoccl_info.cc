@@ -205,7 +205,8 @@ int main(int argc, char** argv) {
       // Across hosts: the network proxy's data path (transport/net/net_device.h).
       const std::string path = processSettings()->values().netDevicePath;
       printf("  across hosts     : a network proxy thread per communicator; data path %s%s\n"
-             "                     (GPUDirect RDMA by dma-buf: not yet, no transport registers dma-bufs)\n",
+             "                     (GPUDirect RDMA by dma-buf: not yet in the proxy; the IB transport offers\n"
+             "                     it to NCCL through the net plugin where the device passes the probe)\n",
              path.c_str(),
              path == "auto" ? " = host (slots in mapped host memory)"
              : path == "host" ? " (slots in mapped host memory)"

@@ -263,6 +263,28 @@ TEST(SocketTransport, PairingAfterUseIsRefused) {
   p.net->closeRecv(p.recv);
 }
 
+// TCP never touches GPU memory: it offers host memory only, refuses a
+// dma-buf by name, and has nothing to flush after a receive.
+TEST(SocketTransport, OffersHostMemoryOnlyAndHasNothingToFlush) {
+  Pair p = loopbackPair(1);
+  NetProperties props;
+  ASSERT_TRUE(p.net->getProperties(0, &props).ok());
+  EXPECT_EQ(props.ptrSupport, kPtrHost);
+  char buf[64];
+  void* mh = reinterpret_cast<void*>(1);
+  Status st = p.net->regMrDmaBuf(p.recv, buf, sizeof buf, kPtrCuda | kPtrDmabuf, 0, 3, &mh);
+  EXPECT_EQ(st.code(), hocclInvalidUsage);
+  EXPECT_NE(st.message().find("does not register dma-bufs"), std::string::npos) << st.message();
+  EXPECT_EQ(mh, nullptr);
+  void* d = buf;
+  int size = sizeof buf;
+  void* req = reinterpret_cast<void*>(1);
+  EXPECT_TRUE(p.net->iflush(p.recv, 1, &d, &size, nullptr, &req).ok());
+  EXPECT_EQ(req, nullptr);
+  p.net->closeSend(p.send);
+  p.net->closeRecv(p.recv);
+}
+
 // Ranks as threads on fake nodes: nodes x ranksPerNode, ring over TCP
 // between nodes and shared memory inside them.
 void runOnFakeNodes(int nodes, int perNode, const testutil::Body& body) {

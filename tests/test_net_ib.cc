@@ -169,9 +169,10 @@ TEST(NetSelection, ChoiceFromSettings) {
 // A connected IB pair within this process, or a skip saying why not.
 using IbPair = testsupport::NetPair;
 
-std::string connectPair(IbPair* p, int qps = 1) {
+std::string connectPair(IbPair* p, int qps = 1, bool flushHost = false) {
   IbNetOptions o = ibOptions();
   o.qpsPerConn = qps;
+  o.flushHost = flushHost;
   Status st = createIbTransport(o, &p->net);
   if (!st.ok()) return "no IB transport here: " + st.message();
   testsupport::connectToSelf(p, 0, p->net->devices() > 1 ? 1 : 0);
@@ -235,6 +236,94 @@ TEST(IbTransport, RegistrationCacheSharesAndReleases) {
   EXPECT_EQ(s.live, s0.live) << "every registration released";
   if (p.net->devices() > 1) {
     EXPECT_EQ(s1.live, 0) << "the sender's temporary registration was released";
+  }
+  p.net->closeSend(p.send);
+  p.net->closeRecv(p.recv);
+}
+
+// iflush's loopback read (the GPU flush of GPUDirect RDMA receives), run on
+// host memory: with flushHost the transport flushes a host registration as
+// it would a GPU one, so the queue pair that reads the device's own memory
+// back is made, posted to and completed here; without it (the default, as
+// on a real host buffer) there is nothing to flush and no request.
+TEST(IbTransport, FlushReadsTheReceivedBufferBackThroughALoopback) {
+  for (bool flushHost : {false, true}) {
+    SCOPED_TRACE(flushHost ? "flushHost" : "default");
+    IbPair p;
+    std::string skip = connectPair(&p, 1, flushHost);
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    std::vector<char> buf(1 << 16), src(1 << 16);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7);
+    void *rmr = nullptr, *smr = nullptr;
+    ASSERT_TRUE(p.net->regMr(p.recv, buf.data(), buf.size(), kPtrHost, &rmr).ok());
+    ASSERT_TRUE(p.net->regMr(p.send, src.data(), src.size(), kPtrHost, &smr).ok());
+    for (int round = 0; round < 3; ++round) {
+      void* d = buf.data();
+      size_t cap = buf.size();
+      int tag = 0;
+      void *rq = nullptr, *sq = nullptr;
+      ASSERT_TRUE(p.net->irecv(p.recv, 1, &d, &cap, &tag, &rmr, &rq).ok());
+      ASSERT_TRUE(p.net->isend(p.send, src.data(), src.size(), 0, smr, &sq).ok());
+      int got = 0;
+      ASSERT_TRUE(waitFor(*p.net, rq, 60, &got).ok());
+      ASSERT_TRUE(waitFor(*p.net, sq, 60).ok());
+      EXPECT_EQ(got, static_cast<int>(src.size()));
+      void* fq = nullptr;
+      int size = got;
+      Status st = p.net->iflush(p.recv, 1, &d, &size, &rmr, &fq);
+      ASSERT_TRUE(st.ok()) << st.message();
+      if (!flushHost) {
+        EXPECT_EQ(fq, nullptr) << "host memory needs no flush";
+        continue;
+      }
+      ASSERT_NE(fq, nullptr) << "a flush was asked for";
+      st = waitFor(*p.net, fq, 60);
+      EXPECT_TRUE(st.ok()) << st.message();
+      // A buffer that received nothing is not flushed.
+      int none = 0;
+      void* fq0 = nullptr;
+      ASSERT_TRUE(p.net->iflush(p.recv, 1, &d, &none, &rmr, &fq0).ok());
+      EXPECT_EQ(fq0, nullptr);
+    }
+    EXPECT_EQ(memcmp(buf.data(), src.data(), src.size()), 0);
+    void* fq = nullptr;
+    int size = 1;
+    void* d = buf.data();
+    EXPECT_EQ(p.net->iflush(p.send, 1, &d, &size, &rmr, &fq).code(), hocclInvalidArgument) << "a send comm";
+    p.net->deregMr(p.recv, rmr);
+    p.net->deregMr(p.send, smr);
+    p.net->closeSend(p.send);
+    p.net->closeRecv(p.recv);
+  }
+}
+
+// GPU memory on a device the probe found unable to take it (rxe, the one
+// verbs device this project runs, registers no dma-buf): the properties do
+// not offer it, and registering it anyway is refused with the probe's reason.
+TEST(IbTransport, GpuMemoryIsOfferedOnlyWhereTheProbePassed) {
+  IbPair p;
+  std::string skip = connectPair(&p);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  NetProperties props;
+  ASSERT_TRUE(p.net->getProperties(0, &props).ok());
+  EXPECT_TRUE(props.ptrSupport & kPtrHost);
+  char fake[4096];
+  void* mh = nullptr;
+  if (!(props.ptrSupport & kPtrDmabuf)) {
+    Status st = p.net->regMrDmaBuf(p.recv, fake, sizeof fake, kPtrCuda | kPtrDmabuf, 0, 0, &mh);
+    EXPECT_EQ(st.code(), hocclInvalidUsage) << st.message();
+    EXPECT_NE(st.message().find("cannot register dma-bufs"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(props.gdrWhy), std::string::npos) << st.message() << " / " << props.gdrWhy;
+    EXPECT_EQ(mh, nullptr);
+  } else {
+    EXPECT_TRUE(props.ptrSupport & kPtrCuda) << "a dma-buf device serves CUDA memory";
+    Status st = p.net->regMrDmaBuf(p.recv, fake, sizeof fake, kPtrCuda | kPtrDmabuf, 0, -1, &mh);
+    EXPECT_EQ(st.code(), hocclInvalidArgument) << "fd -1: " << st.message();
+  }
+  if (!(props.ptrSupport & kPtrCuda)) {
+    Status st = p.net->regMr(p.recv, fake, sizeof fake, kPtrCuda, &mh);
+    EXPECT_EQ(st.code(), hocclInvalidUsage) << st.message();
+    EXPECT_NE(st.message().find("nvidia_peermem"), std::string::npos) << st.message();
   }
   p.net->closeSend(p.send);
   p.net->closeRecv(p.recv);

@@ -228,6 +228,7 @@ ncclResult_t netConnect(void* ctxp, int dev, void* handle, void** sendComm) {
   pc->ctx = c;
   pc->inner = inner;
   pc->isSend = true;
+  pc->dev = dev;
   ++c->openComms;
   *sendComm = pc;
   return ncclSuccess;
@@ -244,6 +245,7 @@ ncclResult_t netAccept(void* listenComm, void** recvComm) {
   auto* pc = new PluginComm();
   pc->ctx = lc->ctx;
   pc->inner = inner;
+  pc->dev = lc->dev;
   {
     std::lock_guard<std::mutex> lock(engineMutex);
     pc->maxRecvs = std::clamp(engine->props[lc->dev].maxRecvs, 1, NCCL_NET_MAX_REQUESTS);
@@ -253,26 +255,49 @@ ncclResult_t netAccept(void* listenComm, void** recvComm) {
   return ncclSuccess;
 }
 
+namespace {
+// The memory types device `dev` advertised (getProperties).
+int advertised(int dev) {
+  std::lock_guard<std::mutex> lock(engineMutex);
+  if (!engine || dev < 0 || dev >= static_cast<int>(engine->props.size())) return 0;
+  return engine->props[dev].ptrSupport;
+}
+
+ncclResult_t keepRegistration(PluginComm* pc, void* inner, void* data, size_t size, void** mhandle) {
+  *mhandle = new Registration{pc, inner, static_cast<const char*>(data), size};
+  ++pc->registrations;
+  return ncclSuccess;
+}
+}  // namespace
+
 ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   *mhandle = nullptr;
   auto* pc = static_cast<PluginComm*>(comm);
-  if (type != NCCL_PTR_HOST) {
+  if (type != NCCL_PTR_HOST && !(type == NCCL_PTR_CUDA && (advertised(pc->dev) & NCCL_PTR_CUDA))) {
     // NCCL probes GPUDirect this way; a refusal only means "no GDR".
-    PLOG_INFO(NCCL_NET | NCCL_REG, "NET/hoccl: memory type %#x not supported (host memory only)", type);
+    PLOG_INFO(NCCL_NET | NCCL_REG, "NET/hoccl: memory type %#x not supported by device %d (it offers %#x)", type,
+              pc->dev, advertised(pc->dev));
     return ncclInternalError;
   }
   void* inner = nullptr;
   Status st = net()->regMr(pc->inner, data, size, type, &inner);
   if (!st.ok()) return fail(st, "regMr");
-  *mhandle = new Registration{pc, inner, static_cast<const char*>(data), size};
-  ++pc->registrations;
-  return ncclSuccess;
+  return keepRegistration(pc, inner, data, size, mhandle);
 }
 
-ncclResult_t netRegMrDmaBuf(void*, void*, size_t, int type, uint64_t, int, void** mhandle) {
+ncclResult_t netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                            void** mhandle) {
   *mhandle = nullptr;
-  PLOG_WARN("NET/hoccl: regMrDmaBuf (type %#x) called but DMA-BUF was not advertised", type);
-  return ncclInternalError;
+  auto* pc = static_cast<PluginComm*>(comm);
+  if (!(advertised(pc->dev) & NCCL_PTR_DMABUF)) {
+    PLOG_WARN("NET/hoccl: regMrDmaBuf (type %#x) on device %d, which did not advertise DMA-BUF", type, pc->dev);
+    return ncclInternalError;
+  }
+  if (type == NCCL_PTR_HOST) return netRegMr(comm, data, size, type, mhandle);  // NCCL passes fd -1 then
+  void* inner = nullptr;
+  Status st = net()->regMrDmaBuf(pc->inner, data, size, type, offset, fd, &inner);
+  if (!st.ok()) return fail(st, "regMrDmaBuf");
+  return keepRegistration(pc, inner, data, size, mhandle);
 }
 
 ncclResult_t netDeregMr(void* comm, void* mhandle) {
@@ -329,10 +354,21 @@ ncclResult_t netIrecv(void* recvComm, int n, void** data, const size_t* sizes, i
   return st.ok() ? ncclSuccess : fail(st, "irecv");
 }
 
-ncclResult_t netIflush(void*, int, void**, int*, void**, void** request) {
-  // Host memory only: received data is visible once test says done.
+ncclResult_t netIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
   *request = nullptr;
-  return ncclSuccess;
+  auto* pc = static_cast<PluginComm*>(recvComm);
+  if (n < 1 || n > pc->maxRecvs) {
+    PLOG_WARN("NET/hoccl: iflush of %d buffers (maxRecvs is %d)", n, pc->maxRecvs);
+    return ncclInternalError;
+  }
+  void* inner[NCCL_NET_MAX_REQUESTS];
+  for (int i = 0; i < n; ++i) {
+    auto* r = mhandles ? static_cast<Registration*>(mhandles[i]) : nullptr;
+    inner[i] = r ? r->inner : nullptr;
+  }
+  // Host memory: nothing to flush, *request stays nullptr (NCCL's "done").
+  Status st = net()->iflush(pc->inner, n, data, sizes, inner, request);
+  return st.ok() ? ncclSuccess : fail(st, "iflush");
 }
 
 ncclResult_t netTest(void* request, int* done, int* sizes) {

@@ -58,6 +58,17 @@ class NetTransport {
   virtual Status connect(int dev, void* handle, void** sendComm) = 0;
   virtual Status accept(void* listenComm, void** recvComm) = 0;
   virtual Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
+  // GPU memory exported as a dma-buf (cuMemGetHandleForAddressRange):
+  // `fd` and `offset` name the range, `data` is its device address (the
+  // address isend/irecv will be given), `type` kPtrDmabuf|kPtrCuda. Only
+  // where getProperties advertises kPtrDmabuf; other transports refuse with
+  // hocclInvalidUsage naming themselves.
+  virtual Status regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                             void** mhandle) {
+    (void)comm, (void)data, (void)size, (void)type, (void)offset, (void)fd;
+    *mhandle = nullptr;
+    return errorf(hocclInvalidUsage, "the %s network transport does not register dma-bufs", name());
+  }
   virtual Status deregMr(void* comm, void* mhandle) = 0;
   // *request stays nullptr when the comm has kNetMaxRequests in flight.
   virtual Status isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) = 0;
@@ -66,6 +77,16 @@ class NetTransport {
   // *done = 1 once complete; sizes[i] = bytes received (or sent). A failed
   // connection returns hocclRemoteError naming the peer's address.
   virtual Status test(void* request, int* done, int* sizes) = 0;
+  // After test() said a receive into GPU memory is done, makes the data
+  // visible to the GPU (NCCL's iflush): the NIC's writes may still sit in
+  // the PCIe path, and a read through the same path pushes them out.
+  // *request stays nullptr when there is nothing to flush (host memory, or
+  // a transport that never writes GPU memory); else test() it to done.
+  virtual Status iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
+    (void)recvComm, (void)n, (void)data, (void)sizes, (void)mhandles;
+    *request = nullptr;
+    return Status();
+  }
   virtual Status closeSend(void* sendComm) = 0;
   virtual Status closeRecv(void* recvComm) = 0;
   virtual Status closeListen(void* listenComm) = 0;
@@ -121,6 +142,11 @@ struct IbNetOptions {
   int qpsPerConn = 1;       // HOCCL_IB_QPS_PER_CONN: queue pairs per connection
   int timeout = 20;         // HOCCL_IB_TIMEOUT: ack timeout 4.096 us * 2^timeout
   int retryCnt = 7;         // HOCCL_IB_RETRY_CNT
+  // iflush on receives into GPU registrations (HOCCL_IB_GDR_FLUSH, as
+  // NCCL_GDR_FLUSH_DISABLE=0); flushHost also on host ones, which only tests
+  // want: host memory needs no flush, but the loopback read runs the same.
+  bool gdrFlush = true;
+  bool flushHost = false;
   // Connection set-up and liveness go over TCP (as NCCL's IB plugin does):
   // on this address, or chosen by `ifnameRule` when it is unset.
   SockAddr localAddr;

@@ -23,8 +23,9 @@
 //         (cuMemcpyDtoHAsync / HtoDAsync on its own stream) around the
 //         transport's send and receive.
 // GPUDirect RDMA (path A, the NIC reading and writing GPU memory through a
-// dma-buf) needs a transport that registers dma-bufs; no hoccl transport
-// does yet, so `auto` takes host.
+// dma-buf): the IB transport registers dma-bufs and flushes (regMrDmaBuf,
+// iflush), but the proxy does not place its slots in GPU memory yet, so
+// `auto` takes host.
 //
 // The proxy is one thread per communicator's device connections (NCCL's
 // choice: a communicator's aborts, timeouts and teardown stay its own). It

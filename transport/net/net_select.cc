@@ -16,6 +16,7 @@ NetChoice netChoiceFrom(const Settings& s) {
   c.ib.qpsPerConn = s.ibQpsPerConn;
   c.ib.timeout = s.ibTimeout;
   c.ib.retryCnt = s.ibRetryCnt;
+  c.ib.gdrFlush = s.ibGdrFlush;
   c.ib.ifnameRule = s.socketIfname;
   c.ib.timeoutSec = s.timeoutSec;
   return c;

@@ -153,9 +153,11 @@ Status openDevices(const Verbs& v, const IbNetOptions& opt, std::vector<std::uni
       if (realpath(link.c_str(), real)) dev->pciPath = real;
       dev->speedMbps = portMbps(dev->attr.active_speed, dev->attr.active_width);
       probeDmabuf(v, dev.get());
-      HINFO(kSubNet, "IB: using %s (%s, GID %d %s %s, MTU %d, %d Mbit/s; dma-buf: %s)", dev->name.c_str(),
-            ethernet ? "RoCE" : "InfiniBand", dev->gidIndex, dev->gidType.c_str(), gidText(dev->gid.raw).c_str(),
-            128 << dev->attr.active_mtu, dev->speedMbps, dev->dmabuf ? "yes" : ("no, " + dev->dmabufWhy).c_str());
+      dev->peermem = peerMemoryLoaded();
+      HINFO(kSubNet, "IB: using %s (%s, GID %d %s %s, MTU %d, %d Mbit/s; dma-buf: %s; nvidia_peermem: %s)",
+            dev->name.c_str(), ethernet ? "RoCE" : "InfiniBand", dev->gidIndex, dev->gidType.c_str(),
+            gidText(dev->gid.raw).c_str(), 128 << dev->attr.active_mtu, dev->speedMbps,
+            dev->dmabuf ? "yes" : ("no, " + dev->dmabufWhy).c_str(), dev->peermem ? "loaded" : "no");
       out->push_back(std::move(dev));
     }
   }
@@ -189,6 +191,7 @@ void probeDmabuf(const Verbs& v, Device* d) {
 }
 
 void closeDevice(const Verbs& v, Device* d) {
+  closeFlush(v, d);
   d->mrs.clear(v);
   if (d->channel) v.destroyCompChannel(d->channel);
   if (d->pd) v.deallocPd(d->pd);
@@ -198,10 +201,11 @@ void closeDevice(const Verbs& v, Device* d) {
   d->ctx = nullptr;
 }
 
-Status MrCache::acquire(const Verbs& v, ibv_pd* pd, const std::string& devName, void* addr, size_t size, Mr** out) {
+Status MrCache::acquire(const Verbs& v, ibv_pd* pd, const std::string& devName, void* addr, size_t size, Mr** out,
+                        bool gpu) {
   uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   for (auto& m : mrs_)
-    if (m->start <= a && a + size <= m->end) {
+    if (!m->dmabuf && m->gpu == gpu && m->start <= a && a + size <= m->end) {
       ++m->refs;
       ++hits_;
       *out = m.get();
@@ -212,18 +216,40 @@ Status MrCache::acquire(const Verbs& v, ibv_pd* pd, const std::string& devName, 
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   ibv_mr* mr = v.regMr(pd, reinterpret_cast<void*>(start), end - start, access);
   if (!mr)
-    return errorf(hocclSystemError, "IB: ibv_reg_mr of %zu bytes at %p on %s failed: %s (locked-memory limit: "
-                  "ulimit -l)", static_cast<size_t>(end - start), reinterpret_cast<void*>(start), devName.c_str(),
-                  strerror(errno));
+    return errorf(hocclSystemError, "IB: ibv_reg_mr of %zu bytes at %p%s on %s failed: %s (%s)",
+                  static_cast<size_t>(end - start), reinterpret_cast<void*>(start), gpu ? " (GPU memory)" : "",
+                  devName.c_str(), strerror(errno),
+                  gpu ? "is nvidia_peermem loaded for this GPU?" : "locked-memory limit: ulimit -l");
+  keep(mr, start, end, gpu, false, out);
+  return Status();
+}
+
+Status MrCache::acquireDmabuf(const Verbs& v, ibv_pd* pd, const std::string& devName, void* addr, size_t size,
+                              uint64_t offset, int fd, Mr** out) {
+  if (!v.regDmabufMr)
+    return errorf(hocclInvalidUsage, "IB: libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than 34)");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ibv_mr* mr = v.regDmabufMr(pd, offset, size, a, fd, access);
+  if (!mr)
+    return errorf(hocclSystemError, "IB: ibv_reg_dmabuf_mr of %zu bytes at offset %llu of dma-buf fd %d (device "
+                  "address %p) on %s failed: %s", size, static_cast<unsigned long long>(offset), fd, addr,
+                  devName.c_str(), strerror(errno));
+  keep(mr, a, a + size, true, true, out);
+  return Status();
+}
+
+void MrCache::keep(ibv_mr* mr, uintptr_t start, uintptr_t end, bool gpu, bool dmabuf, Mr** out) {
   auto m = std::make_unique<Mr>();
   m->mr = mr;
   m->start = start;
   m->end = end;
   m->refs = 1;
+  m->gpu = gpu;
+  m->dmabuf = dmabuf;
   ++registrations_;
   *out = m.get();
   mrs_.push_back(std::move(m));
-  return Status();
 }
 
 void MrCache::release(const Verbs& v, Mr* mr) {

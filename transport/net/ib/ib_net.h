@@ -82,6 +82,11 @@ struct Mr {
   ibv_mr* mr = nullptr;
   uintptr_t start = 0, end = 0;
   int refs = 0;
+  // GPU memory (a dma-buf, or a device pointer through nvidia_peermem):
+  // receives into it are flushed (iflush). A dma-buf registration is never
+  // shared by address: its owner names the range by fd and offset.
+  bool gpu = false;
+  bool dmabuf = false;
 };
 
 // Registrations of one device: a request for a range inside a registered
@@ -91,12 +96,20 @@ struct Mr {
 using MrCacheStats = IbRegistrationStats;
 class MrCache {
  public:
-  Status acquire(const Verbs& v, ibv_pd* pd, const std::string& devName, void* addr, size_t size, Mr** out);
+  // `gpu`: addr is a device pointer the provider pins through
+  // nvidia_peermem (NCCL_PTR_CUDA); host and GPU ranges are never shared.
+  Status acquire(const Verbs& v, ibv_pd* pd, const std::string& devName, void* addr, size_t size, Mr** out,
+                 bool gpu = false);
+  // ibv_reg_dmabuf_mr of `size` bytes at `offset` in dma-buf `fd`, mapped at
+  // device address `addr`; released as any other.
+  Status acquireDmabuf(const Verbs& v, ibv_pd* pd, const std::string& devName, void* addr, size_t size,
+                       uint64_t offset, int fd, Mr** out);
   void release(const Verbs& v, Mr* mr);
   void clear(const Verbs& v);
   MrCacheStats stats() const;
 
  private:
+  void keep(ibv_mr* mr, uintptr_t start, uintptr_t end, bool gpu, bool dmabuf, Mr** out);
   std::vector<std::unique_ptr<Mr>> mrs_;
   uint64_t registrations_ = 0, hits_ = 0;
 };
@@ -120,8 +133,32 @@ struct Device {
   // nvidia_peermem), as probeDmabuf found; if not, why.
   bool dmabuf = false;
   std::string dmabufWhy;
+  // Whether nvidia_peermem is loaded: ibv_reg_mr then pins device pointers
+  // (NCCL_PTR_CUDA), the older GPUDirect RDMA path.
+  bool peermem = false;
   MrCache mrs;
+  // The loopback queue pair of GPU flushes (ib_flush.cc), made on first use.
+  struct Flush {
+    ibv_cq* cq = nullptr;
+    ibv_qp* qp = nullptr;
+    ibv_mr* mr = nullptr;   // `buf`, where the reads land
+    char* buf = nullptr;
+    uint64_t posted = 0, completed = 0;
+    Status failed;          // the loopback could not be made or a read failed
+  } flush;
 };
+
+// GPU flushes (ib_flush.cc): an RDMA read of one byte of the received
+// buffer, from this device to itself, which completes only after the NIC's
+// earlier writes to that memory have (NCCL's IB plugin flushes alike).
+// postFlush returns the flush's ticket; flushDone says whether it
+// completed, or the error that ended the loopback.
+Status postFlush(const Verbs& v, const IbNetOptions& opt, Device* d, const Mr& mr, const void* addr,
+                 uint64_t* ticket);
+Status flushDone(const Verbs& v, Device* d, uint64_t ticket, bool* done);
+void closeFlush(const Verbs& v, Device* d);
+// Whether nvidia_peermem (or the older nv_peer_mem) is loaded.
+bool peerMemoryLoaded();
 
 // Asks the provider whether it registers dma-bufs, as NCCL's IB plugin
 // does: ibv_reg_dmabuf_mr with fd -1 fails with EBADF where it does and
@@ -155,6 +192,9 @@ struct Request {
   size_t partStart[kMaxQps] = {0}, partEnd[kMaxQps] = {0}, cursor[kMaxQps] = {0};
   bool partClosed[kMaxQps] = {false};  // its immediate has been posted
   int wrsLeft = 0;
+  // A GPU flush (iflush): done once the device's flush `ticket` completed.
+  bool flush = false;
+  uint64_t ticket = 0;
   // Receiver.
   int partsArrived = 0;
   bool fifoPosted = false;

@@ -71,7 +71,9 @@ Status IbTransport::getProperties(int dev, NetProperties* p) const {
   p->port = d.port;
   p->pciPath = d.pciPath;
   p->guid = d.guid;
-  p->ptrSupport = kPtrHost;
+  // GPU memory for the NCCL net plugin's callers: dma-bufs where the probe
+  // passed, device pointers where nvidia_peermem pins them.
+  p->ptrSupport = kPtrHost | (d.dmabuf ? kPtrDmabuf | kPtrCuda : 0) | (d.peermem ? kPtrCuda : 0);
   p->gdrWhy = d.dmabuf ? "the device registers dma-bufs, but hoccl's proxy does not use them yet" : d.dmabufWhy;
   p->regIsGlobal = 1;
   p->speedMbps = d.speedMbps;
@@ -114,14 +116,61 @@ Status IbTransport::accept(void* listenComm, void** recvComm) {
 
 Status IbTransport::regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   *mhandle = nullptr;
-  if (!(type & kPtrHost))
-    return errorf(hocclInvalidArgument, "IB transport registers host memory only (type %#x; no GPUDirect here)", type);
-  if (size == 0) return Status();
   Comm* c = static_cast<Comm*>(comm);
+  const bool gpu = (type & kPtrCuda) != 0;
+  if (gpu && !c->dev->peermem)
+    return errorf(hocclInvalidUsage, "IB: %s cannot register a device pointer (type %#x): nvidia_peermem is not "
+                  "loaded; register GPU memory as a dma-buf (regMrDmaBuf)%s", c->dev->name.c_str(), type,
+                  c->dev->dmabuf ? "" : (", which this device refuses too: " + c->dev->dmabufWhy).c_str());
+  if (!gpu && !(type & kPtrHost))
+    return errorf(hocclInvalidArgument, "IB: memory type %#x is neither host nor CUDA", type);
+  if (size == 0) return Status();
   std::lock_guard<std::mutex> lock(mu_);
   Mr* mr = nullptr;
-  HOCCL_TRY(c->dev->mrs.acquire(v_, c->dev->pd, c->dev->name, data, size, &mr));
+  HOCCL_TRY(c->dev->mrs.acquire(v_, c->dev->pd, c->dev->name, data, size, &mr, gpu));
   *mhandle = mr;
+  return Status();
+}
+
+Status IbTransport::regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                void** mhandle) {
+  *mhandle = nullptr;
+  Comm* c = static_cast<Comm*>(comm);
+  if (!c->dev->dmabuf)
+    return errorf(hocclInvalidUsage, "IB: %s cannot register dma-bufs (type %#x): %s", c->dev->name.c_str(), type,
+                  c->dev->dmabufWhy.c_str());
+  if (fd < 0 || size == 0)
+    return errorf(hocclInvalidArgument, "IB: regMrDmaBuf of %zu bytes from fd %d (a dma-buf fd and a size > 0)",
+                  size, fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  Mr* mr = nullptr;
+  HOCCL_TRY(c->dev->mrs.acquireDmabuf(v_, c->dev->pd, c->dev->name, data, size, offset, fd, &mr));
+  *mhandle = mr;
+  return Status();
+}
+
+Status IbTransport::iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  *request = nullptr;
+  Comm* c = static_cast<Comm*>(recvComm);
+  if (c->isSend) return errorf(hocclInvalidArgument, "IB: iflush on a send connection");
+  if (n < 1 || n > kNetMaxRequests) return errorf(hocclInvalidArgument, "IB: iflush of %d buffers", n);
+  // NCCL flushes the last buffer that received data; a read behind it is
+  // behind every earlier write of the connection too (one QP, in order).
+  int last = -1;
+  for (int i = 0; i < n; ++i) {
+    const Mr* mr = mhandles ? static_cast<const Mr*>(mhandles[i]) : nullptr;
+    if (sizes[i] > 0 && mr && (mr->gpu ? opt_.gdrFlush : opt_.flushHost)) last = i;
+  }
+  if (last < 0) return Status();  // host memory, or flushes off: nothing to do
+  std::lock_guard<std::mutex> lock(mu_);
+  HOCCL_TRY(c->failed);
+  auto r = std::make_unique<Request>();
+  r->comm = c;
+  r->flush = true;
+  HOCCL_TRY(postFlush(v_, opt_, c->dev, *static_cast<const Mr*>(mhandles[last]), data[last], &r->ticket));
+  ++c->inflight;
+  *request = r.get();
+  c->requests.push_back(std::move(r));
   return Status();
 }
 
@@ -186,6 +235,15 @@ Status IbTransport::test(void* request, int* done, int* sizes) {
   std::lock_guard<std::mutex> lock(mu_);
   *done = 0;
   Comm* c = r->comm;
+  if (r->flush) {
+    bool flushed = false;
+    HOCCL_TRY(flushDone(v_, c->dev, r->ticket, &flushed));
+    if (!flushed) return Status();
+    *done = 1;
+    if (sizes) *sizes = 0;
+    retireRequest(c, r);
+    return Status();
+  }
   if (!r->done && r->error.ok() && c->failed.ok()) {
     pollCq(c);
     progress(c);

@@ -36,6 +36,9 @@ class IbTransport : public NetTransport {
   Status connect(int dev, void* handle, void** sendComm) override;
   Status accept(void* listenComm, void** recvComm) override;
   Status regMr(void* comm, void* data, size_t size, int type, void** mhandle) override;
+  Status regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                     void** mhandle) override;
+  Status iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) override;
 
   Status deregMr(void* comm, void* mhandle) override {
     if (!mhandle) return Status();
