@@ -40,7 +40,10 @@ void usage(FILE* f) {
                "  --gpu-gbit X           one GPU's links to its node's GPUs, Gbit/s per direction [3600]\n"
                "  --gpu-step-us X        a GPU step's latency inside a node [3]\n"
                "  --proxy-us X           the network proxies' cost per message, both ends [8]\n"
-               "  --pcie-gbit X          one GPU's PCIe link, Gbit/s per direction [400]\n",
+               "  --pcie-gbit X          one GPU's PCIe link, Gbit/s per direction [400]\n"
+               "  --window-kb X          bytes in flight per connection (the slot window), KiB [4096]\n"
+               "  --copy-us X            the copy path (HOCCL_NET_DEVICE_PATH=copy): its cost per message,\n"
+               "                         both ends [none: the host path]\n",
                machineArgsHelp().c_str());
 }
 
@@ -98,7 +101,7 @@ int main(int argc, char** argv) {
     } else if (!strcmp(a, "--device")) {
       device = true;
     } else if (!strcmp(a, "--gpu-gbit") || !strcmp(a, "--gpu-step-us") || !strcmp(a, "--proxy-us") ||
-               !strcmp(a, "--pcie-gbit")) {
+               !strcmp(a, "--pcie-gbit") || !strcmp(a, "--window-kb") || !strcmp(a, "--copy-us")) {
       const char* v = val();
       char* end = nullptr;
       const double x = std::strtod(v, &end);
@@ -107,8 +110,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       device = true;
-      (!strcmp(a, "--gpu-gbit") ? dev.gpu.gbps : !strcmp(a, "--gpu-step-us") ? dev.gpu.latencyUs
-                               : !strcmp(a, "--proxy-us") ? dev.proxyUs : dev.pcieGbps) = x;
+      if (!strcmp(a, "--copy-us")) dev.copyPath = true;
+      (!strcmp(a, "--gpu-gbit")     ? dev.gpu.gbps
+       : !strcmp(a, "--gpu-step-us") ? dev.gpu.latencyUs
+       : !strcmp(a, "--proxy-us")    ? dev.proxyUs
+       : !strcmp(a, "--window-kb")   ? dev.windowKB
+       : !strcmp(a, "--copy-us")     ? dev.copyUs
+                                     : dev.pcieGbps) = x;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return 0;
@@ -147,8 +155,10 @@ int main(int argc, char** argv) {
     m = deviceMachine(m);
     desc += "; device buffers across hosts (assumed, not measured: GPU links " + std::to_string(int(dev.gpu.gbps)) +
             " Gbit/s and " + std::to_string(dev.gpu.latencyUs).substr(0, 4) + " us per step, proxy " +
-            std::to_string(dev.proxyUs).substr(0, 4) + " us per message, PCIe " + std::to_string(int(dev.pcieGbps)) +
-            " Gbit/s per GPU)";
+            std::to_string(dev.proxyUs).substr(0, 4) + " us per message" +
+            (dev.copyPath ? " + copy path " + std::to_string(dev.copyUs).substr(0, 4) + " us" : std::string()) +
+            ", PCIe " + std::to_string(int(dev.pcieGbps)) + " Gbit/s per GPU, window " +
+            std::to_string(int(dev.windowKB)) + " KiB per connection)";
   }
   const bool runSched = engine == "schedule" || engine == "both" || (engine == "auto" && m.nranks() <= 512);
   const bool runModel = engine == "model" || engine == "both" || (engine == "auto" && m.nranks() > 512);

@@ -205,6 +205,41 @@ TEST(Tuner, DeviceCallsAcrossHostsComeFromTheModel) {
             t.chooseForDevice(CollKind::AllReduce, 8).predictedUs * 100);
 }
 
+// The device path's own terms: the copy path adds its per-message cost to
+// the network's latency, and a connection's slot window over the round trip
+// caps the rate where the link is fast and far (Little's law).
+TEST(Tuner, DeviceCopyPathAndSlotWindowArePriced) {
+  LinkModel links;
+  links.net = {5.0, 400.0};
+  Machine m = Machine::rectangular(4, 2, 1, links);
+  const Machine host = deviceMachine(m);
+  EXPECT_EQ(host.links.net.gbps, links.device.pcieGbps) << "4 MiB over an 18 us round trip is not the bound";
+  Machine copy = m;
+  copy.links.device.copyPath = true;
+  EXPECT_EQ(deviceMachine(copy).links.net.latencyUs, host.links.net.latencyUs + links.device.copyUs);
+  // 2000 km of fibre: 10 ms one way. 4 MiB per 20.008 ms is 1.68 Gbit/s.
+  Machine far = m;
+  far.links.net.latencyUs = 10000;
+  const Machine farDev = deviceMachine(far);
+  EXPECT_NEAR(farDev.links.net.gbps, 4096.0 * 1024 / (20000 + links.device.proxyUs) / 125, 1e-9);
+  far.links.device.windowKB = 64 * 1024;
+  EXPECT_GT(deviceMachine(far).links.net.gbps, farDev.links.net.gbps * 15);
+  const uint64_t big = uint64_t(1) << 30;
+  Tuner narrow(farDev, {}, "", nullptr, 0), wide(deviceMachine(far), {}, "", nullptr, 0);
+  EXPECT_GT(narrow.choose(CollKind::AllReduce, big).predictedUs, wide.choose(CollKind::AllReduce, big).predictedUs * 5);
+  // A tune file sets the device terms by name.
+  TuneFile f;
+  Status st = parseTuneFile("set device_proxy_us=3 device_pcie_gbps=800 device_copy_us=20 device_gpu_gbps=7200\n",
+                            "test", LinkModel(), &f);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(f.links.device.proxyUs, 3);
+  EXPECT_EQ(f.links.device.pcieGbps, 800);
+  EXPECT_EQ(f.links.device.copyUs, 20);
+  EXPECT_EQ(f.links.device.gpu.gbps, 7200);
+  st = parseTuneFile("set device_window_kb=64\n", "test", LinkModel(), &f);
+  EXPECT_FALSE(st.ok()) << "the window is the communicator's own (HOCCL_SLICE_BYTES, HOCCL_SLOTS)";
+}
+
 // ------------------------------------------- oneshot_shm (registry.h)
 
 SharedSlots slotsOf(uint64_t autoBytes) { return SharedSlots{512, autoBytes}; }

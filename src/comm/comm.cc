@@ -19,6 +19,7 @@
 #include "src/comm/comm_settings.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "transport/device_conn_mem.h"
 
 namespace hoccl {
 namespace {
@@ -104,15 +105,28 @@ Status makeTuner(hocclComm* c, double ranksPerCore) {
              uint64_t(r.channels) * 17 + uint64_t(r.chunks);
     links = file.links;
   }
-  std::vector<uint64_t> hashes(c->nranks, 0);
-  hashes[c->rank] = hash;
-  HOCCL_TRY(c->boot->allGather(hashes.data(), sizeof(uint64_t)).context("comparing tune files"));
+  // Each rank's rules, and whether it moves device buffers across hosts
+  // through the copy path (HOCCL_NET_DEVICE_PATH is a rank's own choice):
+  // the model prices the copy path where any rank takes it, so every
+  // rank's tuner agrees.
+  struct Shared {
+    uint64_t rules;
+    uint64_t copyPath;
+  };
+  std::vector<Shared> shared(c->nranks, Shared{0, 0});
+  shared[c->rank] = Shared{hash, c->settings.netDevicePath == "copy" ? 1u : 0u};
+  HOCCL_TRY(c->boot->allGather(shared.data(), sizeof(Shared)).context("comparing tune files"));
   for (int r = 0; r < c->nranks; ++r) {
-    if (hashes[r] != hash)
+    if (shared[r].rules != hash)
       return errorf(hocclInvalidUsage,
                     "HOCCL_TUNE_FILE differs between ranks: rank %d's rules are not rank %d's; every rank must "
                     "read the same file", r, c->rank);
+    if (shared[r].copyPath) links.device.copyPath = true;
   }
+  // The slot window of a device connection follows the communicator's own
+  // HOCCL_SLICE_BYTES and HOCCL_SLOTS (the same on every rank).
+  links.device.windowKB =
+      double(cuda::kDevSlots) * double(cuda::deviceSlotBytes(c->settings.sliceBytes, c->settings.slots)) / 1024;
   tune::Machine m = tune::Machine::fromSystem(c->system, links);
   m.links.oversubscription = std::max(1.0, ranksPerCore);
   m.links.shmByReference = nodesAreOneProcess(c->boot->table());

@@ -489,9 +489,16 @@ Machine deviceMachine(const Machine& m) {
   // messages' CPU cost is the proxy's latency, not the executor's.
   l.oversubscription = 1.0;
   l.msgCpuUs = l.netMsgCpuUs = l.localMsgCpuUs = 0;
-  l.net.latencyUs += g.proxyUs;
-  l.net.gbps = l.net.gbps > 0 ? std::min(l.net.gbps, g.pcieGbps) : g.pcieGbps;
-  if (l.flowGbps > 0) l.flowGbps = std::min(l.flowGbps, g.pcieGbps);
+  // A slot comes back after the message crossed, the receiver's proxy
+  // handed it over and the release came back: about two one-way latencies
+  // and the proxies' hand-over. 1 Gbit/s = 125 bytes/us.
+  const double roundTripUs = 2 * l.net.latencyUs + g.proxyUs;
+  const double windowGbps =
+      roundTripUs > 0 && g.windowKB > 0 ? g.windowKB * 1024 / roundTripUs / 125.0 : g.pcieGbps;
+  const double cap = std::min(g.pcieGbps, windowGbps);
+  l.net.latencyUs += g.proxyUs + (g.copyPath ? g.copyUs : 0);
+  l.net.gbps = l.net.gbps > 0 ? std::min(l.net.gbps, cap) : cap;
+  if (l.flowGbps > 0) l.flowGbps = std::min(l.flowGbps, cap);
   return d;
 }
 

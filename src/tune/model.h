@@ -64,6 +64,18 @@ struct DeviceLinks {
   // The GPU's PCIe link, which every byte to or from the network crosses
   // (the kernel writing host slots, or the NIC reading GPU memory).
   double pcieGbps = 400.0;
+  // The copy path (HOCCL_NET_DEVICE_PATH=copy on any rank): per message,
+  // both ends together, the copy engine's launches and the store-and-forward
+  // of a slot through host frames at each end, which the host path's
+  // in-place slots avoid.
+  bool copyPath = false;
+  double copyUs = 12.0;
+  // The slot window of one connection (kDevSlots slots of deviceSlotBytes,
+  // transport/device_conn_mem.h): at most this many bytes are in flight
+  // between two ranks, so a connection moves at most windowKB per round
+  // trip (2 x the net latency + proxyUs), a bound that binds on fast, far
+  // links (Little's law: rate = window / round trip).
+  double windowKB = 4096.0;
 };
 
 // Link parameters per class; defaults describe this project's test machines
@@ -166,7 +178,8 @@ double ringSetUs(const Machine& m, const RingSet& set, int channels);
 // the GPUs' links (DeviceLinks::gpu) instead of shared memory, reductions
 // and copies at HBM rates, one rank per GPU (no shared cores); between
 // nodes the same network, each message also paying the proxies
-// (DeviceLinks::proxyUs) and its rate capped by the GPU's PCIe link.
+// (DeviceLinks::proxyUs, and copyUs on the copy path) and its rate capped
+// by the GPU's PCIe link and by the slot window over the round trip.
 Machine deviceMachine(const Machine& m);
 
 // A set of point-to-point messages sent at the same time (one step of a

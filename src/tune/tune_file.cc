@@ -158,10 +158,18 @@ Status parseTuneFile(const std::string& text, const std::string& path, const Lin
         else if (k == "msg_cpu_us") f.links.msgCpuUs = x;
         else if (k == "net_msg_cpu_us") f.links.netMsgCpuUs = x;
         else if (k == "local_msg_cpu_us") f.links.localMsgCpuUs = x;
+        else if (k == "device_gpu_gbps" && x > 0) f.links.device.gpu.gbps = x;
+        else if (k == "device_gpu_step_us") f.links.device.gpu.latencyUs = x;
+        else if (k == "device_reduce_gbps" && x > 0) f.links.device.reduceGbps = x;
+        else if (k == "device_mem_gbps" && x > 0) f.links.device.memGbps = x;
+        else if (k == "device_proxy_us") f.links.device.proxyUs = x;
+        else if (k == "device_pcie_gbps" && x > 0) f.links.device.pcieGbps = x;
+        else if (k == "device_copy_us") f.links.device.copyUs = x;
         else
           return fail("unknown setting '" + shown(k) +
                       "' (expected node_mem_gbps, reduce_gbps, reduce_mem_ratio, flow_gbps, msg_cpu_us, "
-                      "net_msg_cpu_us or local_msg_cpu_us; the first three > 0)");
+                      "net_msg_cpu_us, local_msg_cpu_us, device_gpu_gbps, device_gpu_step_us, device_reduce_gbps, "
+                      "device_mem_gbps, device_proxy_us, device_pcie_gbps or device_copy_us; the rates > 0)");
       }
     } else {
       TuneRule r;

@@ -114,14 +114,7 @@ Status DeviceExecutor::create(const Driver& d, TaskOwner* owner, OutOfBand* oob,
   CtxScope scope(*e);
   // Uploads go on it from here on (the transport's too).
   HOCCL_TRY(cuCheck(cu.streamCreate(&e->setupStream_, kStreamNonBlocking), "cuStreamCreate(setup)"));
-  // A schedule's step carries up to slots/2 slices (its key's
-  // maxStepCount); the device has kDevSlots slots, half of which must hold it.
-  // At least kMinDeviceSlot: each message costs a wait on the peer and two
-  // barriers of the CTA, which a small slot does not amortize (on an H100,
-  // 4 ranks, 256 MiB: 128 KiB slots 140 GB/s busbw, 512 KiB 190).
-  size_t slot = std::max<size_t>(s.sliceBytes, kMinDeviceSlot);
-  if (s.slots > int(kDevSlots)) slot = std::max(slot, (s.sliceBytes * size_t(s.slots) + kDevSlots - 1) / kDevSlots);
-  e->slotBytes_ = (slot + 15) & ~size_t(15);
+  e->slotBytes_ = deviceSlotBytes(s.sliceBytes, s.slots);
   HOCCL_TRY(e->openConnections(d, std::move(peers)));
   const void* image = testImage.load(std::memory_order_acquire);
   if (!image) image = kernelImage().data;

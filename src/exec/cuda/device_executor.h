@@ -40,9 +40,8 @@
 
 namespace hoccl::cuda {
 
-// The smallest connection slot on the device, and the ring chunk per
-// channel that DeviceExecutor::channelsFor aims at (device_executor.cc).
-inline constexpr size_t kMinDeviceSlot = size_t(512) << 10;
+// The ring chunk per channel that DeviceExecutor::channelsFor aims at
+// (device_executor.cc).
 inline constexpr uint64_t kChannelChunk = uint64_t(128) << 10;
 
 struct DeviceSettings {
