@@ -543,9 +543,10 @@ std::vector<SettingDecl> makeTable() {
        "How a device-buffer connection to a rank on another host moves its data through the network "
        "proxy: host (slots in pinned host memory the GPU maps; the kernel writes them across PCIe and "
        "the network sends them in place), copy (slots in GPU memory, copied through host memory by the "
-       "copy engine around each send and receive); auto: host. Each end chooses for itself; the wire "
-       "format is the same (docs/gpu.md).",
-       field<std::string>(&S::netDevicePath, oneOf({"auto", "host", "copy"})), kPerRank},
+       "copy engine around each send and receive), gdr (GPUDirect RDMA: slots in GPU memory the network "
+       "registers as a dma-buf and reads and writes in place; an error where the driver or the device "
+       "cannot); auto: host. Each end chooses for itself; the wire format is the same (docs/gpu.md).",
+       field<std::string>(&S::netDevicePath, oneOf({"auto", "host", "copy", "gdr"})), kPerRank},
       {"HOCCL_PROXY_SPIN_US", "200",
        "Device buffers across hosts: microseconds the network proxy keeps polling after it last moved a "
        "message; after that, while a launch of its communicator runs, it looks again after 20 us, "

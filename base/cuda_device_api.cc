@@ -55,6 +55,8 @@ Status resolveDeviceApi(const Driver& d, DeviceApi* api) {
     *api = DeviceApi();
     return Status(hocclSystemError, "unusable driver: " + missing + " missing (" + d.status + ")");
   }
+  api->memGetHandleForAddressRange = reinterpret_cast<decltype(api->memGetHandleForAddressRange)>(
+      resolveSymbol(d.getProc, "cuMemGetHandleForAddressRange"));
   VmmApi& v = api->vmm;
   std::string& vmissing = api->vmmMissing;
   auto opt = [&](const char* name, auto* fn) { resolveInto(d.getProc, name, fn, &vmissing); };

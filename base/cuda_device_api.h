@@ -103,6 +103,8 @@ struct LegacyIpcApi {
   bool usable() const { return ipcOpenMemHandle != nullptr; }
 };
 
+constexpr int kMemRangeHandleTypeDmaBufFd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
+
 struct DeviceApi {
   int (*ctxGetCurrent)(CuHandle* ctx) = nullptr;
   int (*ctxSetCurrent)(CuHandle ctx) = nullptr;
@@ -139,6 +141,11 @@ struct DeviceApi {
   int (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;
   int (*deviceCanAccessPeer)(int* can, int device, int peerDevice) = nullptr;
   int (*ctxEnablePeerAccess)(CuHandle peerCtx, unsigned flags) = nullptr;
+  // Optional (CUDA 11.7 and later): a device range as a dma-buf fd
+  // (handleType kMemRangeHandleTypeDmaBufFd, *handle an int), what a NIC
+  // registers for GPUDirect RDMA. Null where the driver lacks it.
+  int (*memGetHandleForAddressRange)(void* handle, DevPtr p, size_t size, int handleType,
+                                     unsigned long long flags) = nullptr;
   VmmApi vmm;              // all or nothing: see vmmMissing
   std::string vmmMissing;  // the VMM entry points the driver lacks ("" when vmm.usable())
   LegacyIpcApi ipc;        // all or nothing: see ipcMissing

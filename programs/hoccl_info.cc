@@ -205,11 +205,12 @@ int main(int argc, char** argv) {
       // Across hosts: the network proxy's data path (transport/net/net_device.h).
       const std::string path = processSettings()->values().netDevicePath;
       printf("  across hosts     : a network proxy thread per communicator; data path %s%s\n"
-             "                     (GPUDirect RDMA by dma-buf: not yet in the proxy; the IB transport offers\n"
-             "                     it to NCCL through the net plugin where the device passes the probe)\n",
+             "                     (gdr, GPUDirect RDMA by dma-buf: where the IB device passes the probe;\n"
+             "                     asked for only, never yet run on a NIC)\n",
              path.c_str(),
-             path == "auto" ? " = host (slots in mapped host memory)"
+             path == "auto"   ? " = host (slots in mapped host memory)"
              : path == "host" ? " (slots in mapped host memory)"
+             : path == "gdr"  ? " (slots in GPU memory the NIC registers as a dma-buf)"
                               : " (slots in GPU memory, copied through host frames)");
     }
     printf("  libibverbs       : %s\n", !strcmp(HOCCL_BUILD_HAVE_IBVERBS, "ON")

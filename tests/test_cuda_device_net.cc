@@ -23,6 +23,8 @@
 #include "base/config.h"
 #include "base/cuda_device_api.h"
 #include "tests/support/cuda_device_cases.h"
+#include "tests/support/dmabuf_net.h"
+#include "transport/net/net_device.h"
 #include "tests/support/fake_cuda.h"
 #include "tests/support/harness.h"
 
@@ -69,6 +71,7 @@ class CudaDeviceNetTest : public CudaDeviceTest {
   ~CudaDeviceNetTest() override {
     unsetenv("HOCCL_NET_DEVICE_PATH");
     reloadSettingsForTesting();
+    cuda::NetDeviceConnections::wrapForTesting = nullptr;
   }
   // Runs every case on `shape` and compares with the host path. `path(r)`:
   // rank r's HOCCL_NET_DEVICE_PATH.
@@ -108,6 +111,54 @@ class CudaDeviceNetTest : public CudaDeviceTest {
 const char* hostPath(int) { return "host"; }
 const char* copyPath(int) { return "copy"; }
 const char* mixedPath(int r) { return r % 2 ? "copy" : "host"; }
+const char* gdrPath(int) { return "gdr"; }
+const char* gdrMixedPath(int r) { return r % 3 == 0 ? "gdr" : r % 3 == 1 ? "host" : "copy"; }
+
+// GPUDirect RDMA (HOCCL_NET_DEVICE_PATH=gdr) over a transport that maps the
+// fake driver's dma-bufs (tests/support/dmabuf_net.h): the frames are GPU
+// memory registered by fd, the proxy writes headers into them and reads
+// them out by copy, flushes every receive, and every collective gives what
+// the host path gives, with both ends on gdr and with gdr facing host and
+// copy on the other end of a connection.
+TEST_F(CudaDeviceNetTest, GdrPathMatchesTheHostPathOverADmaBufTransport) {
+  cuda::NetDeviceConnections::wrapForTesting = testsupport::wrapWithDmabuf;
+  const testsupport::DmabufNetCounts before = testsupport::dmabufNetCounts();
+  runShape({{2, 2}, 1, ""}, testutil::Mode::Threads, gdrPath);
+  const testsupport::DmabufNetCounts after = testsupport::dmabufNetCounts();
+  EXPECT_GT(after.registrations, before.registrations) << "no frames registered as dma-bufs";
+  EXPECT_GT(after.transfers, before.transfers) << "nothing sent or received through a dma-buf";
+  EXPECT_GT(after.flushes, before.flushes) << "no receive into GPU frames was flushed";
+  runShape({{2, 2}, 1, "horing"}, testutil::Mode::Processes, gdrMixedPath);
+}
+
+// Asked for where it cannot run (TCP registers no dma-buf), gdr is an error
+// on the first call across hosts that names the path and the reason; auto
+// runs there on host-pinned slots.
+TEST_F(CudaDeviceNetTest, GdrWhereTheNetworkCannotIsANamedError) {
+  setenv("HOCCL_NET_DEVICE_PATH", "gdr", 1);
+  reloadSettingsForTesting();
+  testutil::Options o;
+  o.ranks = 2;
+  o.nodeSizes = {1, 1};
+  o.net = testutil::Net::Socket;
+  o.timeoutSec = 30;
+  testutil::World world(o);
+  ASSERT_EQ(world.initError(), "");
+  std::vector<void*> streams = {fake->createStream(), fake->createStream()};
+  ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
+    void* d = fake->alloc(1 << 20);
+    hocclResult_t rc = hocclAllReduce(d, d, 1000, hocclFloat32, hocclSum, comm, streams[rank]);
+    if (rc == hocclSuccess) {
+      EXPECT_TRUE(fake->sync(streams[rank], 30));
+      rc = awaitAsyncError(comm);
+    }
+    const std::string msg = hocclGetLastError(comm);
+    EXPECT_EQ(rc, hocclInvalidUsage) << msg;
+    EXPECT_NE(msg.find("HOCCL_NET_DEVICE_PATH=gdr"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("does not register dma-bufs"), std::string::npos) << msg;
+    fake->free(d);
+  }));
+}
 
 TEST_F(CudaDeviceNetTest, TwoHostsAsThreadsMatchTheHostPathOnEveryDataPath) {
   for (auto path : {hostPath, copyPath}) {

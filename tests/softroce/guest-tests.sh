@@ -133,6 +133,27 @@ case " $parts " in *" device "*)
     { echo "FAILED: the dma-buf probe did not report rxe's refusal"; failed=1; }
   grep -q "Out of bounds values : 0 OK" "$logs/devallreduce0.out" || { echo "FAILED: device #wrong is not 0"; failed=1; }
   [ $rc = 0 ] && [ -n "$proxied" ] && ran=$((ran + 1))
+  # GPUDirect RDMA asked for on rxe: every rank's first call fails, naming
+  # the path and rxe's refusal, instead of falling back in silence.
+  pids=""
+  for node in 0 1; do
+    env RANK=$node WORLD_SIZE=2 HOCCL_COMM_ID=127.0.0.1:$((port + 1)) HOCCL_HOSTID=softroce-node$node \
+      HOCCL_NET=ib HOCCL_IB_HCA="=rxe$node" HOCCL_NET_DEVICE_PATH=gdr LD_LIBRARY_PATH="$build/tests/fakecuda" \
+      "$build/perf/all_reduce_perf" -t 2 --buffers device -b 8 -e 8 -n 1 -w 0 -c 1 -T 60 \
+      > "$logs/devgdr$node.out" 2> "$logs/devgdr$node.err" &
+    pids="$pids $!"
+  done
+  rc=0
+  for p in $pids; do wait "$p" || rc=1; done
+  refused=$(grep -h "HOCCL_NET_DEVICE_PATH=gdr" "$logs"/devgdr*.err "$logs"/devgdr*.out | grep -c "cannot register dma-bufs")
+  echo "gdr on rxe: exit $rc, $refused lines name the refusal"
+  if [ $rc = 0 ] || [ "$refused" -lt 2 ]; then
+    echo "FAILED: HOCCL_NET_DEVICE_PATH=gdr on rxe did not fail naming rxe's refusal on both nodes"
+    tail -n 5 "$logs"/devgdr*.err
+    failed=1
+  else
+    ran=$((ran + 1))
+  fi
   echo "=== all_reduce_perf --buffers device: $(took "$t") s" ;;
 esac
 finish

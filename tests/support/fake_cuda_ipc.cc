@@ -76,6 +76,21 @@ int closeHandle(DevPtr p) {
   return kOk;
 }
 
+// cuMemGetHandleForAddressRange(DMA_BUF_FD): a new fd on the block's memfd,
+// whose offset 0 is the block's start, so only ranges from the start of a
+// shared block are exported (a driver's dma-buf begins at the range asked
+// for; the fake cannot move the offset); other ranges and types refused.
+int exportDmabuf(void* handle, DevPtr p, size_t size, int handleType, unsigned long long flags) {
+  if (!handle || handleType != cuda::kMemRangeHandleTypeDmaBufFd || flags != 0 || size == 0) return kInvalid;
+  std::lock_guard<std::mutex> l(st().mu);
+  auto it = st().shared.find(uintptr_t(p));
+  if (it == st().shared.end() || size > it->second.second) return kInvalid;
+  const int fd = fcntl(it->second.first, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return kInvalid;
+  *static_cast<int*>(handle) = fd;
+  return kOk;
+}
+
 }  // namespace
 
 void* allocShared(size_t bytes) {
@@ -108,6 +123,7 @@ const std::map<std::string, void*>& entryPoints() {
       {"cuIpcGetMemHandle", reinterpret_cast<void*>(&getHandle)},
       {"cuIpcOpenMemHandle", reinterpret_cast<void*>(&openHandle)},
       {"cuIpcCloseMemHandle", reinterpret_cast<void*>(&closeHandle)},
+      {"cuMemGetHandleForAddressRange", reinterpret_cast<void*>(&exportDmabuf)},
   };
   return table;
 }

@@ -4,7 +4,9 @@
 // by the exporter's pid and that fd, and cuIpcOpenMemHandle in another
 // process maps the same pages through /proc/<pid>/fd. It refuses what the
 // driver refuses: a pointer that is not the start of an allocation, a
-// handle from this same process, a handle it cannot read.
+// handle from this same process, a handle it cannot read. Such a block is
+// also what cuMemGetHandleForAddressRange exports as a "dma-buf": a new fd
+// on its memfd (a CPU-mappable stand-in for a GPU's dma-buf).
 #pragma once
 
 #include <cstddef>

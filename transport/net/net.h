@@ -36,7 +36,7 @@ struct NetProperties {
   size_t maxP2pBytes = size_t(1) << 31;
   // Why the network proxy cannot let this device read and write GPU memory
   // directly (GPUDirect RDMA), for its log: the transport's or the
-  // device's reason ("" never: hoccl does not register GPU memory yet).
+  // device's reason; "" where it can (ptrSupport has kPtrDmabuf).
   std::string gdrWhy = "this transport does not register GPU memory";
 };
 

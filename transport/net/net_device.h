@@ -22,10 +22,13 @@
 //         through host frames of its own with the copy engine
 //         (cuMemcpyDtoHAsync / HtoDAsync on its own stream) around the
 //         transport's send and receive.
-// GPUDirect RDMA (path A, the NIC reading and writing GPU memory through a
-// dma-buf): the IB transport registers dma-bufs and flushes (regMrDmaBuf,
-// iflush), but the proxy does not place its slots in GPU memory yet, so
-// `auto` takes host.
+//   gdr   (path A, GPUDirect RDMA) the frames are GPU memory, exported as
+//         a dma-buf (cuMemGetHandleForAddressRange) and registered with the
+//         transport (regMrDmaBuf), which sends and receives them in place;
+//         the proxy copies each 16-byte header between the frame and the
+//         kernel's side, and flushes each receive (iflush) before it
+//         publishes it. Asked for only: `auto` takes host until path A has
+//         run on hardware, and says whether the device offers it.
 //
 // The proxy is one thread per communicator's device connections (NCCL's
 // choice: a communicator's aborts, timeouts and teardown stay its own). It
@@ -48,8 +51,14 @@ namespace hoccl::cuda {
 
 class NetProxy;
 
+using NetWrap = std::unique_ptr<NetTransport> (*)(std::unique_ptr<NetTransport>);
+
 class NetDeviceConnections final : public DeviceConnections {
  public:
+  // Tests: wraps every proxy's transport as it opens (tests/support/
+  // dmabuf_net.h gives TCP dma-buf registration over the fake driver's
+  // memfds, so the gdr path runs without a NIC). Set before any init.
+  static NetWrap wrapForTesting;
   // Opens the network transport `choice` names, for this communicator's
   // device connections alone (its own progress thread, whose completions
   // wake the proxy), and starts the proxy. `dev`: the transport device
@@ -72,6 +81,7 @@ class NetDeviceConnections final : public DeviceConnections {
   DeviceConnOptions o_;
   std::string netName_;
   std::string gdrWhy_;  // why the NIC does not reach GPU memory here (NetProperties::gdrWhy)
+  bool gdrOffered_ = false;  // the transport registers dma-bufs (kPtrDmabuf)
   std::unique_ptr<NetProxy> proxy_;
 };
 

@@ -2,13 +2,34 @@
 // memory, and moving messages between the kernel's slots and the network.
 #include "transport/net/net_proxy.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 
 
 namespace hoccl::cuda {
 
-const char* pathName(Path p) { return p == Path::Host ? "host-pinned slots" : "GPU slots, copied through host"; }
+const char* pathName(Path p) {
+  return p == Path::Host   ? "host-pinned slots"
+         : p == Path::Copy ? "GPU slots, copied through host"
+                           : "GPU slots the NIC reads and writes (GPUDirect RDMA by dma-buf)";
+}
+
+Status NetProxy::makeGpuFrames(Half& h, size_t frameBytes) {
+  if (!api_.memGetHandleForAddressRange)
+    return Status(hocclInvalidUsage, "GPUDirect RDMA: this driver has no cuMemGetHandleForAddressRange (CUDA 11.7 "
+                                     "and later export GPU memory as dma-bufs)");
+  HOCCL_TRY(cuCheck(api_.memAlloc(&h.framesDev, frameBytes), "cuMemAlloc(network frames)"));
+  int fd = -1;
+  HOCCL_TRY(cuCheck(api_.memGetHandleForAddressRange(&fd, h.framesDev, frameBytes, kMemRangeHandleTypeDmaBufFd, 0),
+                    "cuMemGetHandleForAddressRange(DMA_BUF_FD)"));
+  // The registration holds the dma-buf; the fd is not needed after it.
+  Status st = net_->regMrDmaBuf(h.comm, reinterpret_cast<void*>(uintptr_t(h.framesDev)), frameBytes,
+                                      kPtrCuda | kPtrDmabuf, 0, fd, &h.mr);
+  close(fd);
+  return st.context("GPUDirect RDMA: registering a network connection's GPU frames");
+}
 
 Status NetProxy::makeHalf(const NetCommMade& m, Path path, std::unique_ptr<Half>* out) {
   auto h = std::make_unique<Half>();
@@ -30,6 +51,9 @@ Status NetProxy::makeHalf(const NetCommMade& m, Path path, std::unique_ptr<Half>
     st = cuCheck(api_.memHostAlloc(&h->framesBlock, frameBytes, kHostAllocPortableMapped),
                  "cuMemHostAlloc for a network connection's frames");
     if (st.ok()) st = cuCheck(api_.memAlloc(&h->slotsDev, kDevSlots * h->payload), "cuMemAlloc(network slots)");
+  }
+  if (st.ok() && path == Path::Gdr) st = makeGpuFrames(*h, frameBytes);
+  if (path != Path::Host) {
     for (uint32_t i = 0; st.ok() && i < kDevSlots; ++i)
       st = cuCheck(api_.eventCreate(&h->events[i], kEventDisableTiming), "cuEventCreate(network proxy)");
     if (st.ok()) st = ensureStream();
@@ -42,16 +66,23 @@ Status NetProxy::makeHalf(const NetCommMade& m, Path path, std::unique_ptr<Half>
       // The kernel's slot k is frame k's payload: frames are the stride.
       h->mem->slotBytes = kFrameHeader + h->payload;
       h->mem->dataOffset = uint64_t(memBytes + kFrameHeader);
+    } else if (path == Path::Gdr) {
+      // The same layout in GPU memory; headers reach it by copy.
+      h->mem->slotBytes = kFrameHeader + h->payload;
+      h->mem->dataOffset = h->framesDev + kFrameHeader - h->memDev;  // modulo 2^64
     } else {
       h->frames = static_cast<uint8_t*>(h->framesBlock);
       h->mem->slotBytes = h->payload;
       h->mem->dataOffset = h->slotsDev - h->memDev;  // modulo 2^64
     }
-    st = net_->regMr(h->comm, h->frames, frameBytes, kPtrHost, &h->mr)
-             .context("registering a network connection's frames");
+    if (path != Path::Gdr)
+      st = net_->regMr(h->comm, h->frames, frameBytes, kPtrHost, &h->mr)
+               .context("registering a network connection's frames");
   }
   if (!st.ok()) {
-    h->comm = nullptr;  // the caller closes it
+    if (h->mr) net_->deregMr(h->comm, h->mr);
+    h->mr = nullptr;
+    h->comm = nullptr;  // the caller closes it (or gives it another path)
     release(*h);
     return st;
   }
@@ -65,6 +96,7 @@ void NetProxy::release(Half& h) {
   for (CuHandle ev : h.events)
     if (ev) api_.eventDestroy(ev);
   if (h.slotsDev) api_.memFree(h.slotsDev);
+  if (h.framesDev) api_.memFree(h.framesDev);
   if (h.framesBlock) api_.memFreeHost(h.framesBlock);
   if (h.block) api_.memFreeHost(h.block);
   h = Half();
@@ -92,8 +124,20 @@ void NetProxy::lost(Half& h, const std::string& what, const Status& st) {
     fail(h, what, health);
     return;
   }
-  // What arrived is published first (the copy path's copies may be in
-  // flight): the closed word must come after the last `tail`.
+  // What arrived is published first (the copy path's copies, the gdr
+  // path's flushes and header copies may be in flight): the closed word
+  // must come after the last `tail`.
+  if (!h.send && h.path == Path::Gdr && h.published < h.received) {
+    const Deadline dl = Deadline::in(std::min(1.0, o_.timeoutSec));
+    while (h.flushed < h.received && !h.failed && !dl.expired()) flushRecv(h);
+    if (h.failed || h.flushed < h.received || api_.streamSynchronize(stream_) != kCudaSuccess) {
+      fail(h, what, st);
+      return;
+    }
+    for (; h.published < h.received; ++h.published)
+      if (!arrivedWhole(h, h.published, h.mem->header[h.published % kDevSlots])) return;
+    storeRelease(&h.mem->tail, h.published);
+  }
   if (!h.send && h.published < h.received && h.path == Path::Copy) {
     if (api_.streamSynchronize(stream_) != kCudaSuccess) {
       fail(h, what, st);
@@ -124,30 +168,37 @@ bool NetProxy::progressSend(Half& h) {
            Status(hocclInternalError, ""));
       return moved;
     }
-    if (h.path == Path::Copy) {
-      Status st = cuCheck(api_.memcpyDtoHAsync(h.frame(k) + kFrameHeader, h.slotDev(k), hd.bytes, stream_),
-                          "cuMemcpyDtoHAsync(network proxy)");
+    if (h.path != Path::Host) {
+      // copy: the payload out to the host frame; gdr: the header in before
+      // the payload the kernel wrote (the NIC sends the frame as one).
+      Status st = h.path == Path::Copy
+                      ? cuCheck(api_.memcpyDtoHAsync(h.frame(k) + kFrameHeader, h.slotDev(k), hd.bytes, stream_),
+                                "cuMemcpyDtoHAsync(network proxy)")
+                      : cuCheck(api_.memcpyHtoDAsync(h.frameDev(k), &h.mem->header[k % kDevSlots], kFrameHeader,
+                                                     stream_),
+                                "cuMemcpyHtoDAsync(network proxy: a header into a GPU frame)");
       if (st.ok()) st = cuCheck(api_.eventRecord(h.events[k % kDevSlots], stream_), "cuEventRecord(network proxy)");
       if (!st.ok()) {
-        fail(h, "copying a message out of GPU memory", st);
+        fail(h, h.path == Path::Copy ? "copying a message out of GPU memory" : "writing a header into GPU memory",
+             st);
         return moved;
       }
     }
-    std::memcpy(h.frame(k), &hd, kFrameHeader);
+    if (h.path != Path::Gdr) std::memcpy(h.frame(k), &hd, kFrameHeader);
     ++h.staged;
     moved = true;
   }
   while (h.sent < h.staged) {
     const uint64_t k = h.sent;
-    if (h.path == Path::Copy) {
+    if (h.path != Path::Host) {
       const int rc = copyEnded(h, k, "copying a message out of GPU memory");
       if (rc == kCudaErrorNotReady) break;
       if (rc != kCudaSuccess) return moved;
     }
-    DevSlotHeader hd;
-    std::memcpy(&hd, h.frame(k), kFrameHeader);
+    // The kernel's header, in host memory the slot's release protects.
+    const DevSlotHeader hd = h.mem->header[k % kDevSlots];
     void* req = nullptr;
-    const Status st = net_->isend(h.comm, h.frame(k), kFrameHeader + hd.bytes, 0, h.mr, &req);
+    const Status st = net_->isend(h.comm, h.wire(k), kFrameHeader + hd.bytes, 0, h.mr, &req);
     if (!st.ok()) {
       lost(h, "sending message " + std::to_string(k), st);
       return moved;
@@ -178,7 +229,7 @@ bool NetProxy::progressRecv(Half& h) {
   bool moved = false;
   const uint64_t head = loadAcquire(&h.mem->head);
   while (h.posted < head + kDevSlots) {
-    void* data = h.frame(h.posted);
+    void* data = h.wire(h.posted);
     size_t size = kFrameHeader + h.payload;
     int tag = 0;
     void* req = nullptr;
@@ -201,14 +252,26 @@ bool NetProxy::progressRecv(Half& h) {
       return moved;
     }
     if (!done) break;
+    if (h.path == Path::Gdr) {
+      // Its header is in GPU memory: checked once copied out (flushRecv).
+      h.reqs.pop_front();
+      h.sizes[k % kDevSlots] = size;
+      void* data = h.wire(k);
+      void* flush = nullptr;
+      const Status fs = net_->iflush(h.comm, 1, &data, &size, &h.mr, &flush);
+      if (!fs.ok()) {
+        fail(h, "flushing message " + std::to_string(k) + " into GPU memory", fs);
+        return moved;
+      }
+      h.flushes.push_back(flush);
+      ++h.received;
+      moved = true;
+      continue;
+    }
     DevSlotHeader hd;
     std::memcpy(&hd, h.frame(k), kFrameHeader);
-    if (size_t(size) < kFrameHeader || hd.bytes > h.payload || size_t(size) != kFrameHeader + hd.bytes) {
-      fail(h, "message " + std::to_string(k) + " arrived with " + std::to_string(size) + " bytes for a header of " +
-                  std::to_string(hd.bytes) + " (a slot holds " + std::to_string(h.payload) + ")",
-           Status(hocclInternalError, ""));
-      return moved;
-    }
+    h.sizes[k % kDevSlots] = size;
+    if (!arrivedWhole(h, k, hd)) return moved;
     h.reqs.pop_front();
     if (h.path == Path::Copy) {
       Status cs = cuCheck(api_.memcpyHtoDAsync(h.slotDev(k), h.frame(k) + kFrameHeader, hd.bytes, stream_),
@@ -222,15 +285,63 @@ bool NetProxy::progressRecv(Half& h) {
     ++h.received;
     moved = true;
   }
-  while (h.published < h.received) {
+  if (h.path == Path::Gdr) {
+    moved = flushRecv(h) || moved;
+    if (h.failed) return moved;
+  }
+  while (h.published < (h.path == Path::Gdr ? h.flushed : h.received)) {
     const uint64_t k = h.published;
-    if (h.path == Path::Copy) {
-      const int rc = copyEnded(h, k, "copying a message into GPU memory");
+    if (h.path != Path::Host) {
+      const int rc = copyEnded(h, k, h.path == Path::Copy ? "copying a message into GPU memory"
+                                                           : "reading a header out of GPU memory");
       if (rc == kCudaErrorNotReady) break;
       if (rc != kCudaSuccess) return moved;
     }
-    std::memcpy(&h.mem->header[k % kDevSlots], h.frame(k), kFrameHeader);
+    if (h.path == Path::Gdr) {
+      if (!arrivedWhole(h, k, h.mem->header[k % kDevSlots])) return moved;
+    } else {
+      std::memcpy(&h.mem->header[k % kDevSlots], h.frame(k), kFrameHeader);
+    }
     storeRelease(&h.mem->tail, ++h.published);
+    moved = true;
+  }
+  return moved;
+}
+
+bool NetProxy::arrivedWhole(Half& h, uint64_t k, const DevSlotHeader& hd) {
+  const int size = h.sizes[k % kDevSlots];
+  if (size_t(size) >= kFrameHeader && hd.bytes <= h.payload && size_t(size) == kFrameHeader + hd.bytes) return true;
+  fail(h, "message " + std::to_string(k) + " arrived with " + std::to_string(size) + " bytes for a header of " +
+              std::to_string(hd.bytes) + " (a slot holds " + std::to_string(h.payload) + ")",
+       Status(hocclInternalError, ""));
+  return false;
+}
+
+// gdr receive half: once a message's flush is done, its payload is where
+// the kernel will read it; its header is copied out of the GPU frame to the
+// kernel's side (DevConnMem::header), checked and published after.
+bool NetProxy::flushRecv(Half& h) {
+  bool moved = false;
+  while (h.flushed < h.received) {
+    const uint64_t k = h.flushed;
+    if (void* flush = h.flushes.front()) {
+      int done = 0;
+      const Status st = net_->test(flush, &done, nullptr);
+      if (!st.ok()) {
+        fail(h, "flushing message " + std::to_string(k) + " into GPU memory", st);
+        return moved;
+      }
+      if (!done) break;
+    }
+    h.flushes.pop_front();
+    Status st = cuCheck(api_.memcpyDtoHAsync(&h.mem->header[k % kDevSlots], h.frameDev(k), kFrameHeader, stream_),
+                        "cuMemcpyDtoHAsync(network proxy: a header out of a GPU frame)");
+    if (st.ok()) st = cuCheck(api_.eventRecord(h.events[k % kDevSlots], stream_), "cuEventRecord(network proxy)");
+    if (!st.ok()) {
+      fail(h, "reading a header out of GPU memory", st);
+      return moved;
+    }
+    ++h.flushed;
     moved = true;
   }
   return moved;

@@ -27,7 +27,7 @@ inline constexpr size_t kFrameHeader = sizeof(DevSlotHeader);
 // and a rank's processes share the cores with the proxies of its host).
 inline constexpr int64_t kPendingPollUs = 20;
 
-enum class Path { Host, Copy };
+enum class Path { Host, Copy, Gdr };
 
 const char* pathName(Path p);
 
@@ -45,8 +45,15 @@ struct Half {
   void* framesBlock = nullptr;  // copy path: the frames' own host memory
   uint8_t* frames = nullptr;  // kDevSlots frames of kFrameHeader + payload bytes
   DevPtr slotsDev = 0;        // copy path: the slots, in GPU memory
+  DevPtr framesDev = 0;       // gdr path: the frames, in GPU memory the NIC registered as a dma-buf
   size_t payload = 0;         // bytes a slot holds
-  CuHandle events[kDevSlots] = {};  // copy path: each slot's last copy
+  CuHandle events[kDevSlots] = {};  // copy path: each slot's last copy; gdr: its header's copy
+  // Receive half: each message's size; gdr: its flush (nullptr: none
+  // needed) until done; `flushed` counts messages flushed whose header
+  // copy to the kernel's side has been issued.
+  int sizes[kDevSlots] = {};
+  std::deque<void*> flushes;
+  uint64_t flushed = 0;
   // Send half: messages staged (copy path: their copy to host issued),
   // handed to the transport, and sent. Receive half: receives posted,
   // completed, and published to the kernel (its `tail`).
@@ -56,6 +63,11 @@ struct Half {
   bool failed = false;
   bool closed = false;  // the peer closed the connection in order (DevConnMem::closed)
   uint8_t* frame(uint64_t k) const { return frames + (k % kDevSlots) * (kFrameHeader + payload); }
+  DevPtr frameDev(uint64_t k) const { return framesDev + (k % kDevSlots) * (kFrameHeader + payload); }
+  // Where message k goes on the wire: its frame, in host or GPU memory.
+  void* wire(uint64_t k) const {
+    return framesDev ? reinterpret_cast<void*>(uintptr_t(frameDev(k))) : static_cast<void*>(frame(k));
+  }
   DevPtr slotDev(uint64_t k) const { return slotsDev + (k % kDevSlots) * payload; }
   std::string describe(int rank) const {
     char buf[160];
@@ -168,6 +180,11 @@ class NetProxy {
   bool progress(Half& h);
   bool progressSend(Half& h);
   bool progressRecv(Half& h);
+  bool flushRecv(Half& h);
+  // Whether message k's size matches its header; else fails the half.
+  bool arrivedWhole(Half& h, uint64_t k, const DevSlotHeader& hd);
+  // gdr: the GPU frames and their dma-buf registration.
+  Status makeGpuFrames(Half& h, size_t frameBytes);
   void fail(Half& h, const std::string& what, const Status& st);
   void lost(Half& h, const std::string& what, const Status& st);
   // The copy path: whether message k's copy has ended (kCudaSuccess) or

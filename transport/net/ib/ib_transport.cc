@@ -74,7 +74,7 @@ Status IbTransport::getProperties(int dev, NetProperties* p) const {
   // GPU memory for the NCCL net plugin's callers: dma-bufs where the probe
   // passed, device pointers where nvidia_peermem pins them.
   p->ptrSupport = kPtrHost | (d.dmabuf ? kPtrDmabuf | kPtrCuda : 0) | (d.peermem ? kPtrCuda : 0);
-  p->gdrWhy = d.dmabuf ? "the device registers dma-bufs, but hoccl's proxy does not use them yet" : d.dmabufWhy;
+  p->gdrWhy = d.dmabuf ? "" : d.dmabufWhy;
   p->regIsGlobal = 1;
   p->speedMbps = d.speedMbps;
   p->maxRecvs = 1;
