@@ -68,6 +68,18 @@ class CudaDeviceNetTest : public CudaDeviceTest {
     o.timeoutSec = 60;
     return o;
   }
+  // Two hosts of one rank each, as threads, on data path `path` (every
+  // thread shares the environment).
+  static testutil::Options twoHostsAsThreads(const char* path) {
+    setenv("HOCCL_NET_DEVICE_PATH", path, 1);
+    reloadSettingsForTesting();
+    testutil::Options o;
+    o.ranks = 2;
+    o.nodeSizes = {1, 1};
+    o.net = testutil::Net::Socket;
+    o.timeoutSec = 60;
+    return o;
+  }
   ~CudaDeviceNetTest() override {
     unsetenv("HOCCL_NET_DEVICE_PATH");
     reloadSettingsForTesting();
@@ -132,17 +144,9 @@ TEST_F(CudaDeviceNetTest, GdrPathMatchesTheHostPathOverADmaBufTransport) {
 }
 
 // Asked for where it cannot run (TCP registers no dma-buf), gdr is an error
-// on the first call across hosts that names the path and the reason; auto
-// runs there on host-pinned slots.
+// on the first call across hosts that names the path and the reason.
 TEST_F(CudaDeviceNetTest, GdrWhereTheNetworkCannotIsANamedError) {
-  setenv("HOCCL_NET_DEVICE_PATH", "gdr", 1);
-  reloadSettingsForTesting();
-  testutil::Options o;
-  o.ranks = 2;
-  o.nodeSizes = {1, 1};
-  o.net = testutil::Net::Socket;
-  o.timeoutSec = 30;
-  testutil::World world(o);
+  testutil::World world(twoHostsAsThreads("gdr"));
   ASSERT_EQ(world.initError(), "");
   std::vector<void*> streams = {fake->createStream(), fake->createStream()};
   ASSERT_TRUE(world.run([&](hocclComm_t comm, int rank) {
@@ -204,14 +208,7 @@ TEST_F(CudaDeviceNetTest, HoRingAsProcessesOnMixedPathsMatchesTheHostPath) {
 TEST_F(CudaDeviceNetTest, ACallCapturedIntoAGraphRunsAcrossHosts) {
   for (const char* path : {"host", "copy"}) {
     SCOPED_TRACE(path);
-    setenv("HOCCL_NET_DEVICE_PATH", path, 1);
-    reloadSettingsForTesting();
-    testutil::Options o;
-    o.ranks = 2;
-    o.nodeSizes = {1, 1};
-    o.net = testutil::Net::Socket;
-    o.timeoutSec = 60;
-    testutil::World world(o);
+    testutil::World world(twoHostsAsThreads(path));
     ASSERT_EQ(world.initError(), "");
     std::vector<void*> streams = {fake->createStream(), fake->createStream()};
     const Case c{CollKind::AllReduce, DType::Float32, RedOp::Sum, 70000, false, 0};

@@ -171,13 +171,13 @@ bool NetProxy::progressSend(Half& h) {
     if (h.path != Path::Host) {
       // copy: the payload out to the host frame; gdr: the header in before
       // the payload the kernel wrote (the NIC sends the frame as one).
-      Status st = h.path == Path::Copy
-                      ? cuCheck(api_.memcpyDtoHAsync(h.frame(k) + kFrameHeader, h.slotDev(k), hd.bytes, stream_),
-                                "cuMemcpyDtoHAsync(network proxy)")
-                      : cuCheck(api_.memcpyHtoDAsync(h.frameDev(k), &h.mem->header[k % kDevSlots], kFrameHeader,
-                                                     stream_),
-                                "cuMemcpyHtoDAsync(network proxy: a header into a GPU frame)");
-      if (st.ok()) st = cuCheck(api_.eventRecord(h.events[k % kDevSlots], stream_), "cuEventRecord(network proxy)");
+      const Status st = recordCopy(
+          h, k,
+          h.path == Path::Copy
+              ? cuCheck(api_.memcpyDtoHAsync(h.frame(k) + kFrameHeader, h.slotDev(k), hd.bytes, stream_),
+                        "cuMemcpyDtoHAsync(network proxy)")
+              : cuCheck(api_.memcpyHtoDAsync(h.frameDev(k), &h.mem->header[k % kDevSlots], kFrameHeader, stream_),
+                        "cuMemcpyHtoDAsync(network proxy: a header into a GPU frame)"));
       if (!st.ok()) {
         fail(h, h.path == Path::Copy ? "copying a message out of GPU memory" : "writing a header into GPU memory",
              st);
@@ -274,9 +274,9 @@ bool NetProxy::progressRecv(Half& h) {
     if (!arrivedWhole(h, k, hd)) return moved;
     h.reqs.pop_front();
     if (h.path == Path::Copy) {
-      Status cs = cuCheck(api_.memcpyHtoDAsync(h.slotDev(k), h.frame(k) + kFrameHeader, hd.bytes, stream_),
-                          "cuMemcpyHtoDAsync(network proxy)");
-      if (cs.ok()) cs = cuCheck(api_.eventRecord(h.events[k % kDevSlots], stream_), "cuEventRecord(network proxy)");
+      const Status cs = recordCopy(h, k, cuCheck(api_.memcpyHtoDAsync(h.slotDev(k), h.frame(k) + kFrameHeader,
+                                                                     hd.bytes, stream_),
+                                                 "cuMemcpyHtoDAsync(network proxy)"));
       if (!cs.ok()) {
         fail(h, "copying a message into GPU memory", cs);
         return moved;
@@ -308,6 +308,11 @@ bool NetProxy::progressRecv(Half& h) {
   return moved;
 }
 
+Status NetProxy::recordCopy(Half& h, uint64_t k, const Status& copy) {
+  HOCCL_TRY(copy);
+  return cuCheck(api_.eventRecord(h.events[k % kDevSlots], stream_), "cuEventRecord(network proxy)");
+}
+
 bool NetProxy::arrivedWhole(Half& h, uint64_t k, const DevSlotHeader& hd) {
   const int size = h.sizes[k % kDevSlots];
   if (size_t(size) >= kFrameHeader && hd.bytes <= h.payload && size_t(size) == kFrameHeader + hd.bytes) return true;
@@ -334,9 +339,9 @@ bool NetProxy::flushRecv(Half& h) {
       if (!done) break;
     }
     h.flushes.pop_front();
-    Status st = cuCheck(api_.memcpyDtoHAsync(&h.mem->header[k % kDevSlots], h.frameDev(k), kFrameHeader, stream_),
-                        "cuMemcpyDtoHAsync(network proxy: a header out of a GPU frame)");
-    if (st.ok()) st = cuCheck(api_.eventRecord(h.events[k % kDevSlots], stream_), "cuEventRecord(network proxy)");
+    const Status st = recordCopy(h, k, cuCheck(api_.memcpyDtoHAsync(&h.mem->header[k % kDevSlots], h.frameDev(k),
+                                                                    kFrameHeader, stream_),
+                                                "cuMemcpyDtoHAsync(network proxy: a header out of a GPU frame)"));
     if (!st.ok()) {
       fail(h, "reading a header out of GPU memory", st);
       return moved;

@@ -181,6 +181,9 @@ class NetProxy {
   bool progressSend(Half& h);
   bool progressRecv(Half& h);
   bool flushRecv(Half& h);
+  // A copy issued on the proxy's stream for message k (its status), then
+  // the message's event recorded behind it (copyEnded asks).
+  Status recordCopy(Half& h, uint64_t k, const Status& copy);
   // Whether message k's size matches its header; else fails the half.
   bool arrivedWhole(Half& h, uint64_t k, const DevSlotHeader& hd);
   // gdr: the GPU frames and their dma-buf registration.
