@@ -140,6 +140,12 @@ TEST_F(CudaDeviceNetTest, GdrPathMatchesTheHostPathOverADmaBufTransport) {
   EXPECT_GT(after.registrations, before.registrations) << "no frames registered as dma-bufs";
   EXPECT_GT(after.transfers, before.transfers) << "nothing sent or received through a dma-buf";
   EXPECT_GT(after.flushes, before.flushes) << "no receive into GPU frames was flushed";
+}
+
+// Its own test: processes fork, which ThreadSanitizer refuses while the
+// threads of a run of threads are still winding down.
+TEST_F(CudaDeviceNetTest, GdrFacingHostAndCopyAsProcessesMatchesTheHostPath) {
+  cuda::NetDeviceConnections::wrapForTesting = testsupport::wrapWithDmabuf;
   runShape({{2, 2}, 1, "horing"}, testutil::Mode::Processes, gdrMixedPath);
 }
 

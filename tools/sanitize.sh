@@ -36,7 +36,7 @@ tests="test_errors test_faults test_bootstrap test_collectives test_multiprocess
 # whole tree: the other suites, tools and plugins are not run here, and
 # building them with sanitizers took a large part of CI's time.
 # shellcheck disable=SC2086
-timed build cmake --build "$build" -j "$(nproc)" --target $tests test_coll_matrix
+timed build cmake --build "$build" -j "$(nproc)" --target $tests test_coll_matrix test_cuda_device_net
 for t in $tests; do
   echo "== $kind: $t"
   timed "$t" "$build/tests/$t" --gtest_brief=1
@@ -46,4 +46,9 @@ done
 # every rank count was before it became part of test_coll_matrix.
 echo "== $kind: test_coll_matrix (4 ranks; 2x2 over TCP)"
 timed test_coll_matrix "$build/tests/test_coll_matrix" --gtest_brief=1 --gtest_filter='*_n4_c*:*_n2_2_tcp_c*'
+# The network proxy for device buffers across hosts, on its three data paths
+# (host, copy, and gdr over the dma-buf test transport), threads and processes.
+echo "== $kind: test_cuda_device_net (two hosts on every data path)"
+timed test_cuda_device_net "$build/tests/test_cuda_device_net" --gtest_brief=1 \
+  --gtest_filter='*TwoHosts*:*Gdr*:*DestroyLeaves*'
 echo "sanitize: $kind clean"
