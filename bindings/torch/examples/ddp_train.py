@@ -56,6 +56,15 @@ def train(rank, world, args):
             done.set_result(bucket.buffer())
             return done
         model.register_comm_hook(None, keep_bucket)
+    elif args.sync_only:
+        # The ranks meet once per bucket (a one-element all-reduce) but keep
+        # their gradients: what waiting for each other costs, payload aside.
+        def meet(_state, bucket):
+            flag = torch.zeros(1)
+            fut = dist.all_reduce(flag, async_op=True).get_future()
+            buf = bucket.buffer()
+            return fut.then(lambda _f: buf)
+        model.register_comm_hook(None, meet)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     gen = torch.Generator().manual_seed(1234 + rank)
 
@@ -142,6 +151,8 @@ def main():
     ap.add_argument("--bucket-mb", type=float, default=25,
                     help="DDP's bucket_cap_mb (large: one all-reduce after backward)")
     ap.add_argument("--no-comm", action="store_true", help="no communication: the gradient buckets stay local")
+    ap.add_argument("--sync-only", action="store_true",
+                    help="the ranks meet once per bucket (a 4-byte all-reduce) but keep their gradients local")
     ap.add_argument("--print-every", type=int, default=10)
     ap.add_argument("--json", action="store_true")
     start(train, ap.parse_args())
