@@ -583,5 +583,37 @@ TEST(CudaInterp, AbortWordStopsARunMidway) {
   EXPECT_NE(st.message().find("aborted"), std::string::npos) << st.message();
 }
 
+// A launch that begins after its communicator was aborted (queued on the
+// stream behind the launch the abort stopped) sends nothing: its first step
+// is a send whose slot is free, which before any wait would have reached a
+// peer still inside the aborted call, as a message of another call.
+TEST(CudaInterp, ALaunchThatStartsAfterAnAbortSendsNothing) {
+  const Case c = smallAllReduce(2);
+  const auto scheds = schedulesFor(c);
+  auto bufs = makeBuffers(c, scheds[0].key);
+  HostFabric fabric(c.slotBytes);
+  std::vector<cuda::DevConnMem*> edges = {fabric.conn(0, 1, 0), fabric.conn(1, 0, 0)};
+  std::vector<HostRank> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    cuda::DevPlan plan;
+    ASSERT_TRUE(cuda::flattenSchedule(scheds[r], &plan).ok());
+    ranks[r].image = plan.image();
+    ranks[r].input = bufs[r].in();
+    ranks[r].output = bufs[r].out();
+    ranks[r].call = 8;
+    ranks[r].run = r == 0;  // rank 0 alone: were it to send, nobody would take it
+  }
+  HostRunOptions opt;
+  opt.keepControl = true;
+  DevControl control{};
+  control.abort = 1;
+  const Status st = cuda::runPlansOnHost(ranks, &fabric, opt, &control);
+  EXPECT_EQ(st.code(), hocclRemoteError) << st.message();
+  EXPECT_EQ(control.code, uint32_t(cuda::kDevAborted));
+  EXPECT_EQ(control.what, uint32_t(cuda::kWhatStart));
+  EXPECT_NE(st.message().find("aborted before this launch began"), std::string::npos) << st.message();
+  for (cuda::DevConnMem* m : edges) EXPECT_EQ(__atomic_load_n(&m->tail, __ATOMIC_ACQUIRE), 0u) << "a message was sent";
+}
+
 }  // namespace
 }  // namespace hoccl

@@ -73,6 +73,7 @@ enum DevWhat : uint32_t {
   kWhatBytes = 4,  // header's bytes
   kWhatSeq = 5,    // header's sequence number
   kWhatPart = 6,   // a point-to-point buffer
+  kWhatStart = 7,  // the launch began after its communicator was aborted
 };
 
 // Shared by every channel of every rank of one run. The host sets `abort`;
@@ -272,6 +273,21 @@ HOCCL_HD inline uint32_t runChannel(const InterpArgs& a, uint32_t c, L& l) {
   DevConnMem* const* mem = a.conns + ch.firstConn;
   uint64_t* shared = l.shared();
   const bool leader = l.lane() == 0;
+  // A launch queued behind one that failed or was aborted moves nothing:
+  // its first messages, sent before any wait would look at the abort word,
+  // would reach peers still inside the failed call as a call mismatch.
+  if (leader) {
+    uint32_t code = kDevOk;
+    if (l.load32(&a.control->abort)) {
+      fail(l, a, kDevAborted, c, 0, -1, kWhatStart, 0, 0);
+      code = kDevAborted;
+    } else if (l.load32(&a.control->code)) {
+      code = kDevStopped;
+    }
+    shared[3] = code;  // a word the steps below do not use
+  }
+  l.sync();
+  if (shared[3] != kDevOk) return uint32_t(shared[3]);
   for (uint32_t i = 0; i < ch.nsteps; ++i) {
     const DevStep st = steps[i];
     DevConnMem* rm = st.recvConn >= 0 ? mem[st.recvConn] : nullptr;

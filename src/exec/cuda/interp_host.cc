@@ -203,7 +203,7 @@ Status runPlansOnHost(const std::vector<HostRank>& ranks, HostFabric* fabric, co
   if (slice == 0 || slice > slotElems || opt.lanes < 1)
     return errorf(hocclInvalidArgument, "device plan interpreter: %llu elements per message, slots hold %llu",
                   static_cast<unsigned long long>(slice), static_cast<unsigned long long>(slotElems));
-  std::memset(static_cast<void*>(control), 0, sizeof *control);
+  if (!opt.keepControl) std::memset(static_cast<void*>(control), 0, sizeof *control);
   std::vector<RankRun> runs(ranks.size());
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankRun& rr = runs[r];

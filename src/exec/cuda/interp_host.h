@@ -58,6 +58,9 @@ struct HostRunOptions {
   // maxStepCount must be at most kDevSlots / 2 messages (as the host
   // executor's is at most half its slots).
   uint64_t sliceElems = 0;
+  // Tests: start from the control block as given (an abort already set, as
+  // a launch queued behind an aborted one finds it) instead of zeroing it.
+  bool keepControl = false;
 };
 
 // True for the types and ops the host driver instantiates: every integer

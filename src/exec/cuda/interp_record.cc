@@ -36,6 +36,7 @@ std::string describeFailure(const DevControl& k) {
     case kWhatBytes: what = "message from rank " + peer + " has " + got + " bytes, expected " + want; break;
     case kWhatSeq: what = "message from rank " + peer + " is number " + got + ", expected " + want; break;
     case kWhatPart: what = "point-to-point buffers are not supported"; break;
+    case kWhatStart: what = "not started: the communicator was aborted before this launch began"; break;
     default: what = "?"; break;
   }
   return std::string("device plan interpreter: ") + where + ": " + code + ", " + what;
