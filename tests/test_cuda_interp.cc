@@ -551,6 +551,23 @@ TEST(CudaInterp, PeerThatNeverComesTimesOutNamingChannelStepAndPeer) {
   EXPECT_TRUE(std::regex_search(run.status.message(), want)) << run.status.message();
 }
 
+// Two ranks of `scheds` on `bufs`, of which only rank 0 runs (rank 1 never
+// comes), every message carrying `call`.
+template <class Bufs>
+std::vector<HostRank> rankZeroAlone(const std::vector<Schedule>& scheds, Bufs& bufs, uint64_t call) {
+  std::vector<HostRank> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    cuda::DevPlan plan;
+    EXPECT_TRUE(cuda::flattenSchedule(scheds[r], &plan).ok());
+    ranks[r].image = plan.image();
+    ranks[r].input = bufs[r].in();
+    ranks[r].output = bufs[r].out();
+    ranks[r].call = call;
+    ranks[r].run = r == 0;
+  }
+  return ranks;
+}
+
 TEST(CudaInterp, AbortWordStopsARunMidway) {
   const Case c = smallAllReduce(2);
   const auto scheds = schedulesFor(c);
@@ -558,16 +575,7 @@ TEST(CudaInterp, AbortWordStopsARunMidway) {
   // Rank 1 never comes and the timeout is far away: only the abort ends it.
   HostFabric fabric(c.slotBytes);
   cuda::DevConnMem* first = fabric.conn(0, 1, 0);  // made before the run's threads look it up
-  std::vector<HostRank> ranks(2);
-  for (int r = 0; r < 2; ++r) {
-    cuda::DevPlan plan;
-    ASSERT_TRUE(cuda::flattenSchedule(scheds[r], &plan).ok());
-    ranks[r].image = plan.image();
-    ranks[r].input = bufs[r].in();
-    ranks[r].output = bufs[r].out();
-    ranks[r].call = 7;
-    ranks[r].run = r == 0;
-  }
+  std::vector<HostRank> ranks = rankZeroAlone(scheds, bufs, 7);
   HostRunOptions opt;
   opt.timeoutNs = 3600'000'000'000ull;
   DevControl control{};
@@ -593,16 +601,8 @@ TEST(CudaInterp, ALaunchThatStartsAfterAnAbortSendsNothing) {
   auto bufs = makeBuffers(c, scheds[0].key);
   HostFabric fabric(c.slotBytes);
   std::vector<cuda::DevConnMem*> edges = {fabric.conn(0, 1, 0), fabric.conn(1, 0, 0)};
-  std::vector<HostRank> ranks(2);
-  for (int r = 0; r < 2; ++r) {
-    cuda::DevPlan plan;
-    ASSERT_TRUE(cuda::flattenSchedule(scheds[r], &plan).ok());
-    ranks[r].image = plan.image();
-    ranks[r].input = bufs[r].in();
-    ranks[r].output = bufs[r].out();
-    ranks[r].call = 8;
-    ranks[r].run = r == 0;  // rank 0 alone: were it to send, nobody would take it
-  }
+  // Rank 0 alone: were it to send, nobody would take it.
+  std::vector<HostRank> ranks = rankZeroAlone(scheds, bufs, 8);
   HostRunOptions opt;
   opt.keepControl = true;
   DevControl control{};
