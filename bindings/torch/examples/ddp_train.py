@@ -73,8 +73,8 @@ def train(rank, world, args):
         with torch.no_grad():
             return x, teacher(x)
 
-    times = timed_steps(args, rank, world, model, opt, batch)  # DDP all-reduces the buckets during backward
-    report(args, rank, world, times, sum(p.numel() for p in model.parameters()))
+    timed = timed_steps(args, rank, world, model, opt, batch)  # DDP all-reduces the buckets during backward
+    report(args, rank, world, timed, sum(p.numel() for p in model.parameters()))
     # DDP's Reducer goes first, while the group is still registered: were it
     # the last holder of torch 1.13's ProcessGroupGloo, its destructor would
     # join gloo's worker thread holding the GIL while the worker waits for
@@ -85,12 +85,15 @@ def train(rank, world, args):
 
 def timed_steps(args, rank, world, net, opt, batch):
     """args.warmup + args.steps steps of MSE training on batch(step) -> (x, y);
-    returns the times of the steps after the warm-up (s). Rank 0 prints the
-    loss every args.print_every steps."""
+    returns the wall times of the steps after the warm-up and the CPU time
+    this process (all its threads) spent in each (s). Rank 0 prints the loss
+    every args.print_every steps."""
     times = []
+    cpu = []
     for step in range(args.warmup + args.steps):
         x, y = batch(step)
         t0 = time.perf_counter()
+        c0 = time.process_time()
         opt.zero_grad()
         loss = nn.functional.mse_loss(net(x), y)
         loss.backward()
@@ -98,17 +101,23 @@ def timed_steps(args, rank, world, net, opt, batch):
         dt = time.perf_counter() - t0
         if step >= args.warmup:
             times.append(dt)
+            cpu.append(time.process_time() - c0)
         if rank == 0 and (step % args.print_every == 0 or step == args.warmup + args.steps - 1):
             print(f"[{args.backend} x{world}] step {step:4d}  loss {loss.item():.5f}  step {dt * 1e3:7.2f} ms",
                   flush=True)
-    return times
+    return times, cpu
 
 
-def report(args, rank, world, times, params):
+def report(args, rank, world, timed, params):
     """Rank 0 prints the job's step time, the slowest rank's mean (all ranks
-    call it: it is an all-reduce), and with --json the result line."""
+    call it: it is an all-reduce), and with --json the result line, which
+    also gives the CPU time per step summed over the ranks (cpu_ms: on
+    oversubscribed cores, what the backend's threads cost the others)."""
+    times, cpu = timed
     mean = torch.tensor([statistics.mean(times)], dtype=torch.float64)
     dist.all_reduce(mean, op=dist.ReduceOp.MAX)
+    cpu_sum = torch.tensor([statistics.mean(cpu)], dtype=torch.float64)
+    dist.all_reduce(cpu_sum)
     if rank != 0:
         return
     print(f"[{args.backend} x{world}] {params} parameters, {args.steps} steps: mean step "
@@ -117,7 +126,8 @@ def report(args, rank, world, times, params):
     if args.json:
         print(json.dumps({"backend": "none" if args.no_comm else args.backend, "nproc": world,
                           "params": params, "batch": args.batch, "steps": args.steps, "step_ms": mean.item() * 1e3,
-                          "median_ms_rank0": statistics.median(times) * 1e3}), flush=True)
+                          "median_ms_rank0": statistics.median(times) * 1e3,
+                          "cpu_ms": cpu_sum.item() * 1e3}), flush=True)
 
 
 def spawned(rank, world, args, port, fn):

@@ -62,10 +62,10 @@ def train(rank, world, args):
         parallelize_module(net, mesh, plan)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr)
     gen = torch.Generator().manual_seed(1234)  # the same batches on every rank
-    times = timed_steps(args, rank, world, net, opt,
+    timed = timed_steps(args, rank, world, net, opt,
                         lambda _step: (torch.randn(args.batch, args.width, generator=gen),
                                        torch.randn(args.batch, args.width, generator=gen)))
-    report(args, rank, world, times, sum(p.numel() for p in model(args.width, args.hidden, args.depth, 0).parameters()))
+    report(args, rank, world, timed, sum(p.numel() for p in model(args.width, args.hidden, args.depth, 0).parameters()))
     dist.destroy_process_group()
 
 
