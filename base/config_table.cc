@@ -415,15 +415,22 @@ std::vector<SettingDecl> makeTable() {
        field<bool>(&S::ibGdrFlush, zeroOrOne()), kPerRank},
       {"HOCCL_CONNECT_RETRIES", "50", "Times a bootstrap connection is retried (with back-off) before giving up.",
        field<int>(&S::connectRetries, integerIn<int>(0, 1000000, "an integer >= 0")), kPerRank},
-      {"HOCCL_SLICE_BYTES", "128K", "Bytes per pipeline slice (and per shared-memory slot).",
+      {"HOCCL_SLICE_BYTES", "auto",
+       "Bytes per pipeline slice, each a message of its own (and per slot of a connection). auto: 128K for a "
+       "communicator on one node, 512K for one that spans nodes (NCCL's step: its 4 MiB buffer over 8 steps).",
        field<uint64_t>(&S::sliceBytes,
                        [](const std::string& v, uint64_t* out) -> std::string {
                          long long x;
+                         if (strcasecmp(v.c_str(), "auto") == 0) {
+                           *out = 0;
+                           return "";
+                         }
                          if (!parseInt(v, &x) || x < 4096 || x > (64ll << 20) || (x % 64) != 0)
-                           return "a byte count from 4096 to 64M, a multiple of 64 (K/M suffixes allowed)";
+                           return "auto, or a byte count from 4096 to 64M, a multiple of 64 (K/M suffixes allowed)";
                          *out = static_cast<uint64_t>(x);
                          return "";
-                       }),
+                       },
+                       [](const uint64_t& b) { return b == 0 ? std::string("auto") : std::to_string(b); }),
        kAllRanks},
       {"HOCCL_SLOTS", "8", "Slots per connection: slices in flight between two ranks.",
        field<int>(&S::slots, integerIn<int>(2, 64)), kAllRanks},

@@ -319,6 +319,41 @@ TEST(FakeNodesPolicy, ACommunicatorAcrossNodesSpinsLonger) {
   reloadSettingsForTesting();
 }
 
+// HOCCL_SLICE_BYTES=auto: a communicator that spans nodes moves 512 KiB
+// slices, one inside a node 128 KiB; a split chooses for its own members
+// (here one per node), and a size that is set holds for both.
+TEST(FakeNodesPolicy, ACommunicatorAcrossNodesMovesLargerSlices) {
+  auto check = [](uint64_t across, uint64_t inside) {
+    runOnFakeNodes(2, 2, [&](hocclComm_t comm, int rank) {
+      EXPECT_EQ(comm->settings.sliceBytes, across);
+      hocclComm_t node = nullptr;
+      ASSERT_EQ(hocclCommSplit(comm, rank / 2, rank, &node, nullptr), hocclSuccess) << hocclGetLastError(comm);
+      EXPECT_FALSE(node->usesNetwork());
+      EXPECT_EQ(node->settings.sliceBytes, inside);
+      hocclComm_t rail = nullptr;  // one rank per node: across again
+      ASSERT_EQ(hocclCommSplit(node, rank % 2, rank, &rail, nullptr), hocclSuccess) << hocclGetLastError(node);
+      EXPECT_EQ(rail->settings.sliceBytes, inside) << "a split of a one-node communicator is still one node";
+      EXPECT_EQ(hocclCommDestroy(rail), hocclSuccess);
+      hocclComm_t rail2 = nullptr;
+      ASSERT_EQ(hocclCommSplit(comm, rank % 2, rank, &rail2, nullptr), hocclSuccess) << hocclGetLastError(comm);
+      EXPECT_TRUE(rail2->usesNetwork());
+      EXPECT_EQ(rail2->settings.sliceBytes, across);
+      // Calls agree on the slice across the split's ranks.
+      float x = float(rank), sum = 0;
+      ASSERT_EQ(hocclAllReduce(&x, &sum, 1, hocclFloat, hocclSum, rail2, nullptr), hocclSuccess);
+      EXPECT_EQ(sum, float(rank % 2 + rank % 2 + 2));
+      EXPECT_EQ(hocclCommDestroy(rail2), hocclSuccess);
+      EXPECT_EQ(hocclCommDestroy(node), hocclSuccess);
+    });
+  };
+  check(512u << 10, 128u << 10);
+  setenv("HOCCL_SLICE_BYTES", "256K", 1);
+  reloadSettingsForTesting();
+  check(256u << 10, 256u << 10);
+  unsetenv("HOCCL_SLICE_BYTES");
+  reloadSettingsForTesting();
+}
+
 // A group of few ranks still yields the core between polls when its
 // parent's ranks, or another live communicator's, outnumber the cores on
 // this machine: they all run there. (PaRO's rail group, one rank per node,

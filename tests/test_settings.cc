@@ -725,7 +725,7 @@ TEST(SettingsSnapshot, ApplySettingUsesTheRow) {
   EXPECT_EQ(applySetting(&s, "HOCCL_SLICE_BYTES", "256K"), "");
   EXPECT_EQ(s.sliceBytes, 256u << 10);
   EXPECT_EQ(applySetting(&s, "HOCCL_SLICE_BYTES", "100"),
-            "HOCCL_SLICE_BYTES=\"100\" is invalid: expected a byte count from 4096 to 64M, a multiple of 64 (K/M "
+            "HOCCL_SLICE_BYTES=\"100\" is invalid: expected auto, or a byte count from 4096 to 64M, a multiple of 64 (K/M "
             "suffixes allowed)");
   EXPECT_EQ(s.sliceBytes, 256u << 10);
   EXPECT_EQ(applySetting(&s, "HOCCL_DEBUG", "info"), "");

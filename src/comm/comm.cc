@@ -154,6 +154,10 @@ Status finishInit(hocclComm* c) {
     else remote.push_back(r);
   }
   HOCCL_TRY(buildSystem(c));
+  // Every rank of a communicator that spans nodes has a remote peer, so
+  // all choose the same slice.
+  c->sliceBytesAsked = c->settings.sliceBytes;
+  if (c->settings.sliceBytes == 0) c->settings.sliceBytes = defaultSliceBytes(!remote.empty());
   LinksOptions lo;
   lo.rank = c->rank;
   lo.commHash = c->commHash;

@@ -69,6 +69,9 @@ struct hocclComm : public hoccl::TaskOwner {
   // members of one list count alike, whatever else each rank created.
   std::map<uint64_t, uint64_t> groupCounts;
   hoccl::Settings settings;
+  // HOCCL_SLICE_BYTES as asked (0: auto); settings.sliceBytes holds the
+  // slice finishInit chose from it, and a split chooses its own.
+  uint64_t sliceBytesAsked = 0;
   std::string hostId;
   std::unique_ptr<hoccl::Bootstrap> boot;
   // Every connection of this rank, over shared memory or the network

@@ -95,6 +95,7 @@ constexpr uint32_t kTagCreateGroup = 0x30000000;
 
 Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out) {
   Settings settings = parent->settings;
+  settings.sliceBytes = parent->sliceBytesAsked;  // auto chooses anew for the members
   Status configured = applyConfig(config, &settings);
   Socket listener;
   std::vector<ChildEntry> all(parent->nranks);
@@ -133,6 +134,7 @@ Status commCreateGroup(hocclComm* parent, const std::vector<int>& members, const
   } ignore{afterFailure ? parent->boot.get() : nullptr};
   if (afterFailure) parent->boot->setIgnoreAborts(true);
   Settings settings = parent->settings;
+  settings.sliceBytes = parent->sliceBytesAsked;  // auto chooses anew for the members
   Status configured = applyConfig(config, &settings);
   struct Entry {
     uint64_t listHash;

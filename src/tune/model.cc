@@ -155,8 +155,14 @@ class Load {
   double lat_ = 0, flow_ = 0;
 };
 
-// The executor moves a message in slices of this size, each a message of
-// its own (as the schedule engine's pieces, sim.h).
+// The unit the per-message CPU terms (LinkModel::msgCpuUs, netMsgCpuUs)
+// are charged in: the executor's slice when they were fitted, 128 KiB. A
+// communicator across nodes now moves 512 KiB slices (defaultSliceBytes),
+// yet still pays about this per 128 KiB there: charged per 512 KiB the
+// model preferred the ring on the emulated cluster (2 nodes x 2, 10 Gbit/s;
+// 1 MiB to 16 MiB), which ran 1.2-2x slower than the hierarchical
+// all-reduce it chose before (results/20261130-net-slices). Refitting the
+// terms per slice size is open.
 constexpr double kSliceBytes = 128 * 1024;
 
 // One phase: a set of steps that all look alike (the same edges and bytes),
