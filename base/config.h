@@ -23,9 +23,10 @@ namespace hoccl {
 // slices pipeline the copies in cache; a network message costs wake-ups
 // and system calls at both ends, so across nodes a slice is NCCL's step
 // (its 4 MiB buffer over 8 steps). On the emulated cluster (2 nodes x 2
-// ranks, 10 Gbit/s) 512 KiB against 128 KiB ran a 1 MiB all-reduce in 0.5x
-// the time and 64 MiB in 0.8x; on one node (4 ranks) 128 KiB ran 4 MiB in
-// 0.6x the time of 512 KiB (results/20261130-net-slices).
+// ranks, 10 Gbit/s) 512 KiB against 128 KiB ran all-reduces of 1 to 64 MiB
+// in 0.63-0.90x the time (at 1 Gbit/s the link binds either); on one node
+// (4 ranks) 128 KiB ran 4 MiB in 0.6x the time of 512 KiB
+// (results/20261130-net-slices).
 inline constexpr uint64_t kSliceBytesOneNode = uint64_t(128) << 10;
 inline constexpr uint64_t kSliceBytesAcrossNodes = uint64_t(512) << 10;
 inline constexpr uint64_t defaultSliceBytes(bool acrossNodes) {
