@@ -330,19 +330,19 @@ TEST(FakeNodesPolicy, ACommunicatorAcrossNodesMovesLargerSlices) {
       ASSERT_EQ(hocclCommSplit(comm, rank / 2, rank, &node, nullptr), hocclSuccess) << hocclGetLastError(comm);
       EXPECT_FALSE(node->usesNetwork());
       EXPECT_EQ(node->settings.sliceBytes, inside);
-      hocclComm_t rail = nullptr;  // one rank per node: across again
-      ASSERT_EQ(hocclCommSplit(node, rank % 2, rank, &rail, nullptr), hocclSuccess) << hocclGetLastError(node);
-      EXPECT_EQ(rail->settings.sliceBytes, inside) << "a split of a one-node communicator is still one node";
-      EXPECT_EQ(hocclCommDestroy(rail), hocclSuccess);
-      hocclComm_t rail2 = nullptr;
-      ASSERT_EQ(hocclCommSplit(comm, rank % 2, rank, &rail2, nullptr), hocclSuccess) << hocclGetLastError(comm);
-      EXPECT_TRUE(rail2->usesNetwork());
-      EXPECT_EQ(rail2->settings.sliceBytes, across);
+      hocclComm_t single = nullptr;  // a split of the node's communicator: one rank, one node
+      ASSERT_EQ(hocclCommSplit(node, rank % 2, rank, &single, nullptr), hocclSuccess) << hocclGetLastError(node);
+      EXPECT_EQ(single->settings.sliceBytes, inside) << "a split of a one-node communicator is still one node";
+      EXPECT_EQ(hocclCommDestroy(single), hocclSuccess);
+      hocclComm_t rail = nullptr;  // one rank per node: across nodes again
+      ASSERT_EQ(hocclCommSplit(comm, rank % 2, rank, &rail, nullptr), hocclSuccess) << hocclGetLastError(comm);
+      EXPECT_TRUE(rail->usesNetwork());
+      EXPECT_EQ(rail->settings.sliceBytes, across);
       // Calls agree on the slice across the split's ranks.
       float x = float(rank), sum = 0;
-      ASSERT_EQ(hocclAllReduce(&x, &sum, 1, hocclFloat, hocclSum, rail2, nullptr), hocclSuccess);
+      ASSERT_EQ(hocclAllReduce(&x, &sum, 1, hocclFloat, hocclSum, rail, nullptr), hocclSuccess);
       EXPECT_EQ(sum, float(rank % 2 + rank % 2 + 2));
-      EXPECT_EQ(hocclCommDestroy(rail2), hocclSuccess);
+      EXPECT_EQ(hocclCommDestroy(rail), hocclSuccess);
       EXPECT_EQ(hocclCommDestroy(node), hocclSuccess);
     });
   };

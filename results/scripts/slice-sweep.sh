@@ -30,17 +30,17 @@ trap '"$cluster" down --name "$name" >/dev/null 2>&1 || true' EXIT
 bench=("$build/perf/all_reduce_perf" -b 256K -e 64M -f 4 -w 5 -n 30 -c 1)
 # Each line: the sizes and out-of-place times of one run; a run with wrong
 # results stops the sweep.
-times() { awk '/^ +[0-9]+ /{if ($9 != 0 || $13 != 0) {print "WRONG"; exit 1} printf " %s %s", $1, $6} END {print ""}'; }
+oop_times() { awk '/^ +[0-9]+ /{if ($9 != 0 || $13 != 0) {print "WRONG"; exit 1} printf " %s %s", $1, $6} END {print ""}'; }
 cluster_settings=("HOCCL_SLICE_BYTES=128K" "HOCCL_SLICE_BYTES=128K HOCCL_SLOTS=32"
                   "HOCCL_SLICE_BYTES=256K HOCCL_SLOTS=16" "HOCCL_SLICE_BYTES=512K" "HOCCL_SLICE_BYTES=1M")
 local_settings=("HOCCL_SLICE_BYTES=128K" "HOCCL_SLICE_BYTES=512K")
 for ((r = 1; r <= rounds; r++)); do
   for s in "${cluster_settings[@]}"; do
-    line=$("$cluster" run --cluster "$name" --ranks-per-node 2 --timeout 300 -- env $s "${bench[@]}" 2>&1 | times)
+    line=$("$cluster" run --cluster "$name" --ranks-per-node 2 --timeout 300 -- env $s "${bench[@]}" 2>&1 | oop_times)
     echo "2x2-${gbit}g ${s// /,}$line" | tee -a "$log"
   done
   for s in "${local_settings[@]}"; do
-    line=$(env $s "${bench[@]}" --np 4 2>&1 | times)
+    line=$(env $s "${bench[@]}" --np 4 2>&1 | oop_times)
     echo "local4 ${s// /,}$line" | tee -a "$log"
   done
 done

@@ -91,11 +91,18 @@ Status buildChild(hocclComm* parent, const char* what, const std::vector<int>& m
 // The tag of hocclCommCreateGroup's messages on the parent's bootstrap.
 constexpr uint32_t kTagCreateGroup = 0x30000000;
 
+// A child's settings before its config: its parent's, as the parent was
+// asked for them (HOCCL_SLICE_BYTES=auto chooses anew for the members).
+Settings childSettings(const hocclComm& parent) {
+  Settings s = parent.settings;
+  s.sliceBytes = parent.sliceBytesAsked;
+  return s;
+}
+
 }  // namespace
 
 Status commSplit(hocclComm* parent, int color, int key, const hocclConfig_t* config, hocclComm** out) {
-  Settings settings = parent->settings;
-  settings.sliceBytes = parent->sliceBytesAsked;  // auto chooses anew for the members
+  Settings settings = childSettings(*parent);
   Status configured = applyConfig(config, &settings);
   Socket listener;
   std::vector<ChildEntry> all(parent->nranks);
@@ -133,8 +140,7 @@ Status commCreateGroup(hocclComm* parent, const std::vector<int>& members, const
     }
   } ignore{afterFailure ? parent->boot.get() : nullptr};
   if (afterFailure) parent->boot->setIgnoreAborts(true);
-  Settings settings = parent->settings;
-  settings.sliceBytes = parent->sliceBytesAsked;  // auto chooses anew for the members
+  Settings settings = childSettings(*parent);
   Status configured = applyConfig(config, &settings);
   struct Entry {
     uint64_t listHash;
